@@ -1,0 +1,32 @@
+//! `memkv`: the command-line front end. It translates arguments into library calls and prints
+//! what they return; every rule lives in the `memkv` crate.
+
+mod admin;
+mod args;
+mod exec;
+
+use std::process::ExitCode;
+
+use clap::Parser;
+
+use args::{Cli, Commands};
+
+/// Exit codes: 0 success, 1 a runtime failure (database, I/O), 2 bad usage (from clap).
+const EXIT_FAILURE: u8 = 1;
+
+fn main() -> ExitCode {
+    let cli = Cli::parse();
+    let result = match &cli.command {
+        Commands::Exec(a) => exec::run(&cli.global, a),
+        Commands::Users => admin::users(&cli.global),
+        Commands::Tree(a) => admin::tree(&cli.global, a),
+        Commands::Cat(a) => admin::cat(&cli.global, a),
+    };
+    match result {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(e) => {
+            eprintln!("memkv: {e}");
+            ExitCode::from(EXIT_FAILURE)
+        }
+    }
+}

@@ -1,0 +1,75 @@
+//! Errors of the library.
+//!
+//! Everything the *model* did wrong is not an error here: it is a [`crate::ToolOutput`] with
+//! `is_error: true`. [`Error`] is for the operator: a database that cannot be opened, a bad user
+//! id, a failing disk.
+
+use std::path::PathBuf;
+
+use crate::path::PathError;
+
+/// What can go wrong when opening or using a store.
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum Error {
+    /// Another process has the database open. memkv allows one process per database file.
+    #[error("{path}: the database is open in another process (one process at a time may use it)")]
+    Locked {
+        /// The database file.
+        path: PathBuf,
+    },
+    /// The database file does not exist (and the operation does not create one).
+    #[error("{path}: no such database")]
+    NotFound {
+        /// The database file.
+        path: PathBuf,
+    },
+    /// The database was written with a storage format this build cannot read.
+    #[error(
+        "{location}: the database uses memkv storage format {found}, this memkv reads format {supported}; open it with a memkv that reads format {found}, or export and import it"
+    )]
+    UnsupportedFormat {
+        /// The database file, or `memory`.
+        location: String,
+        /// The version found in the file.
+        found: u64,
+        /// The version this build reads and writes.
+        supported: u64,
+    },
+    /// The file is not a memkv database (another redb file, or not a redb file at all).
+    #[error("{location}: not a memkv database: {reason}")]
+    NotMemkv {
+        /// The database file.
+        location: String,
+        /// What gave it away.
+        reason: String,
+    },
+    /// A user id that memkv does not accept.
+    #[error("invalid user id {user:?}: {reason}")]
+    InvalidUser {
+        /// The id as given.
+        user: String,
+        /// Which rule it breaks.
+        reason: &'static str,
+    },
+    /// A path given to an operator call (not a model command) that the path rules reject.
+    #[error("invalid memory path {path:?}: {reason}")]
+    InvalidPath {
+        /// The path as given.
+        path: String,
+        /// Which rule it breaks.
+        reason: PathError,
+    },
+    /// A stored record that memkv cannot decode: the database was damaged or edited by hand.
+    #[error("corrupt record in the database: {0}")]
+    Corrupt(String),
+    /// The storage engine or the disk failed.
+    #[error("storage error: {0}")]
+    Storage(#[source] Box<dyn std::error::Error + Send + Sync>),
+}
+
+impl Error {
+    pub(crate) fn storage(e: impl Into<Box<dyn std::error::Error + Send + Sync>>) -> Self {
+        Error::Storage(e.into())
+    }
+}

@@ -1,0 +1,228 @@
+//! How paths and records become the bytes of [`crate::storage`]: the logical layout, shared by
+//! every backend and covered by the backend's format version. `docs/design.md` describes it.
+//!
+//! A path's *encoding* is its segments joined by `0x01` (the root is empty). Valid segments never
+//! hold a byte below `0x20`, so:
+//!
+//! - [`Space::Nodes`](crate::storage::Space::Nodes) key of a file or directory:
+//!   `enc(parent) 0x00 name`. The children of `d` are exactly the keys that start with
+//!   `enc(d) 0x00`, in byte order of their names; everything below a non-root `d` is exactly the
+//!   range `[enc(d) 0x00, enc(d) 0x02)`.
+//! - [`Space::Contents`](crate::storage::Space::Contents) key of a file: `enc(path)`; the files
+//!   below a non-root `d` are exactly the range `[enc(d) 0x01, enc(d) 0x02)`.
+//! - Values are postcard-encoded [`Node`] and [`Totals`]; contents are the raw UTF-8 bytes.
+
+use serde::{Deserialize, Serialize};
+
+use crate::error::Error;
+use crate::path::MemoryPath;
+
+const CHILD: u8 = 0x00;
+const SEP: u8 = 0x01;
+const AFTER: u8 = 0x02;
+
+/// A file or directory in the index, with what `view` needs and no content.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+pub enum Node {
+    /// A file.
+    File(FileMeta),
+    /// A directory and the aggregates of everything below it.
+    Dir(Totals),
+}
+
+/// A file's size and times (milliseconds since the Unix epoch).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+pub struct FileMeta {
+    /// Length in bytes.
+    pub size: u64,
+    /// When the file was created.
+    pub created_ms: i64,
+    /// When its content last changed.
+    pub modified_ms: i64,
+    /// When it was last read or written (kept for expiry; may lag behind).
+    pub accessed_ms: i64,
+}
+
+/// Number of files and their total size: per directory, and per user.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Totals {
+    /// Files below.
+    pub files: u64,
+    /// Bytes of those files.
+    pub bytes: u64,
+}
+
+impl Node {
+    /// What this node adds to each of its ancestors' totals.
+    pub fn weight(&self) -> Totals {
+        match self {
+            Node::File(meta) => Totals {
+                files: 1,
+                bytes: meta.size,
+            },
+            Node::Dir(totals) => *totals,
+        }
+    }
+}
+
+/// Encodes a record with postcard.
+pub fn encode<T: Serialize>(value: &T) -> Vec<u8> {
+    // Serializing these plain structs into a Vec cannot fail.
+    postcard::to_stdvec(value).expect("postcard encodes plain structs")
+}
+
+/// Decodes a record written by [`encode`].
+pub fn decode<'a, T: Deserialize<'a>>(bytes: &'a [u8], what: &str) -> Result<T, Error> {
+    postcard::from_bytes(bytes).map_err(|e| Error::Corrupt(format!("{what}: {e}")))
+}
+
+fn encode_path(path: &MemoryPath, out: &mut Vec<u8>) {
+    for (i, s) in path.segments().iter().enumerate() {
+        if i > 0 {
+            out.push(SEP);
+        }
+        out.extend_from_slice(s.as_bytes());
+    }
+}
+
+/// The path's own encoding: the key of its content.
+pub fn content_key(path: &MemoryPath) -> Vec<u8> {
+    let mut out = Vec::new();
+    encode_path(path, &mut out);
+    out
+}
+
+/// The index key of a non-root path: `enc(parent) 0x00 name`.
+pub fn node_key(path: &MemoryPath) -> Vec<u8> {
+    let (name, parent) = path
+        .segments()
+        .split_last()
+        .expect("the root has no node key");
+    let mut out = Vec::new();
+    for (i, s) in parent.iter().enumerate() {
+        if i > 0 {
+            out.push(SEP);
+        }
+        out.extend_from_slice(s.as_bytes());
+    }
+    out.push(CHILD);
+    out.extend_from_slice(name.as_bytes());
+    out
+}
+
+/// The common prefix of the index keys of `dir`'s children.
+pub fn children_prefix(dir: &MemoryPath) -> Vec<u8> {
+    let mut out = content_key(dir);
+    out.push(CHILD);
+    out
+}
+
+/// The smallest key above every key that starts with `prefix`.
+pub fn prefix_end(prefix: &[u8]) -> Vec<u8> {
+    let mut end = prefix.to_vec();
+    // Prefixes here end in 0x00 or 0x01, and no key byte is 0xFF, so a bump never carries.
+    let last = end.last_mut().expect("prefixes are never empty");
+    *last += 1;
+    end
+}
+
+/// `[start, end)` of every index key below the non-root directory `dir`.
+pub fn subtree_nodes(dir: &MemoryPath) -> (Vec<u8>, Vec<u8>) {
+    let enc = content_key(dir);
+    (
+        [enc.as_slice(), &[CHILD]].concat(),
+        [enc.as_slice(), &[AFTER]].concat(),
+    )
+}
+
+/// `[start, end)` of every content key below the non-root directory `dir`.
+pub fn subtree_contents(dir: &MemoryPath) -> (Vec<u8>, Vec<u8>) {
+    let enc = content_key(dir);
+    (
+        [enc.as_slice(), &[SEP]].concat(),
+        [enc.as_slice(), &[AFTER]].concat(),
+    )
+}
+
+/// The name of a child, from its index key and its parent's [`children_prefix`].
+pub fn child_name(key: &[u8], prefix_len: usize) -> Result<&str, Error> {
+    std::str::from_utf8(&key[prefix_len..])
+        .map_err(|_| Error::Corrupt("a node name is not UTF-8".into()))
+}
+
+/// The path of a content key.
+pub fn path_of_content_key(key: &[u8]) -> Result<MemoryPath, Error> {
+    let text = std::str::from_utf8(key)
+        .map_err(|_| Error::Corrupt("a content key is not UTF-8".into()))?;
+    let segments = text.split(SEP as char);
+    MemoryPath::from_segments(segments)
+        .map_err(|e| Error::Corrupt(format!("a stored path is invalid: {e}")))
+}
+
+/// `key` with its leading `from` replaced by `to`.
+pub fn rebase_key(key: &[u8], from: &[u8], to: &[u8]) -> Vec<u8> {
+    debug_assert!(key.starts_with(from));
+    [to, &key[from.len()..]].concat()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn p(s: &str) -> MemoryPath {
+        MemoryPath::parse(s).unwrap()
+    }
+
+    #[test]
+    fn keys() {
+        assert_eq!(node_key(&p("/memories/a")), b"\x00a");
+        assert_eq!(node_key(&p("/memories/a/b/c")), b"a\x01b\x00c");
+        assert_eq!(content_key(&p("/memories/a/b/c")), b"a\x01b\x01c");
+        assert_eq!(children_prefix(&p("/memories")), b"\x00");
+        assert_eq!(children_prefix(&p("/memories/a/b")), b"a\x01b\x00");
+        assert_eq!(path_of_content_key(b"a\x01b").unwrap(), p("/memories/a/b"));
+        assert!(path_of_content_key(b"a\x01..").is_err());
+    }
+
+    #[test]
+    fn subtree_ranges_hold_exactly_the_descendants() {
+        let d = p("/memories/a");
+        let (ns, ne) = subtree_nodes(&d);
+        let (cs, ce) = subtree_contents(&d);
+        let inside = ["/memories/a/x", "/memories/a/x/y", "/memories/a/\u{20}"];
+        let outside = [
+            "/memories/a",
+            "/memories/ab",
+            "/memories/ab/x",
+            "/memories/b",
+            "/memories/a b",
+        ];
+        for s in inside {
+            let n = node_key(&p(s));
+            assert!(n >= ns && n < ne, "{s}");
+            let c = content_key(&p(s));
+            assert!(c >= cs && c < ce, "{s}");
+        }
+        for s in outside {
+            let n = node_key(&p(s));
+            assert!(!(n >= ns && n < ne), "{s}");
+            let c = content_key(&p(s));
+            assert!(!(c >= cs && c < ce), "{s}");
+        }
+    }
+
+    #[test]
+    fn records_round_trip_and_garbage_is_corrupt() {
+        let node = Node::File(FileMeta {
+            size: 3,
+            created_ms: 1,
+            modified_ms: 2,
+            accessed_ms: 2,
+        });
+        assert_eq!(decode::<Node>(&encode(&node), "node").unwrap(), node);
+        assert!(matches!(
+            decode::<Node>(&[9, 9], "node"),
+            Err(Error::Corrupt(_))
+        ));
+    }
+}

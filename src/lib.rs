@@ -1,0 +1,68 @@
+//! memkv: a per-user, transactional store for Claude's memory tool (`memory_20250818`).
+//!
+//! The model sends six commands (`view`, `create`, `str_replace`, `insert`, `delete`, `rename`)
+//! against a virtual `/memories` tree. memkv executes them against a [redb] database in which
+//! every user's tree is its own key partition: no input reaches the host filesystem or another
+//! user's data, every command is one transaction, and every string the model reads is the
+//! byte-exact contract of `PROTOCOL.md`.
+//!
+//! ```
+//! use memkv::Store;
+//! use serde_json::json;
+//!
+//! # fn main() -> Result<(), memkv::Error> {
+//! let store = Store::in_memory()?; // or Store::open("memkv.redb")?
+//! let alice = store.user("alice@example.com")?;
+//!
+//! let out = alice.execute_json(&json!({
+//!     "command": "create",
+//!     "path": "/memories/notes.md",
+//!     "file_text": "Prefers tabs.\n",
+//! }))?;
+//! assert_eq!(out.content, "File created successfully at: /memories/notes.md");
+//!
+//! let out = alice.execute_json(&json!({"command": "view", "path": "/memories"}))?;
+//! assert!(!out.is_error);
+//! assert!(out.content.ends_with("14B\t/memories\n14B\t/memories/notes.md"));
+//!
+//! // Another user sees nothing of alice's.
+//! let bob = store.user("bob")?;
+//! let out = bob.execute_json(&json!({"command": "view", "path": "/memories/notes.md"}))?;
+//! assert!(out.is_error);
+//! # Ok(())
+//! # }
+//! ```
+//!
+//! # Layout
+//!
+//! - [`path`]: model input to a validated [`MemoryPath`] (pure, no I/O).
+//! - [`command`]: the six commands and their parsing from JSON.
+//! - `messages`: every model-facing string, and nothing else.
+//! - `exec` and `tree`: the commands' semantics and the directory index, written once over
+//! - [`storage`]: the narrow transactional seam; [`storage::redb`] is the embedded default and
+//!   holds every table definition and the [format version](storage::redb::FORMAT_VERSION).
+//! - [`Store`] / [`UserHandle`]: the API; `src/bin/memkv` is a thin CLI over it.
+//!
+//! [redb]: https://docs.rs/redb
+
+#![forbid(unsafe_code)]
+#![warn(missing_docs)]
+
+mod blocks;
+pub mod command;
+mod error;
+mod exec;
+mod layout;
+mod limits;
+mod messages;
+pub mod path;
+pub mod storage;
+mod store;
+mod tree;
+
+pub use blocks::{TOOL_NAME, ToolOutput, ToolResult, ToolUse};
+pub use command::{Command, InputError, ViewRange};
+pub use error::Error;
+pub use limits::Limits;
+pub use path::{MemoryPath, PathError};
+pub use store::{FileInfo, MAX_USER_ID_BYTES, Store, StoreBuilder, UserHandle, UserSummary};

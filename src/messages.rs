@@ -1,0 +1,325 @@
+//! Every string the model reads, and nothing else.
+//!
+//! These are the byte-exact strings of `PROTOCOL.md`; `tests/golden.rs` pins each one. `{path}`
+//! arguments are passed in as the model sent them unless the parameter says `canonical`.
+
+use std::fmt::Write as _;
+
+use crate::path::PathError;
+
+// ---- paths -------------------------------------------------------------------------------
+
+/// The message for a path the rules of PROTOCOL.md reject.
+pub fn path_error(raw: &str, error: PathError) -> String {
+    match error {
+        PathError::OutsideRoot => format!("Error: Path must start with /memories, got: {raw}"),
+        PathError::DotSegment => {
+            format!("Error: Invalid path {raw}: '.' and '..' segments are not allowed")
+        }
+        PathError::EmptySegment => format!("Error: Invalid path {raw}: empty path segment"),
+        PathError::Separator => {
+            format!("Error: Invalid path {raw}: '\\' and encoded separators are not allowed")
+        }
+        PathError::ControlCharacter => {
+            format!("Error: Invalid path {raw}: control and format characters are not allowed")
+        }
+        PathError::TooLong => format!("Error: Invalid path {raw}: too long"),
+    }
+}
+
+// ---- view --------------------------------------------------------------------------------
+
+/// First line of a directory listing (`dir` canonical).
+pub fn view_dir_header(dir: &str) -> String {
+    format!(
+        "Here're the files and directories up to 2 levels deep in {dir}, excluding hidden items and node_modules:"
+    )
+}
+
+/// One line of a directory listing: the size, a tab, the path (directories end with `/`).
+pub fn view_dir_entry(size: u64, path: &str) -> String {
+    format!("{}\t{path}", human_size(size))
+}
+
+/// The note after a directory listing cut to the output budget.
+pub fn view_dir_truncated(shown: usize, total: usize) -> String {
+    format!(
+        "\n[Output truncated: {shown} of {total} entries shown. View a subdirectory to see the rest.]"
+    )
+}
+
+/// First line of a file view.
+pub fn view_file_header(path: &str) -> String {
+    format!("Here's the content of {path} with line numbers:")
+}
+
+/// One numbered line, as `view` and the `str_replace` snippet print it.
+pub fn numbered_line(number: usize, line: &str) -> String {
+    format!("{number:>6}\t{line}")
+}
+
+/// The note after a file view cut to the output budget.
+pub fn view_file_truncated(first: usize, last: usize, total: usize) -> String {
+    format!(
+        "\n[Output truncated: showing lines {first}-{last} of {total}. Use view_range to see other lines.]"
+    )
+}
+
+/// A file with more lines than `view` numbers.
+pub fn view_too_many_lines(path: &str, max_lines: u64) -> String {
+    format!(
+        "File {path} exceeds maximum line limit of {} lines.",
+        thousands(max_lines)
+    )
+}
+
+/// A `view_range` that is malformed or out of bounds.
+pub fn invalid_view_range(n_lines: usize) -> String {
+    format!(
+        "Error: Invalid `view_range` parameter. It should be [start_line, end_line] with 1 <= start_line <= {n_lines} and end_line >= start_line or -1"
+    )
+}
+
+/// `view` (and `str_replace`) of a missing path.
+pub fn not_found_please(path: &str) -> String {
+    format!("The path {path} does not exist. Please provide a valid path.")
+}
+
+// ---- create ------------------------------------------------------------------------------
+
+/// `create` of a path that is already a file or a directory.
+pub fn already_exists(path: &str) -> String {
+    format!("Error: File {path} already exists")
+}
+
+/// A write whose parent (canonical) is a file.
+pub fn parent_is_file(path: &str, parent: &str) -> String {
+    format!("Error: Cannot create {path}: {parent} is a file")
+}
+
+/// `create` succeeded.
+pub fn created(path: &str) -> String {
+    format!("File created successfully at: {path}")
+}
+
+// ---- str_replace -------------------------------------------------------------------------
+
+/// `str_replace` on a missing path or a directory.
+pub fn str_replace_not_found(path: &str) -> String {
+    format!("Error: {}", not_found_please(path))
+}
+
+/// `str_replace` with an empty `old_str`.
+pub fn empty_old_str() -> String {
+    "Error: old_str must not be empty".to_owned()
+}
+
+/// `old_str` does not occur.
+pub fn no_match(old_str: &str, path: &str) -> String {
+    format!("No replacement was performed, old_str `{old_str}` did not appear verbatim in {path}.")
+}
+
+/// `old_str` occurs more than once; `lines` are the distinct 1-based lines where matches start.
+pub fn multiple_matches(old_str: &str, lines: &[usize]) -> String {
+    let lines: Vec<String> = lines.iter().map(usize::to_string).collect();
+    format!(
+        "No replacement was performed. Multiple occurrences of old_str `{old_str}` in lines: {}. Please ensure it is unique",
+        lines.join(", ")
+    )
+}
+
+/// `str_replace` succeeded; `snippet` is already formatted with [`numbered_line`].
+pub fn edited_with_snippet(snippet: &str) -> String {
+    format!(
+        "The memory file has been edited. Here is the snippet showing the change (with line numbers):\n{snippet}"
+    )
+}
+
+// ---- insert ------------------------------------------------------------------------------
+
+/// `insert`, `delete` or `rename` of a missing path (no trailing sentence).
+pub fn not_found(path: &str) -> String {
+    format!("Error: The path {path} does not exist")
+}
+
+/// `insert_line` outside `[0, n_lines]`.
+pub fn invalid_insert_line(insert_line: i64, n_lines: usize) -> String {
+    format!(
+        "Error: Invalid `insert_line` parameter: {insert_line}. It should be within the range of lines of the file: [0, {n_lines}]"
+    )
+}
+
+/// `insert` succeeded.
+pub fn inserted(path: &str) -> String {
+    format!("The file {path} has been edited.")
+}
+
+// ---- delete ------------------------------------------------------------------------------
+
+/// `delete` of `/memories`.
+pub fn cannot_delete_root() -> String {
+    "Error: Cannot delete the /memories directory itself".to_owned()
+}
+
+/// `delete` succeeded.
+pub fn deleted(path: &str) -> String {
+    format!("Successfully deleted {path}")
+}
+
+// ---- rename ------------------------------------------------------------------------------
+
+/// `rename` of `/memories`.
+pub fn cannot_rename_root() -> String {
+    "Error: Cannot rename the /memories directory itself".to_owned()
+}
+
+/// `rename` onto an existing path.
+pub fn destination_exists(path: &str) -> String {
+    format!("Error: The destination {path} already exists")
+}
+
+/// `rename` of a directory into itself.
+pub fn move_into_itself(old_path: &str) -> String {
+    format!("Error: Cannot move {old_path} into itself")
+}
+
+/// `rename` succeeded.
+pub fn renamed(old_path: &str, new_path: &str) -> String {
+    format!("Successfully renamed {old_path} to {new_path}")
+}
+
+// ---- limits ------------------------------------------------------------------------------
+
+/// A write that would make a file larger than the per-file limit.
+pub fn file_too_large(path: &str, size: u64, limit: u64) -> String {
+    format!("Error: File {path} would be {size} bytes, over the limit of {limit} bytes")
+}
+
+/// A write that would give a file more lines than allowed.
+pub fn too_many_lines(path: &str, max_lines: u64) -> String {
+    format!(
+        "Error: File {path} would have more than {} lines",
+        thousands(max_lines)
+    )
+}
+
+/// A `create` over the per-user file quota.
+pub fn quota_files(limit: u64) -> String {
+    format!("Error: Memory quota exceeded: at most {limit} files")
+}
+
+/// A write over the per-user byte quota.
+pub fn quota_bytes(limit: u64) -> String {
+    format!("Error: Memory quota exceeded: at most {limit} bytes in total")
+}
+
+// ---- malformed input ---------------------------------------------------------------------
+
+/// `command` missing or unknown; `command_json` is the field as JSON (`null` when missing).
+pub fn unknown_command(command_json: &str) -> String {
+    format!("Error: Unknown command: {command_json}")
+}
+
+/// A required field missing or `null`.
+pub fn missing_parameter(field: &str, command: &str) -> String {
+    format!("Error: Missing required parameter `{field}` for command `{command}`")
+}
+
+/// A field of the wrong JSON type (`expected` is `string` or `integer`).
+pub fn invalid_parameter(field: &str, command: &str, expected: &str) -> String {
+    format!("Error: Invalid parameter `{field}` for command `{command}`: expected {expected}")
+}
+
+/// A line of a line-oriented interface that is not JSON.
+pub fn invalid_json(reason: &str) -> String {
+    format!("Error: Invalid JSON: {reason}")
+}
+
+// ---- memkv's own (not in the SDK; documented in docs/design.md) ---------------------------
+
+/// A `tool_use` block addressed to another tool than `memory`.
+pub fn unknown_tool(name_json: &str) -> String {
+    format!("Error: Unknown tool: {name_json}")
+}
+
+/// The storage failed; the command was not applied.
+pub fn storage_failure() -> String {
+    "Error: The memory store failed; the command was not applied. Try again later.".to_owned()
+}
+
+// ---- formatting --------------------------------------------------------------------------
+
+/// Sizes as PROTOCOL.md prints them: `512B`, `1.0K`, `1.5K`, `1.2M` (powers of 1,024).
+pub fn human_size(bytes: u64) -> String {
+    const UNITS: [&str; 4] = ["K", "M", "G", "T"];
+    if bytes < 1024 {
+        return format!("{bytes}B");
+    }
+    let mut value = bytes as f64 / 1024.0;
+    let mut unit = 0;
+    while unit + 1 < UNITS.len() && (value >= 1024.0 || format!("{value:.1}") == "1024.0") {
+        value /= 1024.0;
+        unit += 1;
+    }
+    format!("{value:.1}{}", UNITS[unit])
+}
+
+/// `999999` as `999,999`.
+fn thousands(n: u64) -> String {
+    let digits = n.to_string();
+    let mut out = String::with_capacity(digits.len() + digits.len() / 3);
+    for (i, c) in digits.chars().enumerate() {
+        if i > 0 && (digits.len() - i).is_multiple_of(3) {
+            out.push(',');
+        }
+        out.push(c);
+    }
+    out
+}
+
+/// Lines formatted as `view` prints them, numbered from `first`, joined by `\n`.
+pub fn numbered_lines<'a>(first: usize, lines: impl IntoIterator<Item = &'a str>) -> String {
+    let mut out = String::new();
+    for (i, line) in lines.into_iter().enumerate() {
+        if i > 0 {
+            out.push('\n');
+        }
+        let _ = write!(out, "{}", numbered_line(first + i, line));
+    }
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn sizes() {
+        let cases = [
+            (0, "0B"),
+            (512, "512B"),
+            (1023, "1023B"),
+            (1024, "1.0K"),
+            (1536, "1.5K"),
+            (4096, "4.0K"),
+            (1024 * 1024 - 1, "1.0M"),
+            (1048524, "1023.9K"),
+            (1048525, "1.0M"),
+            (1258291, "1.2M"),
+            (1024 * 1024 * 1024, "1.0G"),
+            (1024u64.pow(4), "1.0T"),
+            (1024u64.pow(5), "1024.0T"),
+        ];
+        for (n, s) in cases {
+            assert_eq!(human_size(n), s, "{n}");
+        }
+    }
+
+    #[test]
+    fn thousands_separators() {
+        assert_eq!(thousands(999_999), "999,999");
+        assert_eq!(thousands(1_000), "1,000");
+        assert_eq!(thousands(999), "999");
+        assert_eq!(thousands(1_234_567), "1,234,567");
+    }
+}

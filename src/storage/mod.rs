@@ -1,0 +1,89 @@
+//! The storage seam: a narrow, transactional, ordered key-value interface.
+//!
+//! The six commands are written once, in [`crate::tree`] and [`crate::exec`], against these
+//! traits. A backend only has to store bytes under `(space, user, key)` in key order and give
+//! all-or-nothing transactions; it never sees paths or commands. [`redb`] is the embedded default
+//! and today's only implementation; a networked database can slot in by implementing the same
+//! three traits.
+//!
+//! Keys within one user and space are compared as plain bytes. User ids are opaque strings that a
+//! backend must keep apart exactly (no normalization, no concatenation that could alias).
+
+pub mod redb;
+
+use std::ops::ControlFlow;
+
+use crate::error::Error;
+
+/// The keyspaces memkv stores, each partitioned by user. See `docs/design.md`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum Space {
+    /// The directory index: one entry per file and per directory, keyed by parent and name.
+    Nodes,
+    /// File contents, keyed by full path.
+    Contents,
+    /// Per-user totals (files, bytes) under the empty key.
+    Totals,
+}
+
+/// Called for each entry of a scan, in key order; return `ControlFlow::Break(())` to stop.
+pub type Visit<'v> = &'v mut dyn FnMut(&[u8], &[u8]) -> Result<ControlFlow<()>, Error>;
+
+/// A store of bytes that opens transactions.
+pub trait Backend: Send + Sync {
+    /// A read-only snapshot.
+    type Read<'a>: ReadTxn
+    where
+        Self: 'a;
+    /// A write transaction; dropped without [`WriteTxn::commit`], it leaves no trace.
+    type Write<'a>: WriteTxn
+    where
+        Self: 'a;
+
+    /// Begins a consistent read-only snapshot.
+    fn begin_read(&self) -> Result<Self::Read<'_>, Error>;
+    /// Begins a write transaction (one at a time; a second caller waits).
+    fn begin_write(&self) -> Result<Self::Write<'_>, Error>;
+}
+
+/// Reads, within one transaction.
+pub trait ReadTxn {
+    /// The value under `key`.
+    fn get(&self, space: Space, user: &str, key: &[u8]) -> Result<Option<Vec<u8>>, Error>;
+
+    /// Visits the entries with `start <= key < end` (`end: None` = to the end of the user's
+    /// space) in ascending key order.
+    fn scan(
+        &self,
+        space: Space,
+        user: &str,
+        start: &[u8],
+        end: Option<&[u8]>,
+        visit: Visit<'_>,
+    ) -> Result<(), Error>;
+
+    /// Visits every user that has an entry in `space`, in ascending order of user id.
+    fn users(
+        &self,
+        space: Space,
+        visit: &mut dyn FnMut(&str) -> Result<ControlFlow<()>, Error>,
+    ) -> Result<(), Error>;
+}
+
+/// Writes, within one transaction.
+pub trait WriteTxn: ReadTxn {
+    /// Stores `value` under `key`, replacing any previous value.
+    fn put(&mut self, space: Space, user: &str, key: &[u8], value: &[u8]) -> Result<(), Error>;
+    /// Removes `key`; removing a missing key is not an error.
+    fn remove(&mut self, space: Space, user: &str, key: &[u8]) -> Result<(), Error>;
+    /// Removes every key with `start <= key < end`.
+    fn remove_range(
+        &mut self,
+        space: Space,
+        user: &str,
+        start: &[u8],
+        end: &[u8],
+    ) -> Result<(), Error>;
+    /// Makes every change durable and visible, or none of them.
+    fn commit(self) -> Result<(), Error>;
+}

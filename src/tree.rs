@@ -1,0 +1,345 @@
+//! One user's tree over a storage transaction: lookups, listings, and writes that keep the
+//! directory index and every aggregate in step, inside the caller's transaction.
+//!
+//! Invariants, kept by every write here and checked by the model tests:
+//! - every file has a `Node::File` under its index key and its content under its content key;
+//! - every proper ancestor directory of a file (but the root) has a `Node::Dir` whose totals are
+//!   the sum over the files below it, and no other `Node::Dir` exists (directories are implicit);
+//! - the user's `Totals` are the sum over all files, and absent when there are none.
+
+use std::ops::ControlFlow;
+
+use crate::error::Error;
+use crate::layout::{self, FileMeta, Node, Totals};
+use crate::path::{MemoryPath, PathError};
+use crate::storage::{ReadTxn, Space, WriteTxn};
+
+/// Called for each child of a directory, with its name and node.
+pub type ChildVisit<'v> = &'v mut dyn FnMut(&str, Node) -> Result<ControlFlow<()>, Error>;
+/// Called for each file, with its path and metadata.
+pub type FileVisit<'v> = &'v mut dyn FnMut(MemoryPath, FileMeta) -> Result<ControlFlow<()>, Error>;
+
+/// A user's tree within one transaction.
+pub struct Tree<'t, T: ?Sized> {
+    txn: &'t mut T,
+    user: &'t str,
+}
+
+/// Read access to a user's tree (works over a read or a write transaction).
+pub struct TreeRead<'t, T: ?Sized> {
+    txn: &'t T,
+    user: &'t str,
+}
+
+impl<'t, T: ReadTxn + ?Sized> TreeRead<'t, T> {
+    /// The user's tree in `txn`.
+    pub fn new(txn: &'t T, user: &'t str) -> Self {
+        TreeRead { txn, user }
+    }
+
+    /// The user's totals (zero when the user has no files).
+    pub fn totals(&self) -> Result<Totals, Error> {
+        match self.txn.get(Space::Totals, self.user, &[])? {
+            Some(bytes) => layout::decode(&bytes, "user totals"),
+            None => Ok(Totals::default()),
+        }
+    }
+
+    /// The node at `path`; the root always exists.
+    pub fn node(&self, path: &MemoryPath) -> Result<Option<Node>, Error> {
+        if path.is_root() {
+            return Ok(Some(Node::Dir(self.totals()?)));
+        }
+        match self
+            .txn
+            .get(Space::Nodes, self.user, &layout::node_key(path))?
+        {
+            Some(bytes) => Ok(Some(layout::decode(&bytes, "index node")?)),
+            None => Ok(None),
+        }
+    }
+
+    /// The content of the file at `path`.
+    pub fn content(&self, path: &MemoryPath) -> Result<Option<String>, Error> {
+        match self
+            .txn
+            .get(Space::Contents, self.user, &layout::content_key(path))?
+        {
+            Some(bytes) => String::from_utf8(bytes)
+                .map(Some)
+                .map_err(|_| Error::Corrupt(format!("content of {path} is not UTF-8"))),
+            None => Ok(None),
+        }
+    }
+
+    /// The one ancestor of `path` that is a file, if any (there is at most one: files have no
+    /// children). Checked from the top.
+    pub fn file_ancestor(&self, path: &MemoryPath) -> Result<Option<MemoryPath>, Error> {
+        for ancestor in path.ancestors().skip(1) {
+            match self.node(&ancestor)? {
+                Some(Node::File(_)) => return Ok(Some(ancestor)),
+                Some(Node::Dir(_)) => {}
+                // Nothing below a missing directory exists either.
+                None => return Ok(None),
+            }
+        }
+        Ok(None)
+    }
+
+    /// Visits the children of `dir` in byte order of their names.
+    pub fn children(&self, dir: &MemoryPath, visit: ChildVisit<'_>) -> Result<(), Error> {
+        let prefix = layout::children_prefix(dir);
+        let end = layout::prefix_end(&prefix);
+        self.txn.scan(
+            Space::Nodes,
+            self.user,
+            &prefix,
+            Some(&end),
+            &mut |key, value| {
+                let name = layout::child_name(key, prefix.len())?;
+                visit(name, layout::decode(value, "index node")?)
+            },
+        )
+    }
+
+    /// Visits every file of the user with its metadata, in path order (segment by segment).
+    pub fn files(&self, visit: FileVisit<'_>) -> Result<(), Error> {
+        self.walk(&MemoryPath::root(), visit).map(|_| ())
+    }
+
+    fn walk(&self, dir: &MemoryPath, visit: FileVisit<'_>) -> Result<ControlFlow<()>, Error> {
+        let mut entries = Vec::new();
+        self.children(dir, &mut |name, node| {
+            entries.push((name.to_owned(), node));
+            Ok(ControlFlow::Continue(()))
+        })?;
+        for (name, node) in entries {
+            let path = dir
+                .join(&name)
+                .map_err(|e| Error::Corrupt(format!("stored name {name:?}: {e}")))?;
+            let flow = match node {
+                Node::File(meta) => visit(path, meta)?,
+                Node::Dir(_) => self.walk(&path, visit)?,
+            };
+            if flow.is_break() {
+                return Ok(flow);
+            }
+        }
+        Ok(ControlFlow::Continue(()))
+    }
+}
+
+impl<'t, T: WriteTxn + ?Sized> Tree<'t, T> {
+    /// The user's tree in `txn`, for writing.
+    pub fn new(txn: &'t mut T, user: &'t str) -> Self {
+        Tree { txn, user }
+    }
+
+    /// Read access within the same transaction.
+    pub fn read(&self) -> TreeRead<'_, T> {
+        TreeRead {
+            txn: self.txn,
+            user: self.user,
+        }
+    }
+
+    /// Writes `content` to the file at `path`, creating it (and its directories) when `existing`
+    /// is `None`. The caller has checked that no ancestor is a file and `path` is no directory.
+    pub fn write_file(
+        &mut self,
+        path: &MemoryPath,
+        content: &str,
+        existing: Option<FileMeta>,
+        now_ms: i64,
+    ) -> Result<(), Error> {
+        let size = content.len() as u64;
+        let meta = FileMeta {
+            size,
+            created_ms: existing.map_or(now_ms, |m| m.created_ms),
+            modified_ms: now_ms,
+            accessed_ms: now_ms,
+        };
+        let old = existing.map_or(Totals::default(), |m| Node::File(m).weight());
+        self.put_node(path, &Node::File(meta))?;
+        self.txn.put(
+            Space::Contents,
+            self.user,
+            &layout::content_key(path),
+            content.as_bytes(),
+        )?;
+        self.adjust_ancestors(path, old, Node::File(meta).weight())
+    }
+
+    /// Removes the file or whole directory `node` at the non-root `path`.
+    pub fn remove(&mut self, path: &MemoryPath, node: Node) -> Result<(), Error> {
+        self.txn
+            .remove(Space::Nodes, self.user, &layout::node_key(path))?;
+        match node {
+            Node::File(_) => {
+                self.txn
+                    .remove(Space::Contents, self.user, &layout::content_key(path))?;
+            }
+            Node::Dir(_) => {
+                let (start, end) = layout::subtree_nodes(path);
+                self.txn
+                    .remove_range(Space::Nodes, self.user, &start, &end)?;
+                let (start, end) = layout::subtree_contents(path);
+                self.txn
+                    .remove_range(Space::Contents, self.user, &start, &end)?;
+            }
+        }
+        self.adjust_ancestors(path, node.weight(), Totals::default())
+    }
+
+    /// Every path below (or at) `from` rebased onto `to`, checked against the path rules, so a
+    /// move that would make some path too long is refused before anything changes.
+    pub fn check_move(
+        &self,
+        from: &MemoryPath,
+        to: &MemoryPath,
+        node: Node,
+    ) -> Result<Result<(), (MemoryPath, PathError)>, Error> {
+        if let Node::File(_) = node {
+            return Ok(Ok(()));
+        }
+        // Only the deepest paths can break the rules; files are the leaves, so checking the
+        // content keys covers every path below.
+        let (start, end) = layout::subtree_contents(from);
+        let mut verdict = Ok(());
+        self.txn.scan(
+            Space::Contents,
+            self.user,
+            &start,
+            Some(&end),
+            &mut |key, _| {
+                let old = layout::path_of_content_key(key)?;
+                match old.rebase(from, to) {
+                    Some(Ok(_)) => Ok(ControlFlow::Continue(())),
+                    Some(Err(e)) => {
+                        verdict = Err((old, e));
+                        Ok(ControlFlow::Break(()))
+                    }
+                    None => Err(Error::Corrupt(format!("{old} is listed below {from}"))),
+                }
+            },
+        )?;
+        Ok(verdict)
+    }
+
+    /// Moves the file or directory `node` from `from` to `to` (which does not exist, is not
+    /// inside `from`, and has no file ancestor; [`Self::check_move`] passed).
+    pub fn move_node(
+        &mut self,
+        from: &MemoryPath,
+        to: &MemoryPath,
+        node: Node,
+    ) -> Result<(), Error> {
+        let (old_enc, new_enc) = (layout::content_key(from), layout::content_key(to));
+        let mut nodes = Vec::new();
+        let mut contents = Vec::new();
+        match node {
+            Node::File(_) => {
+                let content = self
+                    .txn
+                    .get(Space::Contents, self.user, &old_enc)?
+                    .ok_or_else(|| Error::Corrupt(format!("{from} has no content")))?;
+                contents.push((new_enc.clone(), content));
+            }
+            Node::Dir(_) => {
+                let (start, end) = layout::subtree_nodes(from);
+                self.txn.scan(
+                    Space::Nodes,
+                    self.user,
+                    &start,
+                    Some(&end),
+                    &mut rebased_into(&mut nodes, &old_enc, &new_enc),
+                )?;
+                let (start, end) = layout::subtree_contents(from);
+                self.txn.scan(
+                    Space::Contents,
+                    self.user,
+                    &start,
+                    Some(&end),
+                    &mut rebased_into(&mut contents, &old_enc, &new_enc),
+                )?;
+            }
+        }
+        self.remove(from, node)?;
+        self.put_node(to, &node)?;
+        for (k, v) in nodes {
+            self.txn.put(Space::Nodes, self.user, &k, &v)?;
+        }
+        for (k, v) in contents {
+            self.txn.put(Space::Contents, self.user, &k, &v)?;
+        }
+        self.adjust_ancestors(to, Totals::default(), node.weight())
+    }
+
+    fn put_node(&mut self, path: &MemoryPath, node: &Node) -> Result<(), Error> {
+        self.txn.put(
+            Space::Nodes,
+            self.user,
+            &layout::node_key(path),
+            &layout::encode(node),
+        )
+    }
+
+    /// Replaces `old` by `new` in the totals of every ancestor of `path` and of the user,
+    /// creating directories that gain their first file and dropping those that lose their last.
+    fn adjust_ancestors(
+        &mut self,
+        path: &MemoryPath,
+        old: Totals,
+        new: Totals,
+    ) -> Result<(), Error> {
+        let apply = |t: Totals| -> Result<Totals, Error> {
+            let files = (t.files + new.files).checked_sub(old.files);
+            let bytes = (t.bytes + new.bytes).checked_sub(old.bytes);
+            match (files, bytes) {
+                (Some(files), Some(bytes)) => Ok(Totals { files, bytes }),
+                _ => Err(Error::Corrupt(format!("totals above {path} went negative"))),
+            }
+        };
+        for dir in path.ancestors() {
+            if dir.is_root() {
+                let totals = apply(self.read().totals()?)?;
+                if totals.files == 0 {
+                    self.txn.remove(Space::Totals, self.user, &[])?;
+                } else {
+                    self.txn
+                        .put(Space::Totals, self.user, &[], &layout::encode(&totals))?;
+                }
+                continue;
+            }
+            let current = match self.read().node(&dir)? {
+                Some(Node::Dir(t)) => t,
+                None => Totals::default(),
+                Some(Node::File(_)) => {
+                    return Err(Error::Corrupt(format!(
+                        "{dir} is a file with files below it"
+                    )));
+                }
+            };
+            let totals = apply(current)?;
+            if totals.files == 0 {
+                self.txn
+                    .remove(Space::Nodes, self.user, &layout::node_key(&dir))?;
+            } else {
+                self.put_node(&dir, &Node::Dir(totals))?;
+            }
+        }
+        Ok(())
+    }
+}
+
+/// A scan visitor that collects entries with their keys moved from `from` to `to`.
+fn rebased_into<'a>(
+    out: &'a mut Vec<(Vec<u8>, Vec<u8>)>,
+    from: &'a [u8],
+    to: &'a [u8],
+) -> impl FnMut(&[u8], &[u8]) -> Result<ControlFlow<()>, Error> + 'a {
+    move |k, v| {
+        out.push((layout::rebase_key(k, from, to), v.to_vec()));
+        Ok(ControlFlow::Continue(()))
+    }
+}
