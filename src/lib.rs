@@ -65,4 +65,6 @@ pub use command::{Command, InputError, ViewRange};
 pub use error::Error;
 pub use limits::Limits;
 pub use path::{MemoryPath, PathError};
-pub use store::{FileInfo, MAX_USER_ID_BYTES, Store, StoreBuilder, UserHandle, UserSummary};
+pub use store::{
+    FileInfo, MAX_USER_ID_BYTES, Response, Store, StoreBuilder, UserHandle, UserSummary,
+};

@@ -103,6 +103,17 @@ pub struct Store<B = RedbBackend> {
     limits: Limits,
 }
 
+/// The answer to one JSON message (see [`UserHandle::respond`]); serializes as the bare
+/// object or the block, with keys in the order of the Messages API.
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize)]
+#[serde(untagged)]
+pub enum Response {
+    /// The answer to a bare command object: `{"content", "is_error"}`.
+    Output(ToolOutput),
+    /// The answer to a `tool_use` block: a `tool_result` block.
+    Result(ToolResult),
+}
+
 /// One user's share of a store, as listed by [`Store::users`].
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct UserSummary {
@@ -185,6 +196,8 @@ impl<B: Backend> Store<B> {
             ids.push(u.to_owned());
             Ok(ControlFlow::Continue(()))
         })?;
+        // Backends order users by their key encoding; operators expect the ids' own order.
+        ids.sort();
         ids.into_iter()
             .map(|user| {
                 let Totals { files, bytes } = TreeRead::new(&txn, &user).totals()?;
@@ -245,20 +258,18 @@ impl<B: Backend> UserHandle<'_, B> {
         Ok(ToolResult::new(block.id.clone(), output))
     }
 
-    /// Answers one JSON message: a `tool_use` block gets a `tool_result` block, anything else is
-    /// taken as a bare command object and gets `{"content", "is_error"}`.
-    pub fn respond(&self, message: &Value) -> Result<Value, Error> {
+    /// Answers one JSON message: a `tool_use` block gets a [`ToolResult`], anything else is taken
+    /// as a bare command object and gets a [`ToolOutput`].
+    pub fn respond(&self, message: &Value) -> Result<Response, Error> {
         if message.get("type").and_then(Value::as_str) == Some("tool_use") {
             let block = ToolUse {
                 id: string_field(message, "id"),
                 name: string_field(message, "name"),
                 input: message.get("input").cloned().unwrap_or(Value::Null),
             };
-            let result = self.handle_tool_use(&block)?;
-            return Ok(serde_json::to_value(result).expect("a ToolResult serializes"));
+            return Ok(Response::Result(self.handle_tool_use(&block)?));
         }
-        let output = self.execute_json(message)?;
-        Ok(serde_json::to_value(output).expect("a ToolOutput serializes"))
+        Ok(Response::Output(self.execute_json(message)?))
     }
 
     /// Answers one line of a JSON Lines stream with one line of JSON (no newline).
@@ -278,7 +289,7 @@ impl<B: Backend> UserHandle<'_, B> {
             }
         };
         match self.respond(&message) {
-            Ok(answer) => (answer.to_string(), None),
+            Ok(answer) => (to_line(&answer), None),
             Err(error) => {
                 let output = ToolOutput {
                     content: messages::storage_failure(),

@@ -1,0 +1,250 @@
+//! The `memkv` binary, run as a process.
+
+use std::io::{BufRead, BufReader, Write};
+use std::path::{Path, PathBuf};
+use std::process::{Command, Output, Stdio};
+use std::time::{Duration, Instant};
+
+use serde_json::{Value, json};
+
+fn memkv(db: &Path) -> Command {
+    let mut c = Command::new(env!("CARGO_BIN_EXE_memkv"));
+    c.arg("--db").arg(db).env_remove("MEMKV_DB");
+    c
+}
+
+fn exec(db: &Path, user: &str, input: &str) -> Output {
+    let mut child = memkv(db)
+        .args(["exec", "--user", user])
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    child
+        .stdin
+        .take()
+        .unwrap()
+        .write_all(input.as_bytes())
+        .unwrap();
+    child.wait_with_output().unwrap()
+}
+
+fn answers(out: &Output) -> Vec<Value> {
+    String::from_utf8(out.stdout.clone())
+        .unwrap()
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap())
+        .collect()
+}
+
+fn temp_db() -> (tempfile::TempDir, PathBuf) {
+    let dir = tempfile::tempdir().unwrap();
+    let db = dir.path().join("nested/dir/memkv.redb");
+    (dir, db)
+}
+
+#[test]
+fn exec_answers_every_line_and_persists() {
+    let (_dir, db) = temp_db();
+    let input = [
+        r#"{"command":"create","path":"/memories/notes.md","file_text":"hello\n"}"#,
+        "",
+        r#"{"type":"tool_use","id":"toolu_1","name":"memory","input":{"command":"view","path":"/memories/notes.md"}}"#,
+        "not json",
+        r#"{"command":"delete","path":"/memories"}"#,
+    ]
+    .join("\n");
+    let out = exec(&db, "alice", &input);
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert_eq!(
+        answers(&out),
+        vec![
+            json!({"content": "File created successfully at: /memories/notes.md", "is_error": false}),
+            json!({"type": "tool_result", "tool_use_id": "toolu_1", "is_error": false,
+                   "content": "Here's the content of /memories/notes.md with line numbers:\n     1\thello"}),
+            json!({"content": "Error: Invalid JSON: expected ident at line 1 column 2", "is_error": true}),
+            json!({"content": "Error: Cannot delete the /memories directory itself", "is_error": true}),
+        ]
+    );
+    // Key order on the wire, as documented.
+    let text = String::from_utf8(out.stdout).unwrap();
+    assert!(text.starts_with(
+        r#"{"content":"File created successfully at: /memories/notes.md","is_error":false}"#
+    ));
+    assert!(text.contains(r#"{"type":"tool_result","tool_use_id":"toolu_1","content":"#));
+
+    // The next process reads it back; another user does not see it.
+    let out = exec(&db, "alice", r#"{"command":"view","path":"/memories"}"#);
+    assert_eq!(
+        answers(&out)[0]["content"],
+        "Here're the files and directories up to 2 levels deep in /memories, excluding hidden items and node_modules:\n6B\t/memories\n6B\t/memories/notes.md"
+    );
+    let out = exec(
+        &db,
+        "bob",
+        r#"{"command":"view","path":"/memories/notes.md"}"#,
+    );
+    assert_eq!(answers(&out)[0]["is_error"], true);
+}
+
+#[test]
+fn exec_is_interactive_and_a_second_process_is_refused() {
+    let (_dir, db) = temp_db();
+    let mut child = memkv(&db)
+        .args(["exec", "--user", "u"])
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut stdin = child.stdin.take().unwrap();
+    let mut stdout = BufReader::new(child.stdout.take().unwrap());
+    // Each answer arrives while stdin is still open: flushed per line, not at exit.
+    writeln!(
+        stdin,
+        r#"{{"command":"create","path":"/memories/a","file_text":"1"}}"#
+    )
+    .unwrap();
+    stdin.flush().unwrap();
+    let mut line = String::new();
+    stdout.read_line(&mut line).unwrap();
+    assert_eq!(
+        line,
+        "{\"content\":\"File created successfully at: /memories/a\",\"is_error\":false}\n"
+    );
+
+    // While the first process holds the database, a second one fails fast and clearly.
+    let start = Instant::now();
+    let out = exec(&db, "u", r#"{"command":"view","path":"/memories"}"#);
+    assert!(start.elapsed() < Duration::from_secs(10));
+    assert_eq!(out.status.code(), Some(1));
+    assert!(out.stdout.is_empty());
+    let err = String::from_utf8(out.stderr).unwrap();
+    assert!(
+        err.contains("the database is open in another process"),
+        "{err}"
+    );
+    let out = memkv(&db).arg("users").output().unwrap();
+    assert_eq!(out.status.code(), Some(1));
+
+    drop(stdin);
+    assert!(child.wait().unwrap().success());
+    // The first process's data is intact.
+    let out = memkv(&db)
+        .args(["cat", "--user", "u", "/memories/a"])
+        .output()
+        .unwrap();
+    assert_eq!(out.stdout, b"1");
+}
+
+#[test]
+fn operator_commands() {
+    let (_dir, db) = temp_db();
+    let input = [
+        r#"{"command":"create","path":"/memories/b/x.md","file_text":"12345"}"#,
+        r#"{"command":"create","path":"/memories/a.md","file_text":"1"}"#,
+    ]
+    .join("\n");
+    assert!(exec(&db, "alice@example.com", &input).status.success());
+    assert!(
+        exec(
+            &db,
+            "bob",
+            r#"{"command":"create","path":"/memories/z","file_text":""}"#
+        )
+        .status
+        .success()
+    );
+
+    let out = memkv(&db).arg("users").output().unwrap();
+    assert!(out.status.success());
+    assert_eq!(
+        String::from_utf8(out.stdout).unwrap(),
+        "   FILES         BYTES  USER\n       2             6  alice@example.com\n       1             0  bob\n"
+    );
+    let out = memkv(&db)
+        .args(["tree", "--user", "alice@example.com"])
+        .output()
+        .unwrap();
+    let text = String::from_utf8(out.stdout).unwrap();
+    let rows: Vec<(&str, &str)> = text
+        .lines()
+        .map(|l| {
+            let cols: Vec<&str> = l.split_whitespace().collect();
+            (cols[0], cols[2])
+        })
+        .collect();
+    assert_eq!(rows, [("1", "/memories/a.md"), ("5", "/memories/b/x.md")]);
+    let out = memkv(&db)
+        .args(["cat", "-u", "alice@example.com", "/memories/b/x.md"])
+        .output()
+        .unwrap();
+    assert_eq!(out.stdout, b"12345");
+
+    let out = memkv(&db)
+        .args(["cat", "-u", "bob", "/memories/a.md"])
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(1));
+    assert!(String::from_utf8_lossy(&out.stderr).contains("no such file"));
+    let out = memkv(&db)
+        .args(["cat", "-u", "bob", "/memories/../x"])
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(1));
+    assert!(String::from_utf8_lossy(&out.stderr).contains("invalid memory path"));
+}
+
+#[test]
+fn bad_invocations_fail_clearly() {
+    let (dir, db) = temp_db();
+    // Operator commands never create a database.
+    let out = memkv(&db).arg("users").output().unwrap();
+    assert_eq!(out.status.code(), Some(1));
+    assert!(String::from_utf8_lossy(&out.stderr).contains("no such database"));
+    assert!(!db.exists());
+    // An empty user id.
+    let out = exec(&db, "", "");
+    assert_eq!(out.status.code(), Some(1));
+    assert!(String::from_utf8_lossy(&out.stderr).contains("invalid user id"));
+    // A file that is not a database.
+    let junk = dir.path().join("junk");
+    std::fs::write(&junk, "just text, not redb").unwrap();
+    let out = exec(&junk, "u", "");
+    assert_eq!(out.status.code(), Some(1));
+    assert_eq!(std::fs::read(&junk).unwrap(), b"just text, not redb");
+    // Usage errors are clap's, exit 2.
+    let out = memkv(&db).args(["exec"]).output().unwrap();
+    assert_eq!(out.status.code(), Some(2));
+}
+
+#[test]
+fn db_from_environment_and_limits_from_flags() {
+    let (_dir, db) = temp_db();
+    let mut c = Command::new(env!("CARGO_BIN_EXE_memkv"));
+    let mut child = c
+        .env("MEMKV_DB", &db)
+        .args(["--max-file-bytes", "3", "exec", "--user", "u"])
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .spawn()
+        .unwrap();
+    child
+        .stdin
+        .take()
+        .unwrap()
+        .write_all(br#"{"command":"create","path":"/memories/a","file_text":"1234"}"#)
+        .unwrap();
+    let out = child.wait_with_output().unwrap();
+    assert_eq!(
+        answers(&out),
+        vec![
+            json!({"content": "Error: File /memories/a would be 4 bytes, over the limit of 3 bytes", "is_error": true})
+        ]
+    );
+    assert!(db.exists());
+}
