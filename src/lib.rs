@@ -60,6 +60,11 @@ pub mod storage;
 mod store;
 mod tree;
 
+/// The README's Rust examples run as doctests.
+#[doc = include_str!("../README.md")]
+#[cfg(doctest)]
+pub struct ReadmeDoctests;
+
 pub use blocks::{TOOL_NAME, ToolOutput, ToolResult, ToolUse};
 pub use command::{Command, InputError, ViewRange};
 pub use error::Error;
