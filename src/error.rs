@@ -44,6 +44,21 @@ pub enum Error {
         /// What gave it away.
         reason: String,
     },
+    /// The database was opened read-only and the operation writes.
+    #[error("the database was opened read-only")]
+    ReadOnly,
+    /// The database is in an older storage format that must be migrated by a writer first.
+    #[error(
+        "{location}: the database uses memkv storage format {found} and needs a migration to format {supported}; open it once for writing (for example with `memkv exec` or `memkv expire --dry-run`)"
+    )]
+    NeedsMigration {
+        /// The database file.
+        location: String,
+        /// The version found in the file.
+        found: u64,
+        /// The version this build reads and writes.
+        supported: u64,
+    },
     /// A user id that memkv does not accept.
     #[error("invalid user id {user:?}: {reason}")]
     InvalidUser {

@@ -4,15 +4,17 @@
 //! transaction that is committed only when the command succeeds. A command that ends in an error
 //! is dropped uncommitted, so an error never changes stored data.
 
+use std::borrow::Cow;
 use std::ops::ControlFlow;
 
 use crate::ToolOutput;
 use crate::command::{Command, ViewRange};
 use crate::error::Error;
-use crate::layout::{FileMeta, Node, Totals};
-use crate::limits::Limits;
+use crate::layout::{FileMeta, Node, Totals, UserTotals};
+use crate::limits::{Limits, Settings};
 use crate::messages;
 use crate::path::MemoryPath;
+use crate::secrets::{self, SecretPolicy};
 use crate::storage::{Backend, ReadTxn, WriteTxn};
 use crate::tree::{Tree, TreeRead};
 
@@ -20,39 +22,152 @@ use crate::tree::{Tree, TreeRead};
 pub(crate) fn execute<B: Backend + ?Sized>(
     backend: &B,
     user: &str,
-    limits: &Limits,
+    settings: &Settings,
     command: &Command,
     now_ms: i64,
 ) -> Result<ToolOutput, Error> {
     if let Command::View { path, view_range } = command {
         let txn = backend.begin_read()?;
-        return view(&TreeRead::new(&txn, user), limits, path, *view_range);
+        let tree = TreeRead::new(&txn, user);
+        let expired = Expired::load(&tree, settings.expiry_cutoff(now_ms))?;
+        let (output, viewed) = view(&tree, &settings.limits, &expired, path, *view_range)?;
+        drop(txn);
+        if let Some((path, meta)) = viewed
+            && meta.accessed_ms < now_ms.saturating_sub(settings.granularity_ms)
+        {
+            record_access(backend, user, &path, now_ms, settings.granularity_ms)?;
+        }
+        return Ok(output);
     }
     let mut txn = backend.begin_write()?;
-    let output = write(&mut Tree::new(&mut txn, user), limits, command, now_ms)?;
+    let mut tree = Tree::new(&mut txn, user);
+    sweep(&mut tree, settings.expiry_cutoff(now_ms))?;
+    let output = write(&mut tree, settings, command, now_ms)?;
     if !output.is_error {
         txn.commit()?;
     }
     Ok(output)
 }
 
+/// Refreshes the access time of a viewed file, in a write transaction of its own: taken only
+/// when the stored time is older than the granularity, so most reads write nothing. A read-only
+/// store records nothing.
+fn record_access<B: Backend + ?Sized>(
+    backend: &B,
+    user: &str,
+    path: &MemoryPath,
+    now_ms: i64,
+    granularity_ms: i64,
+) -> Result<(), Error> {
+    let mut txn = match backend.begin_write() {
+        Ok(txn) => txn,
+        Err(Error::ReadOnly) => return Ok(()),
+        Err(e) => return Err(e),
+    };
+    let mut tree = Tree::new(&mut txn, user);
+    // Another writer may have changed the file since the read.
+    if let Some(Node::File(meta)) = tree.read().node(path)?
+        && meta.accessed_ms < now_ms.saturating_sub(granularity_ms)
+    {
+        tree.touch(path, meta, now_ms)?;
+        txn.commit()?;
+    }
+    Ok(())
+}
+
+/// Deletes the user's files last used at or before `cutoff_ms`; returns them with their sizes.
+pub(crate) fn sweep<T: WriteTxn + ?Sized>(
+    tree: &mut Tree<'_, T>,
+    cutoff_ms: Option<i64>,
+) -> Result<Vec<(MemoryPath, u64, i64)>, Error> {
+    let Some(cutoff) = cutoff_ms else {
+        return Ok(Vec::new());
+    };
+    let expired = tree.read().unused_since(cutoff)?;
+    for (path, _, _) in &expired {
+        match tree.read().node(path)? {
+            Some(node @ Node::File(_)) => tree.remove(path, node)?,
+            _ => {
+                return Err(Error::Corrupt(format!(
+                    "access entry for {path}, which is no file"
+                )));
+            }
+        }
+    }
+    Ok(expired)
+}
+
+/// The expired files of a user in a read snapshot, which a read cannot delete: `view` hides them
+/// and leaves them out of every size and count.
+pub(crate) struct Expired {
+    files: Vec<(MemoryPath, u64)>,
+}
+
+impl Expired {
+    pub(crate) fn load<T: ReadTxn + ?Sized>(
+        tree: &TreeRead<'_, T>,
+        cutoff_ms: Option<i64>,
+    ) -> Result<Self, Error> {
+        let files = match cutoff_ms {
+            Some(cutoff) => tree
+                .unused_since(cutoff)?
+                .into_iter()
+                .map(|(path, size, _)| (path, size))
+                .collect(),
+            None => Vec::new(),
+        };
+        Ok(Expired { files })
+    }
+
+    pub(crate) fn contains(&self, path: &MemoryPath) -> bool {
+        self.files.iter().any(|(p, _)| p == path)
+    }
+
+    /// `totals` of the directory `dir` without its expired files.
+    pub(crate) fn live(&self, dir: &MemoryPath, totals: Totals) -> Totals {
+        let mut live = totals;
+        for (path, size) in &self.files {
+            if path.is_strictly_inside(dir) {
+                live.files = live.files.saturating_sub(1);
+                live.bytes = live.bytes.saturating_sub(*size);
+            }
+        }
+        live
+    }
+
+    /// The node as the user sees it: `None` if expired, or a directory of expired files only.
+    pub(crate) fn visible(&self, path: &MemoryPath, node: Node) -> Option<Node> {
+        match node {
+            Node::File(_) if self.contains(path) => None,
+            Node::File(_) => Some(node),
+            Node::Dir(t) => {
+                let live = self.live(path, t);
+                (live.files > 0 || path.is_root()).then_some(Node::Dir(live))
+            }
+        }
+    }
+}
+
 /// Runs a write command inside `tree`'s transaction without committing it.
 pub(crate) fn write<T: WriteTxn + ?Sized>(
     tree: &mut Tree<'_, T>,
-    limits: &Limits,
+    settings: &Settings,
     command: &Command,
     now_ms: i64,
 ) -> Result<ToolOutput, Error> {
     match command {
-        Command::View { path, view_range } => view(&tree.read(), limits, path, *view_range),
-        Command::Create { path, file_text } => create(tree, limits, path, file_text, now_ms),
+        Command::View { path, view_range } => {
+            let none = Expired { files: Vec::new() };
+            Ok(view(&tree.read(), &settings.limits, &none, path, *view_range)?.0)
+        }
+        Command::Create { path, file_text } => create(tree, settings, path, file_text, now_ms),
         Command::StrReplace {
             path,
             old_str,
             new_str,
         } => str_replace(
             tree,
-            limits,
+            settings,
             path,
             old_str,
             new_str.as_deref().unwrap_or(""),
@@ -62,7 +177,7 @@ pub(crate) fn write<T: WriteTxn + ?Sized>(
             path,
             insert_line,
             insert_text,
-        } => insert(tree, limits, path, *insert_line, insert_text, now_ms),
+        } => insert(tree, settings, path, *insert_line, insert_text, now_ms),
         Command::Delete { path } => delete(tree, path),
         Command::Rename { old_path, new_path } => rename(tree, old_path, new_path),
     }
@@ -115,21 +230,28 @@ pub(crate) fn count_lines(content: &str) -> u64 {
 
 // ---- view --------------------------------------------------------------------------------
 
+/// `view`; also returns the file viewed, so its access time can be recorded.
 fn view<T: ReadTxn + ?Sized>(
     tree: &TreeRead<'_, T>,
     limits: &Limits,
+    expired: &Expired,
     raw: &str,
     range: Option<ViewRange>,
-) -> Result<ToolOutput, Error> {
-    let path = parse_or_fail!(raw);
-    match tree.node(&path)? {
-        None => fail(messages::not_found_please(raw)),
-        Some(Node::Dir(totals)) => ok(view_dir(tree, limits, &path, totals)?),
-        Some(Node::File(_)) => {
+) -> Result<(ToolOutput, Option<(MemoryPath, FileMeta)>), Error> {
+    let path = match MemoryPath::parse(raw) {
+        Ok(path) => path,
+        Err(e) => return Ok((fail(messages::path_error(raw, e))?, None)),
+    };
+    let node = tree.node(&path)?.and_then(|n| expired.visible(&path, n));
+    match node {
+        None => Ok((fail(messages::not_found_please(raw))?, None)),
+        Some(Node::Dir(totals)) => Ok((ok(view_dir(tree, limits, expired, &path, totals)?)?, None)),
+        Some(Node::File(meta)) => {
             let content = tree
                 .content(&path)?
                 .ok_or_else(|| Error::Corrupt(format!("{path} has no content")))?;
-            view_file(limits, raw, &content, range)
+            let output = view_file(limits, raw, &content, range)?;
+            Ok((output, Some((path, meta))))
         }
     }
 }
@@ -141,32 +263,42 @@ fn is_hidden(name: &str) -> bool {
 fn view_dir<T: ReadTxn + ?Sized>(
     tree: &TreeRead<'_, T>,
     limits: &Limits,
+    expired: &Expired,
     dir: &MemoryPath,
     totals: Totals,
 ) -> Result<String, Error> {
     let dir_text = dir.to_string();
-    let mut entries = Vec::new();
     let mut subdirs = Vec::new();
     tree.children(dir, &mut |name, node| {
         if !is_hidden(name) {
-            subdirs.push((entries.len(), name.to_owned(), node));
-            entries.push(String::new());
+            subdirs.push((name.to_owned(), node));
         }
         Ok(ControlFlow::Continue(()))
     })?;
     // Each child's line, then (for directories) its own visible children.
-    let mut lines = Vec::with_capacity(entries.len());
-    for (_, name, node) in subdirs {
+    let mut lines = Vec::with_capacity(subdirs.len());
+    for (name, node) in subdirs {
         let child = format!("{dir_text}/{name}");
+        let child_path = dir
+            .join(&name)
+            .map_err(|e| Error::Corrupt(format!("stored name {name:?}: {e}")))?;
+        let Some(node) = expired.visible(&child_path, node) else {
+            continue;
+        };
         match node {
             Node::File(meta) => lines.push(messages::view_dir_entry(meta.size, &child)),
             Node::Dir(t) => {
                 lines.push(messages::view_dir_entry(t.bytes, &format!("{child}/")));
-                let child_path = dir
-                    .join(&name)
-                    .map_err(|e| Error::Corrupt(format!("stored name {name:?}: {e}")))?;
                 tree.children(&child_path, &mut |grand, node| {
-                    if !is_hidden(grand) {
+                    let node = if expired.files.is_empty() {
+                        Some(node)
+                    } else {
+                        let grand_path = child_path
+                            .join(grand)
+                            .map_err(|e| Error::Corrupt(format!("stored name {grand:?}: {e}")))?;
+                        expired.visible(&grand_path, node)
+                    };
+                    if let Some(node) = node.filter(|_| !is_hidden(grand)) {
                         let line = match node {
                             Node::File(meta) => {
                                 messages::view_dir_entry(meta.size, &format!("{child}/{grand}"))
@@ -256,12 +388,12 @@ fn view_file(
 
 /// PROTOCOL.md's limits, in the order of its table, for `content` written at `raw`.
 /// `old` is what the path held before (nothing for a new file).
-fn check_limits(
+pub(crate) fn check_limits(
     limits: &Limits,
     raw: &str,
     content: &str,
     old: Option<FileMeta>,
-    user: Totals,
+    user: UserTotals,
 ) -> Option<String> {
     let size = content.len() as u64;
     if size > limits.max_file_bytes {
@@ -273,34 +405,74 @@ fn check_limits(
     if old.is_none() && user.files + 1 > limits.max_files {
         return Some(messages::quota_files(limits.max_files));
     }
-    let bytes_after = user.bytes - old.map_or(0, |m| m.size) + size;
+    let bytes_after = (user.bytes - old.map_or(0, |m| m.size)).saturating_add(size);
     if bytes_after > limits.max_bytes {
         return Some(messages::quota_bytes(limits.max_bytes));
     }
     None
 }
 
-/// Validates a write of `content` over the existing file `old` and performs it.
-fn store<T: WriteTxn + ?Sized>(
+/// Applies the secrets policy to content about to be written: the content to write and the
+/// kinds redacted, or the message refusing it.
+pub(crate) fn guard(
+    policy: SecretPolicy,
+    content: &str,
+) -> Result<(Cow<'_, str>, Vec<&'static str>), String> {
+    match policy {
+        SecretPolicy::Off => Ok((Cow::Borrowed(content), Vec::new())),
+        SecretPolicy::Reject => match secrets::find(content) {
+            Some(kind) => Err(messages::secret_rejected(kind)),
+            None => Ok((Cow::Borrowed(content), Vec::new())),
+        },
+        SecretPolicy::Redact => {
+            let (text, kinds) = secrets::redact(content);
+            if kinds.is_empty() {
+                Ok((Cow::Borrowed(content), kinds))
+            } else {
+                Ok((Cow::Owned(text), kinds))
+            }
+        }
+    }
+}
+
+/// What [`store`] wrote.
+struct Stored<'c> {
+    content: Cow<'c, str>,
+    redacted: Vec<&'static str>,
+}
+
+/// Checks `content` against the secrets policy and the limits, then writes it over the
+/// existing file `old`. `Err` holds the message refusing the write.
+fn store<'c, T: WriteTxn + ?Sized>(
     tree: &mut Tree<'_, T>,
-    limits: &Limits,
+    settings: &Settings,
     raw: &str,
     path: &MemoryPath,
-    content: &str,
+    content: &'c str,
     old: Option<FileMeta>,
     now_ms: i64,
-) -> Result<Option<String>, Error> {
+) -> Result<Result<Stored<'c>, String>, Error> {
+    let (content, redacted) = match guard(settings.secrets, content) {
+        Ok(guarded) => guarded,
+        Err(message) => return Ok(Err(message)),
+    };
     let totals = tree.read().totals()?;
-    if let Some(message) = check_limits(limits, raw, content, old, totals) {
-        return Ok(Some(message));
+    if let Some(message) = check_limits(&settings.limits, raw, &content, old, totals) {
+        return Ok(Err(message));
     }
-    tree.write_file(path, content, old, now_ms)?;
-    Ok(None)
+    let meta = FileMeta {
+        size: content.len() as u64,
+        created_ms: old.map_or(now_ms, |m| m.created_ms),
+        modified_ms: now_ms,
+        accessed_ms: now_ms,
+    };
+    tree.write_file(path, &content, old, meta)?;
+    Ok(Ok(Stored { content, redacted }))
 }
 
 fn create<T: WriteTxn + ?Sized>(
     tree: &mut Tree<'_, T>,
-    limits: &Limits,
+    settings: &Settings,
     raw: &str,
     file_text: &str,
     now_ms: i64,
@@ -312,9 +484,12 @@ fn create<T: WriteTxn + ?Sized>(
     if let Some(parent) = tree.read().file_ancestor(&path)? {
         return fail(messages::parent_is_file(raw, &parent.to_string()));
     }
-    match store(tree, limits, raw, &path, file_text, None, now_ms)? {
-        Some(message) => fail(message),
-        None => ok(messages::created(raw)),
+    match store(tree, settings, raw, &path, file_text, None, now_ms)? {
+        Err(message) => fail(message),
+        Ok(stored) => ok(messages::with_redactions(
+            messages::created(raw),
+            &stored.redacted,
+        )),
     }
 }
 
@@ -335,7 +510,7 @@ fn existing_file<T: WriteTxn + ?Sized>(
 
 fn str_replace<T: WriteTxn + ?Sized>(
     tree: &mut Tree<'_, T>,
-    limits: &Limits,
+    settings: &Settings,
     raw: &str,
     old_str: &str,
     new_str: &str,
@@ -362,14 +537,15 @@ fn str_replace<T: WriteTxn + ?Sized>(
         }
     };
     let new_content = [&content[..at], new_str, &content[at + old_str.len()..]].concat();
-    if let Some(message) = store(tree, limits, raw, &path, &new_content, Some(meta), now_ms)? {
-        return fail(message);
-    }
-    // The snippet: two lines around the inserted text, in the new content.
+    let stored = match store(tree, settings, raw, &path, &new_content, Some(meta), now_ms)? {
+        Err(message) => return fail(message),
+        Ok(stored) => stored,
+    };
+    // The snippet: two lines around the inserted text, in the content as stored.
     let first = 1 + content[..at].bytes().filter(|&b| b == b'\n').count();
     let inserted = new_str.strip_suffix('\n').unwrap_or(new_str);
     let last = first + inserted.bytes().filter(|&b| b == b'\n').count();
-    let lines = split_lines(&new_content);
+    let lines = split_lines(&stored.content);
     let from = first.saturating_sub(2).max(1);
     let to = (last + 2).min(lines.len());
     let shown = if from <= to {
@@ -378,12 +554,13 @@ fn str_replace<T: WriteTxn + ?Sized>(
         &[][..]
     };
     let snippet = messages::numbered_lines(from, shown.iter().copied());
-    ok(messages::edited_with_snippet(&snippet))
+    let message = messages::edited_with_snippet(&snippet);
+    ok(messages::with_redactions(message, &stored.redacted))
 }
 
 fn insert<T: WriteTxn + ?Sized>(
     tree: &mut Tree<'_, T>,
-    limits: &Limits,
+    settings: &Settings,
     raw: &str,
     insert_line: i64,
     insert_text: &str,
@@ -405,10 +582,13 @@ fn insert<T: WriteTxn + ?Sized>(
     if content.is_empty() || content.ends_with('\n') {
         new_content.push('\n');
     }
-    if let Some(message) = store(tree, limits, raw, &path, &new_content, Some(meta), now_ms)? {
-        return fail(message);
+    match store(tree, settings, raw, &path, &new_content, Some(meta), now_ms)? {
+        Err(message) => fail(message),
+        Ok(stored) => ok(messages::with_redactions(
+            messages::inserted(raw),
+            &stored.redacted,
+        )),
     }
-    ok(messages::inserted(raw))
 }
 
 fn delete<T: WriteTxn + ?Sized>(tree: &mut Tree<'_, T>, raw: &str) -> Result<ToolOutput, Error> {

@@ -10,7 +10,10 @@
 //!   range `[enc(d) 0x00, enc(d) 0x02)`.
 //! - [`Space::Contents`](crate::storage::Space::Contents) key of a file: `enc(path)`; the files
 //!   below a non-root `d` are exactly the range `[enc(d) 0x01, enc(d) 0x02)`.
-//! - Values are postcard-encoded [`Node`] and [`Totals`]; contents are the raw UTF-8 bytes.
+//! - [`Space::Access`](crate::storage::Space::Access) key of a file:
+//!   `accessed_ms (u64 big-endian) enc(path)`, value: the file's size (postcard); a range scan
+//!   from the start finds the files unused for longest.
+//! - Values are postcard-encoded [`Node`] and [`UserTotals`]; contents are the raw UTF-8 bytes.
 
 use serde::{Deserialize, Serialize};
 
@@ -50,6 +53,39 @@ pub struct Totals {
     pub files: u64,
     /// Bytes of those files.
     pub bytes: u64,
+}
+
+/// A user's totals: [`Totals`] and the time of their last write.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct UserTotals {
+    /// Files of the user.
+    pub files: u64,
+    /// Bytes of those files.
+    pub bytes: u64,
+    /// When any of the user's files was last created or changed (ms since the epoch).
+    pub last_write_ms: i64,
+}
+
+/// The index key of a file last used at `accessed_ms`.
+pub fn access_key(accessed_ms: i64, path: &MemoryPath) -> Vec<u8> {
+    let mut out = access_prefix(accessed_ms).to_vec();
+    encode_path(path, &mut out);
+    out
+}
+
+/// The first 8 bytes of every access key for `accessed_ms` (times before 1970 clamp to 0).
+pub fn access_prefix(accessed_ms: i64) -> [u8; 8] {
+    (accessed_ms.max(0) as u64).to_be_bytes()
+}
+
+/// The access time and path of an access key.
+pub fn decode_access_key(key: &[u8]) -> Result<(i64, MemoryPath), Error> {
+    if key.len() < 8 {
+        return Err(Error::Corrupt("an access key is too short".into()));
+    }
+    let (time, path) = key.split_at(8);
+    let ms = u64::from_be_bytes(time.try_into().expect("8 bytes")) as i64;
+    Ok((ms, path_of_content_key(path)?))
 }
 
 impl Node {
@@ -159,6 +195,22 @@ pub fn path_of_content_key(key: &[u8]) -> Result<MemoryPath, Error> {
         .map_err(|e| Error::Corrupt(format!("a stored path is invalid: {e}")))
 }
 
+/// The content key of the file whose index key is `key`: `enc(parent) 0x00 name` becomes
+/// `enc(parent) 0x01 name` (or just `name` at the root).
+pub fn content_key_of_node_key(key: &[u8]) -> Result<Vec<u8>, Error> {
+    let at = key
+        .iter()
+        .position(|&b| b == CHILD)
+        .ok_or_else(|| Error::Corrupt("an index key has no name".into()))?;
+    let mut out = key.to_vec();
+    if at == 0 {
+        out.remove(0);
+    } else {
+        out[at] = SEP;
+    }
+    Ok(out)
+}
+
 /// `key` with its leading `from` replaced by `to`.
 pub fn rebase_key(key: &[u8], from: &[u8], to: &[u8]) -> Vec<u8> {
     debug_assert!(key.starts_with(from));
@@ -182,6 +234,16 @@ mod tests {
         assert_eq!(children_prefix(&p("/memories/a/b")), b"a\x01b\x00");
         assert_eq!(path_of_content_key(b"a\x01b").unwrap(), p("/memories/a/b"));
         assert!(path_of_content_key(b"a\x01..").is_err());
+        for path in ["/memories/a", "/memories/a/b/c"] {
+            let path = p(path);
+            assert_eq!(
+                content_key_of_node_key(&node_key(&path)).unwrap(),
+                content_key(&path)
+            );
+        }
+        let (ms, path) = decode_access_key(&access_key(1234, &p("/memories/x/y"))).unwrap();
+        assert_eq!((ms, path), (1234, p("/memories/x/y")));
+        assert!(access_key(1, &p("/memories/z")) < access_key(2, &p("/memories/a")));
     }
 
     #[test]

@@ -55,7 +55,9 @@ mod exec;
 mod layout;
 mod limits;
 mod messages;
+mod migrate;
 pub mod path;
+mod secrets;
 pub mod storage;
 mod store;
 mod tree;
@@ -68,8 +70,10 @@ pub struct ReadmeDoctests;
 pub use blocks::{TOOL_NAME, ToolOutput, ToolResult, ToolUse};
 pub use command::{Command, InputError, ViewRange};
 pub use error::Error;
-pub use limits::Limits;
+pub use limits::{Expiry, Limits};
 pub use path::{MemoryPath, PathError};
+pub use secrets::SecretPolicy;
 pub use store::{
-    FileInfo, MAX_USER_ID_BYTES, Response, Store, StoreBuilder, UserHandle, UserSummary,
+    ExpiredFile, FileInfo, MAX_USER_ID_BYTES, Response, Store, StoreBuilder, UserHandle,
+    UserSummary,
 };

@@ -1,4 +1,9 @@
-//! The per-process limits of PROTOCOL.md, with its defaults.
+//! What a store enforces: PROTOCOL.md's limits, expiry, and the secrets policy.
+
+use std::collections::BTreeMap;
+use std::time::Duration;
+
+use crate::secrets::SecretPolicy;
 
 /// Limits checked inside every write transaction. `Default` gives PROTOCOL.md's defaults.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -31,4 +36,66 @@ impl Default for Limits {
     fn default() -> Self {
         Limits::DEFAULT
     }
+}
+
+/// When unused files expire. Off unless a time-to-live is set.
+///
+/// A file is *used* when it is created, written or viewed. Reads record their time coarsely:
+/// only when the stored time is older than `granularity`, so most reads stay read-only. A file
+/// therefore expires between `ttl` and `ttl + granularity` after its last use, never earlier.
+#[derive(Debug, Clone, PartialEq, Eq)]
+#[non_exhaustive]
+pub struct Expiry {
+    /// Time-to-live for every user without an override. Default = none (files never expire).
+    pub ttl: Option<Duration>,
+    /// Per-user overrides: `Some(ttl)`, or `None` to exempt that user.
+    pub per_user: BTreeMap<String, Option<Duration>>,
+    /// How stale a recorded access time may get before a read refreshes it. Default = 1 hour.
+    pub granularity: Duration,
+}
+
+impl Default for Expiry {
+    fn default() -> Self {
+        Expiry {
+            ttl: None,
+            per_user: BTreeMap::new(),
+            granularity: Duration::from_secs(3600),
+        }
+    }
+}
+
+impl Expiry {
+    /// The time-to-live that applies to `user`.
+    pub fn ttl_for(&self, user: &str) -> Option<Duration> {
+        match self.per_user.get(user) {
+            Some(over) => *over,
+            None => self.ttl,
+        }
+    }
+}
+
+/// Everything a command is checked against, resolved for one user.
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct Settings {
+    pub limits: Limits,
+    pub secrets: SecretPolicy,
+    /// Time-to-live in ms, if files of this user expire.
+    pub ttl_ms: Option<i64>,
+    pub granularity_ms: i64,
+}
+
+impl Settings {
+    /// Files last used at or before this instant are expired (and invisible) at `now_ms`.
+    pub fn expiry_cutoff(&self, now_ms: i64) -> Option<i64> {
+        self.ttl_ms.map(|ttl| {
+            now_ms
+                .saturating_sub(ttl)
+                .saturating_sub(self.granularity_ms)
+        })
+    }
+}
+
+/// Milliseconds of a duration, saturating.
+pub(crate) fn millis(d: Duration) -> i64 {
+    i64::try_from(d.as_millis()).unwrap_or(i64::MAX)
 }

@@ -235,6 +235,26 @@ pub fn invalid_json(reason: &str) -> String {
     format!("Error: Invalid JSON: {reason}")
 }
 
+// ---- secrets guard -----------------------------------------------------------------------
+
+/// A write refused because the content holds a secret of `kind`.
+pub fn secret_rejected(kind: &str) -> String {
+    format!(
+        "Error: The content appears to contain a secret ({kind}). Secrets must not be stored in memory; remove it and try again."
+    )
+}
+
+/// A success message, with a note when secrets were redacted from the content written.
+pub fn with_redactions(message: String, kinds: &[&str]) -> String {
+    if kinds.is_empty() {
+        return message;
+    }
+    format!(
+        "{message}\nNote: the content appeared to contain secrets ({}); each was replaced with [REDACTED:<kind>] before saving.",
+        kinds.join(", ")
+    )
+}
+
 // ---- memkv's own (not in the SDK; documented in docs/design.md) ---------------------------
 
 /// A `tool_use` block addressed to another tool than `memory`.

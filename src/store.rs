@@ -2,32 +2,68 @@
 
 use std::ops::ControlFlow;
 use std::path::Path;
-use std::time::{SystemTime, UNIX_EPOCH};
+use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use serde_json::Value;
 
 use crate::blocks::{TOOL_NAME, ToolOutput, ToolResult, ToolUse};
 use crate::command::Command;
 use crate::error::Error;
-use crate::exec;
-use crate::layout::{Node, Totals};
-use crate::limits::Limits;
+use crate::exec::{self, Expired};
+use crate::layout::Node;
+use crate::limits::{Expiry, Limits, Settings, millis};
 use crate::messages;
+use crate::migrate;
 use crate::path::MemoryPath;
+use crate::secrets::SecretPolicy;
 use crate::storage::redb::RedbBackend;
-use crate::storage::{Backend, ReadTxn, Space};
-use crate::tree::TreeRead;
+use crate::storage::{Backend, ReadTxn, Space, WriteTxn};
+use crate::tree::{Tree, TreeRead};
 
 /// Longest accepted user id, in UTF-8 bytes.
 pub const MAX_USER_ID_BYTES: usize = 256;
 
-/// Configures a [`Store`]. Every limit defaults to PROTOCOL.md's value ([`Limits::DEFAULT`]).
+/// Configures a [`Store`]. Every limit defaults to PROTOCOL.md's value ([`Limits::DEFAULT`]);
+/// expiry is off and the secrets policy is [`SecretPolicy::Reject`] unless set.
 #[derive(Debug, Clone, Default)]
 pub struct StoreBuilder {
     limits: Limits,
+    expiry: Expiry,
+    secrets: SecretPolicy,
 }
 
 impl StoreBuilder {
+    /// What to do with secrets in content about to be written. Default = [`SecretPolicy::Reject`].
+    pub fn secrets(mut self, policy: SecretPolicy) -> Self {
+        self.secrets = policy;
+        self
+    }
+
+    /// Expiry settings at once. Default = off.
+    pub fn expiry(mut self, expiry: Expiry) -> Self {
+        self.expiry = expiry;
+        self
+    }
+
+    /// Files unused (not created, written or viewed) for `ttl` expire. Default = never.
+    pub fn ttl(mut self, ttl: Duration) -> Self {
+        self.expiry.ttl = Some(ttl);
+        self
+    }
+
+    /// A time-to-live for one user, overriding [`Self::ttl`]; `None` exempts the user.
+    pub fn user_ttl(mut self, user: impl Into<String>, ttl: Option<Duration>) -> Self {
+        self.expiry.per_user.insert(user.into(), ttl);
+        self
+    }
+
+    /// How stale a recorded access time may get before a read refreshes it (with a write).
+    /// Default = 1 hour.
+    pub fn access_granularity(mut self, granularity: Duration) -> Self {
+        self.expiry.granularity = granularity;
+        self
+    }
+
     /// All limits at once. Default = [`Limits::DEFAULT`].
     pub fn limits(mut self, limits: Limits) -> Self {
         self.limits = limits;
@@ -64,32 +100,43 @@ impl StoreBuilder {
         self
     }
 
-    /// Opens the redb database at `path`, creating it if it does not exist.
+    /// Opens the redb database at `path` for writing, creating it if it does not exist. A
+    /// database in an older storage format is migrated, in one transaction.
     ///
     /// # Errors
-    /// [`Error::Locked`] if another process has it open, [`Error::UnsupportedFormat`] or
-    /// [`Error::NotMemkv`] if it is not a database this build can use, [`Error::Storage`] on I/O
-    /// failure.
+    /// [`Error::Locked`] if another process has it open for writing, [`Error::UnsupportedFormat`]
+    /// or [`Error::NotMemkv`] if it is not a database this build can use, [`Error::Storage`] on
+    /// I/O failure.
     pub fn open(self, path: impl AsRef<Path>) -> Result<Store, Error> {
-        Ok(self.backend(RedbBackend::create(path.as_ref())?))
+        self.backend(RedbBackend::create(path.as_ref())?)
     }
 
-    /// Opens an existing redb database; [`Error::NotFound`] if there is none at `path`.
+    /// Opens an existing redb database for writing; [`Error::NotFound`] if there is none.
     pub fn open_existing(self, path: impl AsRef<Path>) -> Result<Store, Error> {
-        Ok(self.backend(RedbBackend::open(path.as_ref())?))
+        self.backend(RedbBackend::open(path.as_ref())?)
+    }
+
+    /// Opens an existing database read-only: works while another process writes to it, and
+    /// every command sees the latest commit. Writes fail with [`Error::ReadOnly`]; a database
+    /// that needs a migration is refused with [`Error::NeedsMigration`].
+    pub fn open_read_only(self, path: impl AsRef<Path>) -> Result<Store, Error> {
+        self.backend(RedbBackend::open_read_only(path.as_ref())?)
     }
 
     /// A store in memory, gone when dropped.
     pub fn in_memory(self) -> Result<Store, Error> {
-        Ok(self.backend(RedbBackend::in_memory()?))
+        self.backend(RedbBackend::in_memory()?)
     }
 
-    /// A store over any [`Backend`].
-    pub fn backend<B: Backend>(self, backend: B) -> Store<B> {
-        Store {
+    /// A store over any [`Backend`]; migrates older formats when the backend is writable.
+    pub fn backend<B: Backend>(self, backend: B) -> Result<Store<B>, Error> {
+        migrate::upgrade(&backend)?;
+        Ok(Store {
             backend,
             limits: self.limits,
-        }
+            expiry: self.expiry,
+            secrets: self.secrets,
+        })
     }
 }
 
@@ -99,8 +146,10 @@ impl StoreBuilder {
 /// parallel; writes are serialized by the backend, one transaction per command.
 #[derive(Debug)]
 pub struct Store<B = RedbBackend> {
-    backend: B,
+    pub(crate) backend: B,
     limits: Limits,
+    expiry: Expiry,
+    secrets: SecretPolicy,
 }
 
 /// The answer to one JSON message (see [`UserHandle::respond`]); serializes as the bare
@@ -116,13 +165,33 @@ pub enum Response {
 
 /// One user's share of a store, as listed by [`Store::users`].
 #[derive(Debug, Clone, PartialEq, Eq)]
+#[non_exhaustive]
 pub struct UserSummary {
     /// The user id.
     pub user: String,
-    /// Number of files.
+    /// Number of live files.
     pub files: u64,
     /// Bytes of those files.
     pub bytes: u64,
+    /// When the user last created or changed a file (ms since the epoch).
+    pub last_write_ms: i64,
+    /// Files that have expired but are not deleted yet (invisible to every command).
+    pub expired_files: u64,
+    /// Bytes of those files.
+    pub expired_bytes: u64,
+}
+
+/// A file deleted (or, in a dry run, due to be deleted) by [`Store::expire`].
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ExpiredFile {
+    /// The owner.
+    pub user: String,
+    /// The file.
+    pub path: MemoryPath,
+    /// Its size in bytes.
+    pub size: u64,
+    /// When it was last used (ms since the epoch; recorded coarsely, see [`Expiry`]).
+    pub last_used_ms: i64,
 }
 
 /// One file of a user's tree, as listed by [`UserHandle::files`].
@@ -136,6 +205,8 @@ pub struct FileInfo {
     pub created_ms: i64,
     /// Last content change, milliseconds since the Unix epoch.
     pub modified_ms: i64,
+    /// Last use, milliseconds since the Unix epoch (recorded coarsely, see [`Expiry`]).
+    pub accessed_ms: i64,
 }
 
 impl Store {
@@ -152,6 +223,11 @@ impl Store {
     /// An in-memory store with default limits.
     pub fn in_memory() -> Result<Store, Error> {
         Self::builder().in_memory()
+    }
+
+    /// Where the database lives (a path, or `memory`).
+    pub fn location(&self) -> &str {
+        self.backend.location()
     }
 }
 
@@ -188,8 +264,29 @@ impl<B: Backend> Store<B> {
         })
     }
 
-    /// Every user with at least one file, with their totals, ordered by id.
+    /// The expiry settings.
+    pub fn expiry(&self) -> &Expiry {
+        &self.expiry
+    }
+
+    /// The secrets policy.
+    pub fn secret_policy(&self) -> SecretPolicy {
+        self.secrets
+    }
+
+    /// Everything a command of `user` is checked against.
+    pub(crate) fn settings(&self, user: &str) -> Settings {
+        Settings {
+            limits: self.limits,
+            secrets: self.secrets,
+            ttl_ms: self.expiry.ttl_for(user).map(millis),
+            granularity_ms: millis(self.expiry.granularity),
+        }
+    }
+
+    /// Every user with at least one file (live or expired), with their totals, ordered by id.
     pub fn users(&self) -> Result<Vec<UserSummary>, Error> {
+        let now = now_ms();
         let txn = self.backend.begin_read()?;
         let mut ids = Vec::new();
         txn.users(Space::Totals, &mut |u| {
@@ -200,10 +297,58 @@ impl<B: Backend> Store<B> {
         ids.sort();
         ids.into_iter()
             .map(|user| {
-                let Totals { files, bytes } = TreeRead::new(&txn, &user).totals()?;
-                Ok(UserSummary { user, files, bytes })
+                let tree = TreeRead::new(&txn, &user);
+                let t = tree.totals()?;
+                let cutoff = self.settings(&user).expiry_cutoff(now);
+                let (expired_files, expired_bytes) = match cutoff {
+                    Some(cutoff) => tree
+                        .unused_since(cutoff)?
+                        .iter()
+                        .fold((0, 0), |(n, b), (_, size, _)| (n + 1, b + size)),
+                    None => (0, 0),
+                };
+                Ok(UserSummary {
+                    files: t.files - expired_files,
+                    bytes: t.bytes - expired_bytes,
+                    last_write_ms: t.last_write_ms,
+                    expired_files,
+                    expired_bytes,
+                    user,
+                })
             })
             .collect()
+    }
+
+    /// Deletes every expired file (or, with `dry_run`, only lists them), one transaction per
+    /// user. Expired files are already invisible; this reclaims their space.
+    pub fn expire(&self, dry_run: bool) -> Result<Vec<ExpiredFile>, Error> {
+        let now = now_ms();
+        let mut out = Vec::new();
+        for user in self.users()? {
+            let Some(cutoff) = self.settings(&user.user).expiry_cutoff(now) else {
+                continue;
+            };
+            let found = if dry_run {
+                let txn = self.backend.begin_read()?;
+                TreeRead::new(&txn, &user.user).unused_since(cutoff)?
+            } else {
+                let mut txn = self.backend.begin_write()?;
+                let swept = exec::sweep(&mut Tree::new(&mut txn, &user.user), Some(cutoff))?;
+                txn.commit()?;
+                swept
+            };
+            out.extend(
+                found
+                    .into_iter()
+                    .map(|(path, size, last_used_ms)| ExpiredFile {
+                        user: user.user.clone(),
+                        path,
+                        size,
+                        last_used_ms,
+                    }),
+            );
+        }
+        Ok(out)
     }
 }
 
@@ -228,7 +373,7 @@ impl<B: Backend> UserHandle<'_, B> {
         exec::execute(
             &self.store.backend,
             &self.id,
-            &self.store.limits,
+            &self.store.settings(&self.id),
             command,
             now_ms(),
         )
@@ -305,30 +450,34 @@ impl<B: Backend> UserHandle<'_, B> {
         }
     }
 
-    /// The user's file count and bytes.
+    /// The user's live file count and bytes.
     pub fn totals(&self) -> Result<(u64, u64), Error> {
-        let txn = self.store.backend.begin_read()?;
-        let t = TreeRead::new(&txn, &self.id).totals()?;
-        Ok((t.files, t.bytes))
+        let files = self.files()?;
+        Ok((files.len() as u64, files.iter().map(|f| f.size).sum()))
     }
 
-    /// Every file of the user, in path order (for operators; the model uses `view`).
+    /// Every live file of the user, in path order (for operators; the model uses `view`).
     pub fn files(&self) -> Result<Vec<FileInfo>, Error> {
         let txn = self.store.backend.begin_read()?;
+        let tree = TreeRead::new(&txn, &self.id);
+        let expired = self.expired(&tree)?;
         let mut out = Vec::new();
-        TreeRead::new(&txn, &self.id).files(&mut |path, meta| {
-            out.push(FileInfo {
-                path,
-                size: meta.size,
-                created_ms: meta.created_ms,
-                modified_ms: meta.modified_ms,
-            });
+        tree.files(&mut |path, meta| {
+            if !expired.contains(&path) {
+                out.push(FileInfo {
+                    path,
+                    size: meta.size,
+                    created_ms: meta.created_ms,
+                    modified_ms: meta.modified_ms,
+                    accessed_ms: meta.accessed_ms,
+                });
+            }
             Ok(ControlFlow::Continue(()))
         })?;
         Ok(out)
     }
 
-    /// The content of the file at `path` (for operators), `None` if there is no such file.
+    /// The content of the live file at `path` (for operators), `None` if there is no such file.
     ///
     /// # Errors
     /// [`Error::InvalidPath`] if `path` breaks the path rules.
@@ -340,9 +489,13 @@ impl<B: Backend> UserHandle<'_, B> {
         let txn = self.store.backend.begin_read()?;
         let tree = TreeRead::new(&txn, &self.id);
         match tree.node(&parsed)? {
-            Some(Node::File(_)) => tree.content(&parsed),
+            Some(Node::File(_)) if !self.expired(&tree)?.contains(&parsed) => tree.content(&parsed),
             _ => Ok(None),
         }
+    }
+
+    fn expired<T: ReadTxn + ?Sized>(&self, tree: &TreeRead<'_, T>) -> Result<Expired, Error> {
+        Expired::load(tree, self.store.settings(&self.id).expiry_cutoff(now_ms()))
     }
 }
 
@@ -357,7 +510,7 @@ fn string_field(value: &Value, field: &str) -> String {
     }
 }
 
-fn now_ms() -> i64 {
+pub(crate) fn now_ms() -> i64 {
     SystemTime::now()
         .duration_since(UNIX_EPOCH)
         .map_or(0, |d| d.as_millis() as i64)

@@ -5,12 +5,13 @@
 //! - every file has a `Node::File` under its index key and its content under its content key;
 //! - every proper ancestor directory of a file (but the root) has a `Node::Dir` whose totals are
 //!   the sum over the files below it, and no other `Node::Dir` exists (directories are implicit);
-//! - the user's `Totals` are the sum over all files, and absent when there are none.
+//! - the user's `UserTotals` are the sum over all files, and absent when there are none;
+//! - every file has exactly one `Access` entry, under its `accessed_ms`, holding its size.
 
 use std::ops::ControlFlow;
 
 use crate::error::Error;
-use crate::layout::{self, FileMeta, Node, Totals};
+use crate::layout::{self, FileMeta, Node, Totals, UserTotals};
 use crate::path::{MemoryPath, PathError};
 use crate::storage::{ReadTxn, Space, WriteTxn};
 
@@ -38,17 +39,21 @@ impl<'t, T: ReadTxn + ?Sized> TreeRead<'t, T> {
     }
 
     /// The user's totals (zero when the user has no files).
-    pub fn totals(&self) -> Result<Totals, Error> {
+    pub fn totals(&self) -> Result<UserTotals, Error> {
         match self.txn.get(Space::Totals, self.user, &[])? {
             Some(bytes) => layout::decode(&bytes, "user totals"),
-            None => Ok(Totals::default()),
+            None => Ok(UserTotals::default()),
         }
     }
 
     /// The node at `path`; the root always exists.
     pub fn node(&self, path: &MemoryPath) -> Result<Option<Node>, Error> {
         if path.is_root() {
-            return Ok(Some(Node::Dir(self.totals()?)));
+            let t = self.totals()?;
+            return Ok(Some(Node::Dir(Totals {
+                files: t.files,
+                bytes: t.bytes,
+            })));
         }
         match self
             .txn
@@ -102,6 +107,27 @@ impl<'t, T: ReadTxn + ?Sized> TreeRead<'t, T> {
         )
     }
 
+    /// The files last used at or before `cutoff_ms`, oldest first: `(path, size, accessed_ms)`.
+    pub fn unused_since(&self, cutoff_ms: i64) -> Result<Vec<(MemoryPath, u64, i64)>, Error> {
+        let mut out = Vec::new();
+        if cutoff_ms < 0 {
+            return Ok(out);
+        }
+        let end = layout::access_prefix(cutoff_ms.saturating_add(1));
+        self.txn.scan(
+            Space::Access,
+            self.user,
+            &[],
+            Some(&end),
+            &mut |key, value| {
+                let (accessed, path) = layout::decode_access_key(key)?;
+                out.push((path, layout::decode(value, "access entry")?, accessed));
+                Ok(ControlFlow::Continue(()))
+            },
+        )?;
+        Ok(out)
+    }
+
     /// Visits every file of the user with its metadata, in path order (segment by segment).
     pub fn files(&self, visit: FileVisit<'_>) -> Result<(), Error> {
         self.walk(&MemoryPath::root(), visit).map(|_| ())
@@ -143,31 +169,83 @@ impl<'t, T: WriteTxn + ?Sized> Tree<'t, T> {
         }
     }
 
-    /// Writes `content` to the file at `path`, creating it (and its directories) when `existing`
-    /// is `None`. The caller has checked that no ancestor is a file and `path` is no directory.
+    /// Writes `content` to the file at `path` with the times of `meta` (its `size` is taken
+    /// from `content`), replacing the file `existing` if there is one. The caller has checked
+    /// that no ancestor is a file and that `path` is no directory.
     pub fn write_file(
         &mut self,
         path: &MemoryPath,
         content: &str,
         existing: Option<FileMeta>,
-        now_ms: i64,
+        meta: FileMeta,
     ) -> Result<(), Error> {
-        let size = content.len() as u64;
         let meta = FileMeta {
-            size,
-            created_ms: existing.map_or(now_ms, |m| m.created_ms),
-            modified_ms: now_ms,
-            accessed_ms: now_ms,
+            size: content.len() as u64,
+            ..meta
         };
         let old = existing.map_or(Totals::default(), |m| Node::File(m).weight());
+        if let Some(old) = existing {
+            self.txn.remove(
+                Space::Access,
+                self.user,
+                &layout::access_key(old.accessed_ms, path),
+            )?;
+        }
         self.put_node(path, &Node::File(meta))?;
+        self.put_access(path, &meta)?;
         self.txn.put(
             Space::Contents,
             self.user,
             &layout::content_key(path),
             content.as_bytes(),
         )?;
-        self.adjust_ancestors(path, old, Node::File(meta).weight())
+        self.adjust_ancestors(path, old, Node::File(meta).weight(), Some(meta.modified_ms))
+    }
+
+    /// Records a read of the file at `path` at `now_ms`.
+    pub fn touch(&mut self, path: &MemoryPath, meta: FileMeta, now_ms: i64) -> Result<(), Error> {
+        self.txn.remove(
+            Space::Access,
+            self.user,
+            &layout::access_key(meta.accessed_ms, path),
+        )?;
+        let meta = FileMeta {
+            accessed_ms: now_ms,
+            ..meta
+        };
+        self.put_node(path, &Node::File(meta))?;
+        self.put_access(path, &meta)
+    }
+
+    fn put_access(&mut self, path: &MemoryPath, meta: &FileMeta) -> Result<(), Error> {
+        self.txn.put(
+            Space::Access,
+            self.user,
+            &layout::access_key(meta.accessed_ms, path),
+            &layout::encode(&meta.size),
+        )
+    }
+
+    /// The access-index keys of every file below the directory `dir`.
+    fn access_keys_below(&self, dir: &MemoryPath) -> Result<Vec<Vec<u8>>, Error> {
+        let (start, end) = layout::subtree_nodes(dir);
+        let mut out = Vec::new();
+        self.txn.scan(
+            Space::Nodes,
+            self.user,
+            &start,
+            Some(&end),
+            &mut |key, value| {
+                if let Node::File(meta) = layout::decode(value, "index node")? {
+                    let content_key = layout::content_key_of_node_key(key)?;
+                    let access =
+                        [&layout::access_prefix(meta.accessed_ms)[..], &content_key].concat();
+                    out.push((access, content_key));
+                }
+                Ok(ControlFlow::Continue(()))
+            },
+        )?;
+        Ok(out)
     }
 
     /// Removes the file or whole directory `node` at the non-root `path`.
@@ -175,11 +253,19 @@ impl<'t, T: WriteTxn + ?Sized> Tree<'t, T> {
         self.txn
             .remove(Space::Nodes, self.user, &layout::node_key(path))?;
         match node {
-            Node::File(_) => {
+            Node::File(meta) => {
                 self.txn
                     .remove(Space::Contents, self.user, &layout::content_key(path))?;
+                self.txn.remove(
+                    Space::Access,
+                    self.user,
+                    &layout::access_key(meta.accessed_ms, path),
+                )?;
             }
             Node::Dir(_) => {
+                for access in self.access_keys_below(path)? {
+                    self.txn.remove(Space::Access, self.user, &access)?;
+                }
                 let (start, end) = layout::subtree_nodes(path);
                 self.txn
                     .remove_range(Space::Nodes, self.user, &start, &end)?;
@@ -188,7 +274,7 @@ impl<'t, T: WriteTxn + ?Sized> Tree<'t, T> {
                     .remove_range(Space::Contents, self.user, &start, &end)?;
             }
         }
-        self.adjust_ancestors(path, node.weight(), Totals::default())
+        self.adjust_ancestors(path, node.weight(), Totals::default(), None)
     }
 
     /// Every path below (or at) `from` rebased onto `to`, checked against the path rules, so a
@@ -227,7 +313,7 @@ impl<'t, T: WriteTxn + ?Sized> Tree<'t, T> {
     }
 
     /// Moves the file or directory `node` from `from` to `to` (which does not exist, is not
-    /// inside `from`, and has no file ancestor; [`Self::check_move`] passed).
+    /// inside `from`, and has no file ancestor; [`Self::check_move`] passed). Times are kept.
     pub fn move_node(
         &mut self,
         from: &MemoryPath,
@@ -237,13 +323,19 @@ impl<'t, T: WriteTxn + ?Sized> Tree<'t, T> {
         let (old_enc, new_enc) = (layout::content_key(from), layout::content_key(to));
         let mut nodes = Vec::new();
         let mut contents = Vec::new();
+        // Access entries keep their time and follow the path: (new key, size).
+        let mut accesses: Vec<(Vec<u8>, Vec<u8>)> = Vec::new();
         match node {
-            Node::File(_) => {
+            Node::File(meta) => {
                 let content = self
                     .txn
                     .get(Space::Contents, self.user, &old_enc)?
                     .ok_or_else(|| Error::Corrupt(format!("{from} has no content")))?;
                 contents.push((new_enc.clone(), content));
+                accesses.push((
+                    layout::access_key(meta.accessed_ms, to),
+                    layout::encode(&meta.size),
+                ));
             }
             Node::Dir(_) => {
                 let (start, end) = layout::subtree_nodes(from);
@@ -254,6 +346,14 @@ impl<'t, T: WriteTxn + ?Sized> Tree<'t, T> {
                     Some(&end),
                     &mut rebased_into(&mut nodes, &old_enc, &new_enc),
                 )?;
+                for (key, value) in &nodes {
+                    if let Node::File(meta) = layout::decode(value, "index node")? {
+                        let content_key = layout::content_key_of_node_key(key)?;
+                        let access =
+                            [&layout::access_prefix(meta.accessed_ms)[..], &content_key].concat();
+                        accesses.push((access, layout::encode(&meta.size)));
+                    }
+                }
                 let (start, end) = layout::subtree_contents(from);
                 self.txn.scan(
                     Space::Contents,
@@ -272,7 +372,10 @@ impl<'t, T: WriteTxn + ?Sized> Tree<'t, T> {
         for (k, v) in contents {
             self.txn.put(Space::Contents, self.user, &k, &v)?;
         }
-        self.adjust_ancestors(to, Totals::default(), node.weight())
+        for (k, v) in accesses {
+            self.txn.put(Space::Access, self.user, &k, &v)?;
+        }
+        self.adjust_ancestors(to, Totals::default(), node.weight(), None)
     }
 
     fn put_node(&mut self, path: &MemoryPath, node: &Node) -> Result<(), Error> {
@@ -286,26 +389,34 @@ impl<'t, T: WriteTxn + ?Sized> Tree<'t, T> {
 
     /// Replaces `old` by `new` in the totals of every ancestor of `path` and of the user,
     /// creating directories that gain their first file and dropping those that lose their last.
+    /// `wrote_ms` is the time of a content write, for the user's last-write time.
     fn adjust_ancestors(
         &mut self,
         path: &MemoryPath,
         old: Totals,
         new: Totals,
+        wrote_ms: Option<i64>,
     ) -> Result<(), Error> {
-        let apply = |t: Totals| -> Result<Totals, Error> {
-            let files = (t.files + new.files).checked_sub(old.files);
-            let bytes = (t.bytes + new.bytes).checked_sub(old.bytes);
+        let apply = |files: u64, bytes: u64| -> Result<(u64, u64), Error> {
+            let files = (files + new.files).checked_sub(old.files);
+            let bytes = (bytes + new.bytes).checked_sub(old.bytes);
             match (files, bytes) {
-                (Some(files), Some(bytes)) => Ok(Totals { files, bytes }),
+                (Some(files), Some(bytes)) => Ok((files, bytes)),
                 _ => Err(Error::Corrupt(format!("totals above {path} went negative"))),
             }
         };
         for dir in path.ancestors() {
             if dir.is_root() {
-                let totals = apply(self.read().totals()?)?;
-                if totals.files == 0 {
+                let t = self.read().totals()?;
+                let (files, bytes) = apply(t.files, t.bytes)?;
+                if files == 0 {
                     self.txn.remove(Space::Totals, self.user, &[])?;
                 } else {
+                    let totals = UserTotals {
+                        files,
+                        bytes,
+                        last_write_ms: t.last_write_ms.max(wrote_ms.unwrap_or(i64::MIN)),
+                    };
                     self.txn
                         .put(Space::Totals, self.user, &[], &layout::encode(&totals))?;
                 }
@@ -320,12 +431,12 @@ impl<'t, T: WriteTxn + ?Sized> Tree<'t, T> {
                     )));
                 }
             };
-            let totals = apply(current)?;
-            if totals.files == 0 {
+            let (files, bytes) = apply(current.files, current.bytes)?;
+            if files == 0 {
                 self.txn
                     .remove(Space::Nodes, self.user, &layout::node_key(&dir))?;
             } else {
-                self.put_node(&dir, &Node::Dir(totals))?;
+                self.put_node(&dir, &Node::Dir(Totals { files, bytes }))?;
             }
         }
         Ok(())

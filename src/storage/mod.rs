@@ -22,8 +22,15 @@ pub enum Space {
     Nodes,
     /// File contents, keyed by full path.
     Contents,
-    /// Per-user totals (files, bytes) under the empty key.
+    /// Per-user totals (files, bytes, last write) under the empty key.
     Totals,
+    /// The access-time index: one entry per file, ordered by last access (for expiry).
+    Access,
+}
+
+impl Space {
+    /// Every space, in a fixed order.
+    pub const ALL: [Space; 4] = [Space::Nodes, Space::Contents, Space::Totals, Space::Access];
 }
 
 /// Called for each entry of a scan, in key order; return `ControlFlow::Break(())` to stop.
@@ -40,9 +47,13 @@ pub trait Backend: Send + Sync {
     where
         Self: 'a;
 
+    /// Where the data lives, for messages (a path, `memory`, a URL without credentials).
+    fn location(&self) -> &str;
+
     /// Begins a consistent read-only snapshot.
     fn begin_read(&self) -> Result<Self::Read<'_>, Error>;
-    /// Begins a write transaction (one at a time; a second caller waits).
+    /// Begins a write transaction (one at a time; a second caller waits). A read-only backend
+    /// returns [`Error::ReadOnly`].
     fn begin_write(&self) -> Result<Self::Write<'_>, Error>;
 }
 
@@ -62,7 +73,10 @@ pub trait ReadTxn {
         visit: Visit<'_>,
     ) -> Result<(), Error>;
 
-    /// Visits every user that has an entry in `space`, in ascending order of user id.
+    /// The storage format version the data was written in (see `docs/design.md`).
+    fn format_version(&self) -> Result<u64, Error>;
+
+    /// Visits every user that has an entry in `space` (in the backend's order).
     fn users(
         &self,
         space: Space,
@@ -84,6 +98,8 @@ pub trait WriteTxn: ReadTxn {
         start: &[u8],
         end: &[u8],
     ) -> Result<(), Error>;
+    /// Records that the data is now in storage format `version`.
+    fn set_format_version(&mut self, version: u64) -> Result<(), Error>;
     /// Makes every change durable and visible, or none of them.
     fn commit(self) -> Result<(), Error>;
 }

@@ -15,8 +15,8 @@ use std::ops::ControlFlow;
 use std::path::{Path, PathBuf};
 
 use redb::{
-    Database, DatabaseError, ReadOnlyTable, ReadTransaction, ReadableDatabase, ReadableTable,
-    TableDefinition, TableHandle, WriteTransaction,
+    ConcurrencyMode, Database, DatabaseError, ReadOnlyDatabase, ReadOnlyTable, ReadTransaction,
+    ReadableDatabase, ReadableTable, TableDefinition, TableHandle, WriteTransaction,
 };
 
 use super::{Backend, ReadTxn, Space, Visit, WriteTxn};
@@ -24,11 +24,15 @@ use crate::error::Error;
 
 /// The storage format this build reads and writes. Bump it on any change to the tables below or
 /// to [`crate::layout`], and say in `docs/design.md` how older files are treated.
-pub const FORMAT_VERSION: u64 = 1;
+pub const FORMAT_VERSION: u64 = 2;
+/// The oldest format this build migrates on open (see `crate::migrate`).
+pub const OLDEST_MIGRATABLE: u64 = 1;
 
 const NODES: TableDefinition<&[u8], &[u8]> = TableDefinition::new("memkv_nodes");
 const CONTENTS: TableDefinition<&[u8], &[u8]> = TableDefinition::new("memkv_contents");
 const TOTALS: TableDefinition<&[u8], &[u8]> = TableDefinition::new("memkv_totals");
+/// Since format 2.
+const ACCESS: TableDefinition<&[u8], &[u8]> = TableDefinition::new("memkv_access");
 /// `format_version -> u64`.
 const META: TableDefinition<&str, u64> = TableDefinition::new("memkv_meta");
 const FORMAT_KEY: &str = "format_version";
@@ -38,40 +42,86 @@ fn table(space: Space) -> TableDefinition<'static, &'static [u8], &'static [u8]>
         Space::Nodes => NODES,
         Space::Contents => CONTENTS,
         Space::Totals => TOTALS,
+        Space::Access => ACCESS,
     }
+}
+
+/// How every memkv process opens a file: one writer, any number of read-only processes beside
+/// it (operators can list, export and inspect while `memkv exec` runs). All handles must agree
+/// on the mode, so it is fixed here.
+const MODE: ConcurrencyMode = ConcurrencyMode::SingleWriter;
+
+enum Db {
+    Write(Database),
+    Read(ReadOnlyDatabase),
 }
 
 /// The embedded default backend: one redb file (or memory), one writer at a time.
 pub struct RedbBackend {
-    db: Database,
+    db: Db,
+    location: String,
 }
 
 impl std::fmt::Debug for RedbBackend {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("RedbBackend").finish_non_exhaustive()
+        f.debug_struct("RedbBackend")
+            .field("location", &self.location)
+            .finish_non_exhaustive()
     }
 }
 
+fn builder() -> redb::Builder {
+    let mut b = Database::builder();
+    b.set_concurrency_mode(MODE);
+    b
+}
+
 impl RedbBackend {
-    /// Opens the database at `path`, creating the file if it does not exist.
+    /// Opens the database at `path` for writing, creating the file if it does not exist.
     pub fn create(path: &Path) -> Result<Self, Error> {
-        let db = Database::builder()
-            .create(path)
-            .map_err(|e| open_error(e, path))?;
+        let db = builder().create(path).map_err(|e| open_error(e, path))?;
         Self::init(db, &path.display().to_string())
     }
 
-    /// Opens an existing database; a missing file is [`Error::NotFound`].
+    /// Opens an existing database for writing; a missing file is [`Error::NotFound`].
     pub fn open(path: &Path) -> Result<Self, Error> {
-        if !path.exists() {
-            return Err(Error::NotFound {
-                path: path.to_owned(),
+        check_exists(path)?;
+        let db = builder().open(path).map_err(|e| open_error(e, path))?;
+        Self::init(db, &path.display().to_string())
+    }
+
+    /// Opens an existing database read-only. Works while another process writes to it, and
+    /// sees that process's commits in each new snapshot.
+    pub fn open_read_only(path: &Path) -> Result<Self, Error> {
+        check_exists(path)?;
+        let db = builder()
+            .open_read_only(path)
+            .map_err(|e| open_error(e, path))?;
+        let location = path.display().to_string();
+        let txn = db.begin_read().map_err(Error::storage)?;
+        let tables: Vec<String> = txn
+            .list_tables()
+            .map_err(Error::storage)?
+            .map(|t| t.name().to_owned())
+            .collect();
+        if !tables.iter().any(|t| t == META.name()) {
+            return Err(Error::NotMemkv {
+                location,
+                reason: "it has no memkv tables".into(),
             });
         }
-        let db = Database::builder()
-            .open(path)
-            .map_err(|e| open_error(e, path))?;
-        Self::init(db, &path.display().to_string())
+        let found = txn
+            .open_table(META)
+            .map_err(Error::storage)?
+            .get(FORMAT_KEY)
+            .map_err(Error::storage)?
+            .map(|v| v.value());
+        check_version(found.unwrap_or(0), &location)?;
+        drop(txn);
+        Ok(RedbBackend {
+            db: Db::Read(db),
+            location,
+        })
     }
 
     /// A database that lives in memory and is gone when dropped (tests, ephemeral agents).
@@ -82,7 +132,7 @@ impl RedbBackend {
         Self::init(db, "memory")
     }
 
-    /// Checks the format version, or stamps it into a new, empty database.
+    /// Checks the format version, or stamps it into a new, empty database; creates missing tables.
     fn init(db: Database, location: &str) -> Result<Self, Error> {
         let txn = db.begin_write().map_err(Error::storage)?;
         let tables: Vec<String> = txn
@@ -97,6 +147,9 @@ impl RedbBackend {
                 reason: format!("it holds other tables ({})", tables.join(", ")),
             });
         }
+        let complete = Space::ALL
+            .iter()
+            .all(|s| tables.iter().any(|t| t == table(*s).name()));
         {
             let mut meta = txn.open_table(META).map_err(Error::storage)?;
             let found = meta
@@ -104,30 +157,49 @@ impl RedbBackend {
                 .map_err(Error::storage)?
                 .map(|v| v.value());
             match found {
-                Some(FORMAT_VERSION) => {}
-                Some(found) => {
-                    return Err(Error::UnsupportedFormat {
-                        location: location.to_owned(),
-                        found,
-                        supported: FORMAT_VERSION,
-                    });
-                }
+                Some(found) => check_version(found, location)?,
                 None => {
                     meta.insert(FORMAT_KEY, FORMAT_VERSION)
                         .map_err(Error::storage)?;
                 }
             }
-            for space in [Space::Nodes, Space::Contents, Space::Totals] {
+            for space in Space::ALL {
                 txn.open_table(table(space)).map_err(Error::storage)?;
             }
         }
-        if has_meta {
+        if has_meta && complete {
             // Nothing changed: don't spend a disk flush on opening.
             txn.abort().map_err(Error::storage)?;
         } else {
             txn.commit().map_err(Error::storage)?;
         }
-        Ok(RedbBackend { db })
+        Ok(RedbBackend {
+            db: Db::Write(db),
+            location: location.to_owned(),
+        })
+    }
+}
+
+fn check_exists(path: &Path) -> Result<(), Error> {
+    if path.exists() {
+        Ok(())
+    } else {
+        Err(Error::NotFound {
+            path: path.to_owned(),
+        })
+    }
+}
+
+/// Versions this build reads, or migrates, pass; others are refused before anything is touched.
+fn check_version(found: u64, location: &str) -> Result<(), Error> {
+    if (OLDEST_MIGRATABLE..=FORMAT_VERSION).contains(&found) {
+        Ok(())
+    } else {
+        Err(Error::UnsupportedFormat {
+            location: location.to_owned(),
+            found,
+            supported: FORMAT_VERSION,
+        })
     }
 }
 
@@ -237,7 +309,8 @@ fn increment(bytes: &mut Vec<u8>) -> bool {
 
 /// A read-only snapshot over redb.
 pub struct RedbRead {
-    tables: [ReadOnlyTable<&'static [u8], &'static [u8]>; 3],
+    tables: Vec<ReadOnlyTable<&'static [u8], &'static [u8]>>,
+    meta: ReadOnlyTable<&'static str, u64>,
     _txn: ReadTransaction,
 }
 
@@ -248,6 +321,11 @@ impl RedbRead {
 }
 
 impl ReadTxn for RedbRead {
+    fn format_version(&self) -> Result<u64, Error> {
+        let v = self.meta.get(FORMAT_KEY).map_err(Error::storage)?;
+        Ok(v.map_or(0, |v| v.value()))
+    }
+
     fn get(&self, space: Space, user: &str, key: &[u8]) -> Result<Option<Vec<u8>>, Error> {
         let k = full_key(user, key);
         let v = self
@@ -289,6 +367,12 @@ impl RedbWrite {
 }
 
 impl ReadTxn for RedbWrite {
+    fn format_version(&self) -> Result<u64, Error> {
+        let meta = self.txn.open_table(META).map_err(Error::storage)?;
+        let v = meta.get(FORMAT_KEY).map_err(Error::storage)?;
+        Ok(v.map_or(0, |v| v.value()))
+    }
+
     fn get(&self, space: Space, user: &str, key: &[u8]) -> Result<Option<Vec<u8>>, Error> {
         let k = full_key(user, key);
         let t = self.open(space)?;
@@ -317,6 +401,15 @@ impl ReadTxn for RedbWrite {
 }
 
 impl WriteTxn for RedbWrite {
+    fn set_format_version(&mut self, version: u64) -> Result<(), Error> {
+        self.txn
+            .open_table(META)
+            .map_err(Error::storage)?
+            .insert(FORMAT_KEY, version)
+            .map_err(Error::storage)?;
+        Ok(())
+    }
+
     fn put(&mut self, space: Space, user: &str, key: &[u8], value: &[u8]) -> Result<(), Error> {
         let k = full_key(user, key);
         self.open(space)?
@@ -356,20 +449,35 @@ impl Backend for RedbBackend {
     type Read<'a> = RedbRead;
     type Write<'a> = RedbWrite;
 
+    fn location(&self) -> &str {
+        &self.location
+    }
+
     fn begin_read(&self) -> Result<RedbRead, Error> {
-        let txn = self.db.begin_read().map_err(Error::storage)?;
-        let open = |space| txn.open_table(table(space)).map_err(Error::storage);
-        let tables = [
-            open(Space::Nodes)?,
-            open(Space::Contents)?,
-            open(Space::Totals)?,
-        ];
-        Ok(RedbRead { tables, _txn: txn })
+        let txn = match &self.db {
+            Db::Write(db) => db.begin_read(),
+            Db::Read(db) => db.begin_read(),
+        }
+        .map_err(Error::storage)?;
+        let tables = Space::ALL
+            .iter()
+            .map(|s| txn.open_table(table(*s)).map_err(Error::storage))
+            .collect::<Result<_, _>>()?;
+        let meta = txn.open_table(META).map_err(Error::storage)?;
+        Ok(RedbRead {
+            tables,
+            meta,
+            _txn: txn,
+        })
     }
 
     fn begin_write(&self) -> Result<RedbWrite, Error> {
-        let txn = self.db.begin_write().map_err(Error::storage)?;
-        Ok(RedbWrite { txn })
+        match &self.db {
+            Db::Write(db) => Ok(RedbWrite {
+                txn: db.begin_write().map_err(Error::storage)?,
+            }),
+            Db::Read(_) => Err(Error::ReadOnly),
+        }
     }
 }
 
@@ -462,7 +570,7 @@ mod tests {
                 err,
                 Error::UnsupportedFormat {
                     found: 99,
-                    supported: 1,
+                    supported: FORMAT_VERSION,
                     ..
                 }
             ),
