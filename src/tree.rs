@@ -238,9 +238,7 @@ impl<'t, T: WriteTxn + ?Sized> Tree<'t, T> {
             &mut |key, value| {
                 if let Node::File(meta) = layout::decode(value, "index node")? {
                     let content_key = layout::content_key_of_node_key(key)?;
-                    let access =
-                        [&layout::access_prefix(meta.accessed_ms)[..], &content_key].concat();
-                    out.push((access, content_key));
+                    out.push([&layout::access_prefix(meta.accessed_ms)[..], &content_key].concat());
                 }
                 Ok(ControlFlow::Continue(()))
             },
