@@ -49,6 +49,7 @@
 #![warn(missing_docs)]
 
 mod blocks;
+mod check;
 pub mod command;
 mod error;
 mod exec;

@@ -1,5 +1,6 @@
 //! The public face of the crate: a [`Store`] and per-user [`UserHandle`]s.
 
+use std::collections::BTreeSet;
 use std::ops::ControlFlow;
 use std::path::Path;
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
@@ -7,6 +8,7 @@ use std::time::{Duration, SystemTime, UNIX_EPOCH};
 use serde_json::Value;
 
 use crate::blocks::{TOOL_NAME, ToolOutput, ToolResult, ToolUse};
+use crate::check;
 use crate::command::Command;
 use crate::error::Error;
 use crate::exec::{self, Expired};
@@ -317,6 +319,26 @@ impl<B: Backend> Store<B> {
                 })
             })
             .collect()
+    }
+
+    /// Checks every user's data against memkv's invariants (index, contents, totals, access
+    /// times) in one snapshot; returns the problems found as `(user, description)`.
+    pub fn check(&self) -> Result<Vec<(String, String)>, Error> {
+        let txn = self.backend.begin_read()?;
+        let mut users = BTreeSet::new();
+        for space in Space::ALL {
+            txn.users(space, &mut |u| {
+                users.insert(u.to_owned());
+                Ok(ControlFlow::Continue(()))
+            })?;
+        }
+        let mut out = Vec::new();
+        for user in users {
+            for problem in check::check_user(&txn, &user)? {
+                out.push((user.clone(), problem));
+            }
+        }
+        Ok(out)
     }
 
     /// Deletes every expired file (or, with `dry_run`, only lists them), one transaction per

@@ -404,6 +404,8 @@ proptest! {
             if !want.is_empty() || !want_err {
                 prop_assert_eq!(&got.content, &want, "{} {}", user, input);
             }
+            let problems = store.check().unwrap();
+            prop_assert!(problems.is_empty(), "after {} {}: {:?}", user, input, problems);
             for other in USERS {
                 let handle = store.user(other).unwrap();
                 let files: Vec<(String, String)> = handle

@@ -1,0 +1,136 @@
+//! A full consistency check of the stored data against the invariants of `crate::tree`
+//! (`memkv check`). It reads everything, so it is for operators and tests, not for hot paths.
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::ops::ControlFlow;
+
+use crate::error::Error;
+use crate::layout::{self, Node, Totals, UserTotals};
+use crate::path::MemoryPath;
+use crate::storage::{ReadTxn, Space};
+use crate::tree::TreeRead;
+
+fn all<T: ReadTxn + ?Sized>(
+    txn: &T,
+    space: Space,
+    user: &str,
+) -> Result<Vec<(Vec<u8>, Vec<u8>)>, Error> {
+    let mut out = Vec::new();
+    txn.scan(space, user, &[], None, &mut |k, v| {
+        out.push((k.to_vec(), v.to_vec()));
+        Ok(ControlFlow::Continue(()))
+    })?;
+    Ok(out)
+}
+
+/// Every violated invariant of `user`'s data, as sentences; empty when all is well.
+pub(crate) fn check_user<T: ReadTxn + ?Sized>(txn: &T, user: &str) -> Result<Vec<String>, Error> {
+    let mut problems = Vec::new();
+    let mut files: BTreeMap<MemoryPath, layout::FileMeta> = BTreeMap::new();
+    let mut dirs: BTreeMap<MemoryPath, Totals> = BTreeMap::new();
+    for (key, value) in all(txn, Space::Nodes, user)? {
+        let path = layout::path_of_content_key(&layout::content_key_of_node_key(&key)?)?;
+        match layout::decode::<Node>(&value, "index node")? {
+            Node::File(meta) => {
+                files.insert(path, meta);
+            }
+            Node::Dir(t) => {
+                dirs.insert(path, t);
+            }
+        }
+    }
+    let mut contents: BTreeMap<MemoryPath, usize> = BTreeMap::new();
+    for (key, value) in all(txn, Space::Contents, user)? {
+        if std::str::from_utf8(&value).is_err() {
+            problems.push(format!(
+                "content of {} is not UTF-8",
+                layout::path_of_content_key(&key)?
+            ));
+        }
+        contents.insert(layout::path_of_content_key(&key)?, value.len());
+    }
+    let mut access: BTreeSet<(MemoryPath, i64, u64)> = BTreeSet::new();
+    for (key, value) in all(txn, Space::Access, user)? {
+        let (ms, path) = layout::decode_access_key(&key)?;
+        access.insert((path, ms, layout::decode(&value, "access entry")?));
+    }
+
+    let mut want_dirs: BTreeMap<MemoryPath, Totals> = BTreeMap::new();
+    let mut total = Totals::default();
+    for (path, meta) in &files {
+        match contents.get(path) {
+            None => problems.push(format!("{path} has no content")),
+            Some(&len) if len as u64 != meta.size => problems.push(format!(
+                "{path} has size {} but {len} bytes of content",
+                meta.size
+            )),
+            Some(_) => {}
+        }
+        if !access.contains(&(path.clone(), meta.accessed_ms.max(0), meta.size)) {
+            problems.push(format!(
+                "{path} has no access entry at {}",
+                meta.accessed_ms
+            ));
+        }
+        if dirs.contains_key(path) {
+            problems.push(format!("{path} is both a file and a directory"));
+        }
+        for dir in path.ancestors().skip(1) {
+            let t = want_dirs.entry(dir).or_default();
+            t.files += 1;
+            t.bytes += meta.size;
+        }
+        total.files += 1;
+        total.bytes += meta.size;
+    }
+    for path in contents.keys().filter(|p| !files.contains_key(*p)) {
+        problems.push(format!("content without a file: {path}"));
+    }
+    for (path, ms, _) in access
+        .iter()
+        .filter(|(p, ms, _)| files.get(p).is_none_or(|m| m.accessed_ms.max(0) != *ms))
+    {
+        problems.push(format!("stray access entry for {path} at {ms}"));
+    }
+    if want_dirs != dirs {
+        for (path, t) in &dirs {
+            if want_dirs.get(path) != Some(t) {
+                problems.push(format!(
+                    "directory {path} records {t:?}, expected {:?}",
+                    want_dirs.get(path)
+                ));
+            }
+        }
+        for path in want_dirs.keys().filter(|p| !dirs.contains_key(*p)) {
+            problems.push(format!("directory {path} is missing from the index"));
+        }
+    }
+    let recorded: Option<UserTotals> = match txn.get(Space::Totals, user, &[])? {
+        Some(bytes) => Some(layout::decode(&bytes, "user totals")?),
+        None => None,
+    };
+    match recorded {
+        None if total.files > 0 => problems.push(format!("no totals recorded, expected {total:?}")),
+        Some(_) if total.files == 0 => {
+            problems.push("totals recorded for a user without files".into())
+        }
+        Some(t) if (t.files, t.bytes) != (total.files, total.bytes) => problems.push(format!(
+            "totals record {} files, {} bytes; expected {total:?}",
+            t.files, t.bytes
+        )),
+        _ => {}
+    }
+    // And the tree walk used by listings agrees with the raw index.
+    let mut walked = 0;
+    TreeRead::new(txn, user).files(&mut |_, _| {
+        walked += 1;
+        Ok(ControlFlow::Continue(()))
+    })?;
+    if walked != files.len() {
+        problems.push(format!(
+            "the tree walk finds {walked} files, the index {}",
+            files.len()
+        ));
+    }
+    Ok(problems)
+}
