@@ -10,11 +10,9 @@ use crate::path::MemoryPath;
 use crate::storage::{ReadTxn, Space};
 use crate::tree::TreeRead;
 
-fn all<T: ReadTxn + ?Sized>(
-    txn: &T,
-    space: Space,
-    user: &str,
-) -> Result<Vec<(Vec<u8>, Vec<u8>)>, Error> {
+type KeyValue = (Vec<u8>, Vec<u8>);
+
+fn all<T: ReadTxn + ?Sized>(txn: &T, space: Space, user: &str) -> Result<Vec<KeyValue>, Error> {
     let mut out = Vec::new();
     txn.scan(space, user, &[], None, &mut |k, v| {
         out.push((k.to_vec(), v.to_vec()));

@@ -75,6 +75,22 @@ pub enum Error {
         /// Which rule it breaks.
         reason: PathError,
     },
+    /// An import file was refused; nothing was changed.
+    #[error("line {line}: {reason}")]
+    Import {
+        /// The 1-based line of the export file (0 for the file as a whole).
+        line: u64,
+        /// What is wrong with it.
+        reason: String,
+    },
+    /// A file of the host filesystem could not be read or written (import and export).
+    #[error("{path}: {source}")]
+    Io {
+        /// The file.
+        path: PathBuf,
+        /// What went wrong.
+        source: std::io::Error,
+    },
     /// A stored record that memkv cannot decode: the database was damaged or edited by hand.
     #[error("corrupt record in the database: {0}")]
     Corrupt(String),

@@ -48,6 +48,7 @@
 #![forbid(unsafe_code)]
 #![warn(missing_docs)]
 
+mod backup;
 mod blocks;
 mod check;
 pub mod command;
@@ -61,6 +62,7 @@ pub mod path;
 mod secrets;
 pub mod storage;
 mod store;
+mod time;
 mod tree;
 
 /// The README's Rust examples run as doctests.
@@ -68,6 +70,7 @@ mod tree;
 #[cfg(doctest)]
 pub struct ReadmeDoctests;
 
+pub use backup::{Conflict, EXPORT_FORMAT, EXPORT_VERSION, Progress, Skipped, Summary};
 pub use blocks::{TOOL_NAME, ToolOutput, ToolResult, ToolUse};
 pub use command::{Command, InputError, ViewRange};
 pub use error::Error;
@@ -78,3 +81,4 @@ pub use store::{
     ExpiredFile, FileInfo, MAX_USER_ID_BYTES, Response, Store, StoreBuilder, UserHandle,
     UserSummary,
 };
+pub use time::utc;

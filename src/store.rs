@@ -3,6 +3,7 @@
 use std::collections::BTreeSet;
 use std::ops::ControlFlow;
 use std::path::Path;
+use std::sync::Arc;
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use serde_json::Value;
@@ -32,6 +33,32 @@ pub struct StoreBuilder {
     limits: Limits,
     expiry: Expiry,
     secrets: SecretPolicy,
+    clock: Clock,
+}
+
+/// Where a store reads the time: the system clock unless [`StoreBuilder::clock`] sets another.
+#[derive(Clone, Default)]
+struct Clock(Option<Arc<dyn Fn() -> SystemTime + Send + Sync>>);
+
+impl Clock {
+    fn now_ms(&self) -> i64 {
+        let now = match &self.0 {
+            Some(f) => f(),
+            None => SystemTime::now(),
+        };
+        now.duration_since(UNIX_EPOCH)
+            .map_or(0, |d| d.as_millis() as i64)
+    }
+}
+
+impl std::fmt::Debug for Clock {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(if self.0.is_some() {
+            "Clock(custom)"
+        } else {
+            "Clock(system)"
+        })
+    }
 }
 
 impl StoreBuilder {
@@ -56,6 +83,13 @@ impl StoreBuilder {
     /// A time-to-live for one user, overriding [`Self::ttl`]; `None` exempts the user.
     pub fn user_ttl(mut self, user: impl Into<String>, ttl: Option<Duration>) -> Self {
         self.expiry.per_user.insert(user.into(), ttl);
+        self
+    }
+
+    /// The clock for file times and expiry. Default = the system clock. For simulations and
+    /// tests of applications that depend on expiry.
+    pub fn clock(mut self, clock: impl Fn() -> SystemTime + Send + Sync + 'static) -> Self {
+        self.clock = Clock(Some(Arc::new(clock)));
         self
     }
 
@@ -138,6 +172,7 @@ impl StoreBuilder {
             limits: self.limits,
             expiry: self.expiry,
             secrets: self.secrets,
+            clock: self.clock,
         })
     }
 }
@@ -152,6 +187,7 @@ pub struct Store<B = RedbBackend> {
     limits: Limits,
     expiry: Expiry,
     secrets: SecretPolicy,
+    clock: Clock,
 }
 
 /// The answer to one JSON message (see [`UserHandle::respond`]); serializes as the bare
@@ -245,21 +281,7 @@ impl<B: Backend> Store<B> {
     /// # Errors
     /// [`Error::InvalidUser`] for an empty, over-long or control-character id.
     pub fn user(&self, id: &str) -> Result<UserHandle<'_, B>, Error> {
-        let reason = if id.is_empty() {
-            Some("must not be empty")
-        } else if id.len() > MAX_USER_ID_BYTES {
-            Some("longer than 256 bytes")
-        } else if id.chars().any(char::is_control) {
-            Some("contains a control character")
-        } else {
-            None
-        };
-        if let Some(reason) = reason {
-            return Err(Error::InvalidUser {
-                user: id.to_owned(),
-                reason,
-            });
-        }
+        validate_user(id)?;
         Ok(UserHandle {
             store: self,
             id: id.to_owned(),
@@ -276,6 +298,11 @@ impl<B: Backend> Store<B> {
         self.secrets
     }
 
+    /// The store's current time, in ms since the epoch.
+    pub(crate) fn now_ms(&self) -> i64 {
+        self.clock.now_ms()
+    }
+
     /// Everything a command of `user` is checked against.
     pub(crate) fn settings(&self, user: &str) -> Settings {
         Settings {
@@ -288,7 +315,7 @@ impl<B: Backend> Store<B> {
 
     /// Every user with at least one file (live or expired), with their totals, ordered by id.
     pub fn users(&self) -> Result<Vec<UserSummary>, Error> {
-        let now = now_ms();
+        let now = self.now_ms();
         let txn = self.backend.begin_read()?;
         let mut ids = Vec::new();
         txn.users(Space::Totals, &mut |u| {
@@ -344,7 +371,7 @@ impl<B: Backend> Store<B> {
     /// Deletes every expired file (or, with `dry_run`, only lists them), one transaction per
     /// user. Expired files are already invisible; this reclaims their space.
     pub fn expire(&self, dry_run: bool) -> Result<Vec<ExpiredFile>, Error> {
-        let now = now_ms();
+        let now = self.now_ms();
         let mut out = Vec::new();
         for user in self.users()? {
             let Some(cutoff) = self.settings(&user.user).expiry_cutoff(now) else {
@@ -397,7 +424,7 @@ impl<B: Backend> UserHandle<'_, B> {
             &self.id,
             &self.store.settings(&self.id),
             command,
-            now_ms(),
+            self.store.now_ms(),
         )
     }
 
@@ -517,7 +544,12 @@ impl<B: Backend> UserHandle<'_, B> {
     }
 
     fn expired<T: ReadTxn + ?Sized>(&self, tree: &TreeRead<'_, T>) -> Result<Expired, Error> {
-        Expired::load(tree, self.store.settings(&self.id).expiry_cutoff(now_ms()))
+        Expired::load(
+            tree,
+            self.store
+                .settings(&self.id)
+                .expiry_cutoff(self.store.now_ms()),
+        )
     }
 }
 
@@ -532,8 +564,19 @@ fn string_field(value: &Value, field: &str) -> String {
     }
 }
 
-pub(crate) fn now_ms() -> i64 {
-    SystemTime::now()
-        .duration_since(UNIX_EPOCH)
-        .map_or(0, |d| d.as_millis() as i64)
+/// The rules for user ids: non-empty, at most [`MAX_USER_ID_BYTES`], no control characters.
+pub(crate) fn validate_user(id: &str) -> Result<(), Error> {
+    let reason = if id.is_empty() {
+        "must not be empty"
+    } else if id.len() > MAX_USER_ID_BYTES {
+        "longer than 256 bytes"
+    } else if id.chars().any(char::is_control) {
+        "contains a control character"
+    } else {
+        return Ok(());
+    };
+    Err(Error::InvalidUser {
+        user: id.to_owned(),
+        reason,
+    })
 }

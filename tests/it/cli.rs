@@ -128,8 +128,39 @@ fn exec_is_interactive_and_a_second_process_is_refused() {
         err.contains("the database is open in another process"),
         "{err}"
     );
+    // Operators can look meanwhile: read-only commands share the file with the writer and see
+    // its commits.
     let out = memkv(&db).arg("users").output().unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert!(
+        String::from_utf8(out.stdout)
+            .unwrap()
+            .ends_with("       1             1  u\n")
+    );
+    writeln!(
+        stdin,
+        r#"{{"command":"create","path":"/memories/b","file_text":"22"}}"#
+    )
+    .unwrap();
+    stdin.flush().unwrap();
+    line.clear();
+    stdout.read_line(&mut line).unwrap();
+    let out = memkv(&db)
+        .args(["cat", "-u", "u", "/memories/b"])
+        .output()
+        .unwrap();
+    assert_eq!(out.stdout, b"22");
+    let out = memkv(&db).args(["export", "-u", "u"]).output().unwrap();
+    assert!(out.status.success());
+    assert_eq!(String::from_utf8(out.stdout).unwrap().lines().count(), 4);
+    // Writers are refused while it runs.
+    let out = memkv(&db).args(["expire"]).output().unwrap();
     assert_eq!(out.status.code(), Some(1));
+    assert!(String::from_utf8_lossy(&out.stderr).contains("open in another process"));
 
     drop(stdin);
     assert!(child.wait().unwrap().success());

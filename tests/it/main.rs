@@ -1,8 +1,11 @@
 //! Integration tests, compiled into one binary.
 
+mod backup;
 mod cli;
+mod expiry;
 mod format;
 mod golden;
 mod isolation;
 mod model;
+mod secrets;
 mod util;

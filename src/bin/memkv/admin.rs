@@ -8,12 +8,18 @@ use crate::args::{CatArgs, Global, UserArg};
 
 type Result<T = ()> = std::result::Result<T, Box<dyn std::error::Error>>;
 
-fn open(global: &Global) -> Result<Store> {
+/// Opens the database read-only: operators can look while `memkv exec` runs.
+pub fn open_read_only(global: &Global) -> Result<Store> {
+    Ok(global.builder().open_read_only(global.db_path()?)?)
+}
+
+/// Opens an existing database for writing.
+pub fn open_for_writing(global: &Global) -> Result<Store> {
     Ok(global.builder().open_existing(global.db_path()?)?)
 }
 
 pub fn users(global: &Global) -> Result {
-    let store = open(global)?;
+    let store = open_read_only(global)?;
     let mut out = io::stdout().lock();
     writeln!(out, "{:>8}  {:>12}  USER", "FILES", "BYTES")?;
     for u in store.users()? {
@@ -23,17 +29,23 @@ pub fn users(global: &Global) -> Result {
 }
 
 pub fn tree(global: &Global, args: &UserArg) -> Result {
-    let store = open(global)?;
+    let store = open_read_only(global)?;
     let user = store.user(&args.user)?;
     let mut out = io::stdout().lock();
     for f in user.files()? {
-        writeln!(out, "{:>8}  {}  {}", f.size, utc(f.modified_ms), f.path)?;
+        writeln!(
+            out,
+            "{:>8}  {}  {}",
+            f.size,
+            memkv::utc(f.modified_ms),
+            f.path
+        )?;
     }
     Ok(())
 }
 
 pub fn cat(global: &Global, args: &CatArgs) -> Result {
-    let store = open(global)?;
+    let store = open_read_only(global)?;
     let user = store.user(&args.user)?;
     match user.read_file(&args.path)? {
         Some(content) => {
@@ -44,33 +56,43 @@ pub fn cat(global: &Global, args: &CatArgs) -> Result {
     }
 }
 
-/// `YYYY-MM-DDTHH:MM:SSZ` from milliseconds since the epoch (civil-from-days, proleptic Gregorian).
-fn utc(ms: i64) -> String {
-    let secs = ms.div_euclid(1000);
-    let (days, rem) = (secs.div_euclid(86_400), secs.rem_euclid(86_400));
-    let z = days + 719_468;
-    let era = z.div_euclid(146_097);
-    let doe = z - era * 146_097;
-    let yoe = (doe - doe / 1460 + doe / 36_524 - doe / 146_096) / 365;
-    let doy = doe - (365 * yoe + yoe / 4 - yoe / 100);
-    let mp = (5 * doy + 2) / 153;
-    let day = doy - (153 * mp + 2) / 5 + 1;
-    let month = if mp < 10 { mp + 3 } else { mp - 9 };
-    let year = yoe + era * 400 + i64::from(month <= 2);
-    format!(
-        "{year:04}-{month:02}-{day:02}T{:02}:{:02}:{:02}Z",
-        rem / 3600,
-        rem % 3600 / 60,
-        rem % 60
-    )
+pub fn stats(global: &Global) -> Result {
+    let store = open_read_only(global)?;
+    let path = global.db_path()?;
+    let size = std::fs::metadata(&path)?.len();
+    let mut out = io::stdout().lock();
+    writeln!(out, "database {} ({size} bytes)", path.display())?;
+    writeln!(
+        out,
+        "{:>8}  {:>12}  {:<20}  {:>8}  {:>12}  USER",
+        "FILES", "BYTES", "LAST WRITE", "EXPIRED", "EXP. BYTES"
+    )?;
+    for u in store.users()? {
+        writeln!(
+            out,
+            "{:>8}  {:>12}  {:<20}  {:>8}  {:>12}  {}",
+            u.files,
+            u.bytes,
+            memkv::utc(u.last_write_ms),
+            u.expired_files,
+            u.expired_bytes,
+            u.user
+        )?;
+    }
+    Ok(())
 }
 
-#[cfg(test)]
-mod tests {
-    #[test]
-    fn utc_formats_known_instants() {
-        assert_eq!(super::utc(0), "1970-01-01T00:00:00Z");
-        assert_eq!(super::utc(951_782_400_000), "2000-02-29T00:00:00Z");
-        assert_eq!(super::utc(1_796_000_000_123), "2026-11-30T00:53:20Z");
+pub fn check(global: &Global) -> Result {
+    let store = open_read_only(global)?;
+    let problems = store.check()?;
+    let mut out = io::stdout().lock();
+    for (user, problem) in &problems {
+        writeln!(out, "{user}: {problem}")?;
+    }
+    if problems.is_empty() {
+        writeln!(out, "ok: every invariant holds")?;
+        Ok(())
+    } else {
+        Err(format!("{} problem(s) found", problems.len()).into())
     }
 }

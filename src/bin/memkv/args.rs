@@ -1,9 +1,10 @@
 //! The command line, as clap sees it.
 
 use std::path::PathBuf;
+use std::time::Duration;
 
 use clap::{Args, Parser, Subcommand};
-use memkv::{Limits, StoreBuilder};
+use memkv::{Limits, SecretPolicy, StoreBuilder};
 
 /// A per-user, transactional store for Claude's memory tool (memory_20250818).
 #[derive(Debug, Parser)]
@@ -33,6 +34,51 @@ pub struct Global {
     /// Longest `view` output, in characters, before it is truncated
     #[arg(long, global = true, value_name = "CHARS", default_value_t = Limits::DEFAULT.view_max_chars)]
     pub view_max_chars: usize,
+    /// What to do with secrets (API keys, private keys, tokens) in content being written
+    #[arg(long, global = true, value_name = "POLICY", default_value = "reject", value_parser = ["reject", "redact", "off"])]
+    pub secrets: String,
+    /// Expire files unused for this long, e.g. 30d, 12h (default: never)
+    #[arg(long, global = true, value_name = "DURATION", value_parser = parse_duration)]
+    pub ttl: Option<Duration>,
+    /// Per-user time-to-live, overriding --ttl: NAME=DURATION, or NAME=off to exempt a user
+    #[arg(long, global = true, value_name = "NAME=DURATION", value_parser = parse_user_ttl)]
+    pub user_ttl: Vec<(String, Option<Duration>)>,
+    /// How stale a recorded access time may get before a read refreshes it
+    #[arg(long, global = true, value_name = "DURATION", default_value = "1h", value_parser = parse_duration)]
+    pub access_granularity: Duration,
+}
+
+/// `90s`, `15m`, `12h`, `30d`, `2w`.
+pub fn parse_duration(text: &str) -> Result<Duration, String> {
+    let split = text
+        .find(|c: char| !c.is_ascii_digit())
+        .unwrap_or(text.len());
+    let (number, unit) = text.split_at(split);
+    let n: u64 = number
+        .parse()
+        .map_err(|_| format!("{text:?} is not a duration like 90s, 15m, 12h, 30d or 2w"))?;
+    let secs = match unit {
+        "s" => 1,
+        "m" => 60,
+        "h" => 3600,
+        "d" => 86_400,
+        "w" => 604_800,
+        _ => return Err(format!("{text:?}: the unit must be s, m, h, d or w")),
+    };
+    n.checked_mul(secs)
+        .map(Duration::from_secs)
+        .ok_or_else(|| format!("{text:?} is too long"))
+}
+
+fn parse_user_ttl(text: &str) -> Result<(String, Option<Duration>), String> {
+    let (user, ttl) = text
+        .rsplit_once('=')
+        .ok_or_else(|| format!("{text:?}: expected NAME=DURATION or NAME=off"))?;
+    let ttl = match ttl {
+        "off" => None,
+        d => Some(parse_duration(d)?),
+    };
+    Ok((user.to_owned(), ttl))
 }
 
 #[derive(Debug, Subcommand)]
@@ -49,6 +95,58 @@ pub enum Commands {
     Tree(UserArg),
     /// Print a file of a user's tree
     Cat(CatArgs),
+    /// Per-user files, bytes, last write and expired files pending; the database size
+    Stats,
+    /// Write a consistent backup (JSON Lines) of all or some users, or one user's tree as plain files
+    Export(ExportArgs),
+    /// Restore a backup in one transaction (all or nothing), or import a plain directory tree
+    Import(ImportArgs),
+    /// Delete expired files and list them
+    Expire(ExpireArgs),
+    /// Verify the database against memkv's invariants
+    Check,
+}
+
+#[derive(Debug, Args)]
+pub struct ExportArgs {
+    /// Only these users (repeatable; default: everyone)
+    #[arg(long, short)]
+    pub user: Vec<String>,
+    /// Write to FILE instead of stdout (replaced only once the export is complete)
+    #[arg(long, short, value_name = "FILE", conflicts_with = "to_dir")]
+    pub output: Option<PathBuf>,
+    /// Write one user's files as plain files under DIR (needs exactly one --user)
+    #[arg(long, value_name = "DIR")]
+    pub to_dir: Option<PathBuf>,
+}
+
+#[derive(Debug, Args)]
+#[command(group(clap::ArgGroup::new("source").required(true).args(["file", "from_dir"])))]
+pub struct ImportArgs {
+    /// An export file written by `memkv export`
+    pub file: Option<PathBuf>,
+    /// Import a plain directory tree (e.g. the SDK handler's memories/ folder) as --user's /memories
+    #[arg(long, value_name = "DIR", requires = "user")]
+    pub from_dir: Option<PathBuf>,
+    /// The user, with --from-dir
+    #[arg(long, short)]
+    pub user: Option<String>,
+    /// With --from-dir: refuse the whole import if any file would be skipped
+    #[arg(long, requires = "from_dir")]
+    pub strict: bool,
+    /// Keep files that already exist and import the rest
+    #[arg(long, conflicts_with = "replace")]
+    pub skip_existing: bool,
+    /// Overwrite files that already exist
+    #[arg(long)]
+    pub replace: bool,
+}
+
+#[derive(Debug, Args)]
+pub struct ExpireArgs {
+    /// List what would be deleted, delete nothing
+    #[arg(long)]
+    pub dry_run: bool,
 }
 
 #[derive(Debug, Args)]
@@ -88,13 +186,23 @@ impl Global {
         Ok(data.join("memkv").join("memkv.redb"))
     }
 
-    /// A store builder with the limits given on the command line.
+    /// A store builder with the limits and policies given on the command line.
     pub fn builder(&self) -> StoreBuilder {
-        memkv::Store::builder()
+        let secrets: SecretPolicy = self.secrets.parse().expect("clap checked the value");
+        let mut b = memkv::Store::builder()
             .max_file_bytes(self.max_file_bytes)
             .max_files(self.max_files)
             .max_bytes(self.max_bytes)
             .view_max_chars(self.view_max_chars)
+            .secrets(secrets)
+            .access_granularity(self.access_granularity);
+        if let Some(ttl) = self.ttl {
+            b = b.ttl(ttl);
+        }
+        for (user, ttl) in &self.user_ttl {
+            b = b.user_ttl(user.clone(), *ttl);
+        }
+        b
     }
 }
 
@@ -106,5 +214,21 @@ mod tests {
     #[test]
     fn clap_definition_is_valid() {
         Cli::command().debug_assert();
+    }
+
+    #[test]
+    fn durations() {
+        assert_eq!(parse_duration("90s"), Ok(Duration::from_secs(90)));
+        assert_eq!(parse_duration("30d"), Ok(Duration::from_secs(30 * 86_400)));
+        assert_eq!(parse_duration("2w"), Ok(Duration::from_secs(14 * 86_400)));
+        assert!(parse_duration("1y").is_err());
+        assert!(parse_duration("d").is_err());
+        assert!(parse_duration("99999999999999999999w").is_err());
+        assert_eq!(parse_user_ttl("a=b=off"), Ok(("a=b".into(), None)));
+        assert_eq!(
+            parse_user_ttl("x@y=1h"),
+            Ok(("x@y".into(), Some(Duration::from_secs(3600))))
+        );
+        assert!(parse_user_ttl("nobody").is_err());
     }
 }

@@ -3,6 +3,7 @@
 
 mod admin;
 mod args;
+mod backup;
 mod exec;
 
 use std::process::ExitCode;
@@ -21,6 +22,11 @@ fn main() -> ExitCode {
         Commands::Users => admin::users(&cli.global),
         Commands::Tree(a) => admin::tree(&cli.global, a),
         Commands::Cat(a) => admin::cat(&cli.global, a),
+        Commands::Stats => admin::stats(&cli.global),
+        Commands::Check => admin::check(&cli.global),
+        Commands::Export(a) => backup::export(&cli.global, a),
+        Commands::Import(a) => backup::import(&cli.global, a),
+        Commands::Expire(a) => backup::expire(&cli.global, a),
     };
     match result {
         Ok(()) => ExitCode::SUCCESS,

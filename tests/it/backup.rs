@@ -1,0 +1,692 @@
+//! Export, import, and migration from and to plain directories.
+
+use std::path::{Path, PathBuf};
+
+use memkv::{Conflict, Error, Store};
+use proptest::prelude::*;
+use serde_json::{Value, json};
+
+use crate::util::snapshot;
+
+type Files = Vec<(String, String, String)>; // user, path, content
+
+fn fill(store: &Store, files: &[(String, String, String)]) {
+    for (user, path, content) in files {
+        let out = store
+            .user(user)
+            .unwrap()
+            .execute_json(&json!({"command": "create", "path": path, "file_text": content}))
+            .unwrap();
+        assert!(!out.is_error, "{path}: {}", out.content);
+    }
+}
+
+type Snapshot = Vec<(String, Vec<(String, String, i64, i64)>)>;
+
+/// Every user's files with content and times.
+fn everything(store: &Store) -> Snapshot {
+    store
+        .users()
+        .unwrap()
+        .into_iter()
+        .map(|u| {
+            let h = store.user(&u.user).unwrap();
+            (u.user.clone(), snapshot(&h))
+        })
+        .collect()
+}
+
+fn export_to(store: &Store, path: &Path) -> memkv::Summary {
+    let file = std::fs::File::create(path).unwrap();
+    store.export(&[], file, &mut |_| {}).unwrap()
+}
+
+fn lines(path: &Path) -> Vec<Value> {
+    std::fs::read_to_string(path)
+        .unwrap()
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap())
+        .collect()
+}
+
+/// An export file as lines: parsed for editing, with the original text of each, so that lines
+/// a test does not touch are written back byte for byte.
+struct Export {
+    raw: Vec<String>,
+    parsed: Vec<Value>,
+}
+
+impl Export {
+    fn read(path: &Path) -> Self {
+        let raw: Vec<String> = std::fs::read_to_string(path)
+            .unwrap()
+            .lines()
+            .map(str::to_owned)
+            .collect();
+        let parsed = raw
+            .iter()
+            .map(|l| serde_json::from_str(l).unwrap())
+            .collect();
+        Export { raw, parsed }
+    }
+
+    /// The text of `lines`: unchanged lines as they were, edited ones re-serialized.
+    fn render(&self, lines: &[Value]) -> String {
+        lines
+            .iter()
+            .enumerate()
+            .map(|(i, l)| match self.parsed.get(i) {
+                Some(orig) if orig == l => format!("{}\n", self.raw[i]),
+                _ => format!("{l}\n"),
+            })
+            .collect()
+    }
+
+    /// Recomputes checksums and the trailer's digest after a hand edit, so only the intended
+    /// flaw remains.
+    fn reseal(&self, lines: &mut [Value]) {
+        use sha2::{Digest, Sha256};
+        let hex = |b: &[u8]| b.iter().map(|x| format!("{x:02x}")).collect::<String>();
+        let n = lines.len();
+        for l in &mut lines[1..n - 1] {
+            let c = l["content"].as_str().unwrap().to_owned();
+            l["sha256"] = json!(hex(&Sha256::digest(c.as_bytes())));
+        }
+        let body = self.render(&lines[..n - 1]);
+        lines[n - 1]["sha256"] = json!(hex(&Sha256::digest(body.as_bytes())));
+    }
+}
+
+fn sample() -> Files {
+    vec![
+        ("alice".into(), "/memories/a.md".into(), "alpha\n".into()),
+        ("alice".into(), "/memories/dir/b.md".into(), "beta".into()),
+        (
+            "bob@example.com".into(),
+            "/memories/a.md".into(),
+            "bob's own a\n".into(),
+        ),
+        (
+            "bob@example.com".into(),
+            "/memories/caf\u{e9}/n\u{e9}e.md".into(),
+            "".into(),
+        ),
+    ]
+}
+
+#[test]
+fn export_format_is_documented_shape() {
+    let dir = tempfile::tempdir().unwrap();
+    let store = Store::in_memory().unwrap();
+    fill(&store, &sample());
+    let file = dir.path().join("x.jsonl");
+    let summary = export_to(&store, &file);
+    assert_eq!(
+        (summary.files, summary.users, summary.bytes),
+        (4, 2, 6 + 4 + 12)
+    );
+    let l = lines(&file);
+    assert_eq!(l.len(), 6);
+    assert_eq!(l[0]["type"], "header");
+    assert_eq!(l[0]["format"], "memkv-export");
+    assert_eq!(l[0]["version"], 1);
+    assert_eq!(l[1]["type"], "file");
+    assert_eq!(l[1]["user"], "alice");
+    assert_eq!(l[1]["path"], "/memories/a.md");
+    use sha2::{Digest, Sha256};
+    let want: String = Sha256::digest(b"alpha\n")
+        .iter()
+        .map(|b| format!("{b:02x}"))
+        .collect();
+    assert_eq!(l[1]["sha256"], json!(want));
+    assert_eq!(l[1]["content"], "alpha\n");
+    assert!(l[1]["created_ms"].as_i64().unwrap() > 0);
+    assert_eq!(
+        l[5],
+        json!({"type": "trailer", "files": 4, "users": 2, "bytes": 22, "sha256": l[5]["sha256"]})
+    );
+}
+
+#[test]
+fn round_trip_preserves_files_contents_and_times() {
+    let dir = tempfile::tempdir().unwrap();
+    let a = Store::in_memory().unwrap();
+    fill(&a, &sample());
+    let file = dir.path().join("x.jsonl");
+    export_to(&a, &file);
+    let b = Store::in_memory().unwrap();
+    let s = b.import(&file, Conflict::Refuse, &mut |_| {}).unwrap();
+    assert_eq!((s.files, s.users, s.bytes), (4, 2, 22));
+    assert_eq!(everything(&a), everything(&b));
+    assert!(b.check().unwrap().is_empty());
+    // A second export of the copy has the same file lines.
+    let again = dir.path().join("y.jsonl");
+    export_to(&b, &again);
+    assert_eq!(lines(&file)[1..5], lines(&again)[1..5]);
+}
+
+#[test]
+fn ten_thousand_files_across_users_round_trip() {
+    let dir = tempfile::tempdir().unwrap();
+    let a = Store::in_memory().unwrap();
+    for u in 0..4 {
+        let user = a.user(&format!("user{u}")).unwrap();
+        // Bulk-load through the library, one file per command as an agent would.
+        for i in 0..2_500 {
+            let out = user
+                .execute_json(&json!({"command": "create", "path": format!("/memories/d{}/e{}/f{i}.md", i % 10, i % 7), "file_text": format!("memory {u}/{i}\n")}))
+                .unwrap();
+            assert!(!out.is_error);
+        }
+    }
+    let file = dir.path().join("big.jsonl");
+    let mut seen = 0;
+    let s = a
+        .export(&[], std::fs::File::create(&file).unwrap(), &mut |p| {
+            seen = p.done
+        })
+        .unwrap();
+    assert_eq!((s.files, s.users, seen), (10_000, 4, 10_000));
+    let b = Store::in_memory().unwrap();
+    assert_eq!(
+        b.import(&file, Conflict::Refuse, &mut |_| {})
+            .unwrap()
+            .files,
+        10_000
+    );
+    assert_eq!(everything(&a), everything(&b));
+    assert!(b.check().unwrap().is_empty());
+    // Only some users.
+    let part = dir.path().join("part.jsonl");
+    let s = a
+        .export(
+            &["user2".into(), "nobody".into()],
+            std::fs::File::create(&part).unwrap(),
+            &mut |_| {},
+        )
+        .unwrap();
+    assert_eq!((s.files, s.users), (2_500, 1));
+}
+
+fn segment() -> impl Strategy<Value = String> {
+    prop_oneof![
+        Just("a".to_owned()),
+        Just("b".to_owned()),
+        Just("n\u{e9}".to_owned()),
+        "[a-z]{1,6}"
+    ]
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig { cases: 24, ..ProptestConfig::default() })]
+
+    #[test]
+    fn export_import_export_is_identity(
+        files in prop::collection::vec((0..3usize, prop::collection::vec(segment(), 1..4), "\\PC{0,40}"), 0..25)
+    ) {
+        let a = Store::in_memory().unwrap();
+        for (u, segs, content) in &files {
+            // Collisions (file over directory and so on) are refused by create; fine.
+            let _ = a.user(&format!("u{u}")).unwrap().execute_json(&json!({"command": "create", "path": format!("/memories/{}", segs.join("/")), "file_text": content}));
+        }
+        let dir = tempfile::tempdir().unwrap();
+        let file = dir.path().join("x.jsonl");
+        export_to(&a, &file);
+        let b = Store::in_memory().unwrap();
+        b.import(&file, Conflict::Refuse, &mut |_| {}).unwrap();
+        prop_assert_eq!(everything(&a), everything(&b));
+        let again = dir.path().join("y.jsonl");
+        export_to(&b, &again);
+        let (l1, l2) = (lines(&file), lines(&again));
+        // Same file lines; header times (and so the digest) differ.
+        prop_assert_eq!(&l1[1..l1.len() - 1], &l2[1..l2.len() - 1]);
+    }
+}
+
+/// Builds an export of [`sample`], lets `edit` damage it, and checks that the import is refused
+/// with a message naming `line`, and that the target store is unchanged.
+fn refused(edit: impl FnOnce(&mut Vec<Value>, &Export), line: u64, reason: &str) {
+    let dir = tempfile::tempdir().unwrap();
+    let a = Store::in_memory().unwrap();
+    fill(&a, &sample());
+    let file = dir.path().join("x.jsonl");
+    export_to(&a, &file);
+    let export = Export::read(&file);
+    let mut l = export.parsed.clone();
+    edit(&mut l, &export);
+    std::fs::write(&file, export.render(&l)).unwrap();
+    let b = Store::in_memory().unwrap();
+    fill(
+        &b,
+        &[("carol".into(), "/memories/mine".into(), "untouched".into())],
+    );
+    let before = everything(&b);
+    match b.import(&file, Conflict::Refuse, &mut |_| {}) {
+        Err(Error::Import {
+            line: got,
+            reason: why,
+        }) => {
+            assert_eq!(got, line, "{why}");
+            assert!(why.contains(reason), "{why:?} should mention {reason:?}");
+        }
+        other => panic!("expected a refusal naming line {line}, got {other:?}"),
+    }
+    assert_eq!(everything(&b), before);
+}
+
+#[test]
+fn hostile_or_damaged_exports_change_nothing() {
+    refused(
+        |l, _| l[2]["content"] = json!("tampered"),
+        3,
+        "checksum mismatch",
+    );
+    refused(
+        |l, e| {
+            l[2]["content"] = json!("tampered");
+            e.reseal(l);
+            l[5]["sha256"] = json!("00");
+        },
+        6,
+        "digest does not match",
+    );
+    refused(
+        |l, _| {
+            l.truncate(4);
+        },
+        5,
+        "without a trailer",
+    );
+    refused(
+        |l, _| {
+            l.swap(1, 2);
+        },
+        6,
+        "digest does not match",
+    );
+    refused(
+        |l, e| {
+            l[1]["path"] = json!("/memories/../etc/passwd");
+            e.reseal(l);
+        },
+        2,
+        "invalid path",
+    );
+    refused(
+        |l, e| {
+            l[1]["path"] = json!("/etc/passwd");
+            e.reseal(l);
+        },
+        2,
+        "invalid path",
+    );
+    refused(
+        |l, e| {
+            l[1]["path"] = json!("/memories/x/");
+            e.reseal(l);
+        },
+        2,
+        "canonical",
+    );
+    refused(
+        |l, e| {
+            l[1]["path"] = json!("/memories");
+            e.reseal(l);
+        },
+        2,
+        "/memories itself",
+    );
+    refused(
+        |l, e| {
+            l[1]["content"] = json!("x".repeat(200_000));
+            e.reseal(l);
+        },
+        2,
+        "over the limit of 102400 bytes",
+    );
+    refused(
+        |l, e| {
+            l[2]["path"] = l[1]["path"].clone();
+            e.reseal(l);
+        },
+        3,
+        "duplicate path",
+    );
+    refused(
+        |l, e| {
+            l[2]["path"] = json!("/memories/a.md/b.md");
+            e.reseal(l);
+        },
+        3,
+        "lies below the file",
+    );
+    refused(
+        |l, e| {
+            l[1]["path"] = json!("/memories/dir");
+            e.reseal(l);
+        },
+        3,
+        "lies below the file",
+    );
+    refused(
+        |l, e| {
+            l[1]["user"] = json!("");
+            e.reseal(l);
+        },
+        2,
+        "invalid user id",
+    );
+    refused(
+        |l, e| {
+            l[1]["content"] = json!("key AKIAIOSFODNN7EXAMPLE");
+            e.reseal(l);
+        },
+        2,
+        "secret (AWS access key)",
+    );
+    refused(
+        |l, e| {
+            l[1]["extra"] = json!(1);
+            e.reseal(l);
+        },
+        2,
+        "not a valid export line",
+    );
+    refused(
+        |l, _| {
+            l[0]["version"] = json!(2);
+        },
+        1,
+        "export format version 2",
+    );
+    refused(
+        |l, _| {
+            l[0]["format"] = json!("other");
+        },
+        1,
+        "not a memkv export",
+    );
+    refused(
+        |l, _| {
+            l.remove(0);
+        },
+        1,
+        "not a memkv export header",
+    );
+    refused(
+        |l, _| {
+            let t = l[5].clone();
+            l.push(t);
+        },
+        7,
+        "after the trailer",
+    );
+    refused(
+        |l, e| {
+            l[5]["files"] = json!(3);
+            e.reseal(l);
+        },
+        6,
+        "the trailer counts 3 files",
+    );
+    // Two users' files under one name are two files, in two partitions; but the same user twice
+    // under the same name (in another Unicode spelling) is one path.
+    refused(
+        |l, e| {
+            l[4]["path"] = json!("/memories/cafe\u{301}/ne\u{301}e.md");
+            e.reseal(l);
+        },
+        5,
+        "canonical",
+    );
+}
+
+#[test]
+fn a_truncated_final_line_is_refused() {
+    let dir = tempfile::tempdir().unwrap();
+    let a = Store::in_memory().unwrap();
+    fill(&a, &sample());
+    let file = dir.path().join("x.jsonl");
+    export_to(&a, &file);
+    let text = std::fs::read(&file).unwrap();
+    std::fs::write(&file, &text[..text.len() - 10]).unwrap();
+    let b = Store::in_memory().unwrap();
+    let err = b.import(&file, Conflict::Refuse, &mut |_| {}).unwrap_err();
+    assert!(matches!(err, Error::Import { line: 6, .. }), "{err}");
+    assert!(b.users().unwrap().is_empty());
+    std::fs::write(&file, b"").unwrap();
+    assert!(matches!(
+        b.import(&file, Conflict::Refuse, &mut |_| {}),
+        Err(Error::Import { line: 1, .. })
+    ));
+    let missing = b
+        .import(&dir.path().join("missing"), Conflict::Refuse, &mut |_| {})
+        .unwrap_err();
+    assert!(matches!(missing, Error::Io { .. }), "{missing}");
+}
+
+#[test]
+fn conflicts_refuse_skip_or_replace() {
+    let dir = tempfile::tempdir().unwrap();
+    let a = Store::in_memory().unwrap();
+    fill(&a, &sample());
+    let file = dir.path().join("x.jsonl");
+    export_to(&a, &file);
+    let b = Store::in_memory().unwrap();
+    fill(
+        &b,
+        &[
+            ("alice".into(), "/memories/a.md".into(), "local".into()),
+            ("alice".into(), "/memories/other".into(), "kept".into()),
+        ],
+    );
+    let before = everything(&b);
+    let err = b.import(&file, Conflict::Refuse, &mut |_| {}).unwrap_err();
+    assert_eq!(
+        err.to_string(),
+        "line 2: /memories/a.md already exists for user \"alice\" (use --skip-existing or --replace)"
+    );
+    assert_eq!(everything(&b), before);
+
+    let s = b.import(&file, Conflict::Skip, &mut |_| {}).unwrap();
+    assert_eq!((s.files, s.skipped, s.replaced), (3, 1, 0));
+    assert_eq!(
+        b.user("alice")
+            .unwrap()
+            .read_file("/memories/a.md")
+            .unwrap()
+            .unwrap(),
+        "local"
+    );
+
+    let s = b.import(&file, Conflict::Replace, &mut |_| {}).unwrap();
+    assert_eq!((s.files, s.replaced), (4, 4));
+    assert_eq!(
+        b.user("alice")
+            .unwrap()
+            .read_file("/memories/a.md")
+            .unwrap()
+            .unwrap(),
+        "alpha\n"
+    );
+    assert_eq!(
+        b.user("alice")
+            .unwrap()
+            .read_file("/memories/other")
+            .unwrap()
+            .unwrap(),
+        "kept"
+    );
+    assert!(b.check().unwrap().is_empty());
+
+    // A file where the import needs a directory is never replaced.
+    let c = Store::in_memory().unwrap();
+    fill(
+        &c,
+        &[("alice".into(), "/memories/dir".into(), "a file".into())],
+    );
+    let err = c.import(&file, Conflict::Replace, &mut |_| {}).unwrap_err();
+    assert_eq!(
+        err.to_string(),
+        "line 3: cannot import /memories/dir/b.md for user \"alice\": /memories/dir is a file"
+    );
+    assert_eq!(c.users().unwrap().len(), 1);
+    // Quotas of the target store hold.
+    let d = Store::builder().max_files(2).in_memory().unwrap();
+    fill(&d, &[("alice".into(), "/memories/z".into(), "".into())]);
+    let err = d.import(&file, Conflict::Refuse, &mut |_| {}).unwrap_err();
+    assert_eq!(
+        err.to_string(),
+        "line 3: user \"alice\": Memory quota exceeded: at most 2 files"
+    );
+}
+
+fn tree_of(dir: &Path) -> Vec<(PathBuf, String)> {
+    let mut out = Vec::new();
+    fn walk(root: &Path, d: &Path, out: &mut Vec<(PathBuf, String)>) {
+        for e in std::fs::read_dir(d).unwrap() {
+            let p = e.unwrap().path();
+            if p.is_dir() {
+                walk(root, &p, out);
+            } else {
+                out.push((
+                    p.strip_prefix(root).unwrap().to_owned(),
+                    std::fs::read_to_string(&p).unwrap(),
+                ));
+            }
+        }
+    }
+    walk(dir, dir, &mut out);
+    out.sort();
+    out
+}
+
+#[test]
+fn from_dir_skips_what_it_must_and_reads_nothing_outside() {
+    use std::os::unix::fs::symlink;
+    let tmp = tempfile::tempdir().unwrap();
+    let outside = tmp.path().join("outside.txt");
+    std::fs::write(&outside, "SECRET OUTSIDE").unwrap();
+    let src = tmp.path().join("memories");
+    std::fs::create_dir_all(src.join("projects/x")).unwrap();
+    std::fs::write(src.join("notes.md"), "# notes\n").unwrap();
+    std::fs::write(src.join("projects/x/plan.md"), "plan").unwrap();
+    std::fs::write(src.join("binary.bin"), [0xff, 0xfe, 0x00]).unwrap();
+    std::fs::write(src.join("back\\slash.md"), "bad name").unwrap();
+    symlink(&outside, src.join("link.md")).unwrap();
+    symlink(tmp.path(), src.join("linkdir")).unwrap();
+    let fifo = src.join("pipe");
+    assert!(
+        std::process::Command::new("mkfifo")
+            .arg(&fifo)
+            .status()
+            .unwrap()
+            .success()
+    );
+    {
+        use std::os::unix::ffi::OsStrExt;
+        let bad = std::ffi::OsStr::from_bytes(b"bad\xffname.md");
+        std::fs::write(src.join(bad), "x").unwrap();
+    }
+
+    let store = Store::in_memory().unwrap();
+    let (s, skipped) = store
+        .import_dir(&src, "dana", false, Conflict::Refuse, &mut |_| {})
+        .unwrap();
+    assert_eq!((s.files, s.bytes), (2, 12));
+    let mut reasons: Vec<(String, String)> = skipped
+        .iter()
+        .map(|s| (s.path.to_string_lossy().into_owned(), s.reason.clone()))
+        .collect();
+    reasons.sort();
+    assert_eq!(reasons.len(), 6, "{reasons:?}");
+    assert!(
+        reasons
+            .iter()
+            .any(|(p, r)| p == "link.md" && r.contains("symbolic link"))
+    );
+    assert!(
+        reasons
+            .iter()
+            .any(|(p, r)| p == "linkdir" && r.contains("symbolic link"))
+    );
+    assert!(
+        reasons
+            .iter()
+            .any(|(p, r)| p == "pipe" && r.contains("special file"))
+    );
+    assert!(
+        reasons
+            .iter()
+            .any(|(p, r)| p == "binary.bin" && r.contains("not UTF-8"))
+    );
+    assert!(
+        reasons
+            .iter()
+            .any(|(p, r)| p == "back\\slash.md" && r.contains("not a valid memory path"))
+    );
+    assert!(reasons.iter().any(|(_, r)| r.contains("name is not UTF-8")));
+    let dana = store.user("dana").unwrap();
+    assert_eq!(
+        dana.read_file("/memories/projects/x/plan.md")
+            .unwrap()
+            .unwrap(),
+        "plan"
+    );
+    for f in dana.files().unwrap() {
+        assert_ne!(
+            dana.read_file(&f.path.to_string()).unwrap().unwrap(),
+            "SECRET OUTSIDE"
+        );
+    }
+    // --strict refuses the whole import.
+    let strict = Store::in_memory().unwrap();
+    assert!(
+        strict
+            .import_dir(&src, "dana", true, Conflict::Refuse, &mut |_| {})
+            .is_err()
+    );
+    assert!(strict.users().unwrap().is_empty());
+    // And back out to plain files.
+    let out = tmp.path().join("out");
+    let s = store.export_dir("dana", &out, &mut |_| {}).unwrap();
+    assert_eq!(s.files, 2);
+    assert_eq!(
+        tree_of(&out),
+        [
+            (PathBuf::from("notes.md"), "# notes\n".into()),
+            (PathBuf::from("projects/x/plan.md"), "plan".into())
+        ]
+    );
+}
+
+#[test]
+fn to_dir_refuses_symlinks_and_existing_files() {
+    use std::os::unix::fs::symlink;
+    let tmp = tempfile::tempdir().unwrap();
+    let store = Store::in_memory().unwrap();
+    fill(
+        &store,
+        &[("u".into(), "/memories/d/f.md".into(), "x".into())],
+    );
+    // A symlink where a directory must go: refused, the link's target is untouched.
+    let target = tmp.path().join("target");
+    std::fs::create_dir(&target).unwrap();
+    let out = tmp.path().join("out");
+    std::fs::create_dir(&out).unwrap();
+    symlink(&target, out.join("d")).unwrap();
+    let err = store.export_dir("u", &out, &mut |_| {}).unwrap_err();
+    assert!(err.to_string().contains("not a directory"), "{err}");
+    assert_eq!(std::fs::read_dir(&target).unwrap().count(), 0);
+    // A symlink as the file itself.
+    let out2 = tmp.path().join("out2");
+    std::fs::create_dir_all(out2.join("d")).unwrap();
+    symlink(tmp.path().join("elsewhere"), out2.join("d/f.md")).unwrap();
+    assert!(store.export_dir("u", &out2, &mut |_| {}).is_err());
+    assert!(!tmp.path().join("elsewhere").exists());
+    // DIR itself a symlink.
+    let out3 = tmp.path().join("out3");
+    symlink(&target, &out3).unwrap();
+    assert!(store.export_dir("u", &out3, &mut |_| {}).is_err());
+    assert_eq!(std::fs::read_dir(&target).unwrap().count(), 0);
+}
