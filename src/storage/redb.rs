@@ -91,12 +91,20 @@ impl RedbBackend {
     }
 
     /// Opens an existing database read-only. Works while another process writes to it, and
-    /// sees that process's commits in each new snapshot.
+    /// sees that process's commits in each new snapshot. A file left behind by a process that
+    /// died mid-write is repaired first (by a brief writable open) when no other process has it.
     pub fn open_read_only(path: &Path) -> Result<Self, Error> {
         check_exists(path)?;
-        let db = builder()
-            .open_read_only(path)
-            .map_err(|e| open_error(e, path))?;
+        let db = match builder().open_read_only(path) {
+            // A process died mid-write: the file needs redb's repair, which only a writer can do.
+            // Do it now when no other process writes (a running writer repaired it already).
+            Err(DatabaseError::RepairAborted) => {
+                drop(builder().open(path).map_err(|e| open_error(e, path))?);
+                builder().open_read_only(path)
+            }
+            other => other,
+        }
+        .map_err(|e| open_error(e, path))?;
         let location = path.display().to_string();
         let txn = db.begin_read().map_err(Error::storage)?;
         let tables: Vec<String> = txn

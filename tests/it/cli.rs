@@ -279,3 +279,70 @@ fn db_from_environment_and_limits_from_flags() {
     );
     assert!(db.exists());
 }
+
+/// Writes a valid export of `users` × `per_user` files, as `memkv export` would.
+fn write_export(path: &Path, users: usize, per_user: usize) -> usize {
+    use sha2::{Digest, Sha256};
+    let hex = |b: &[u8]| b.iter().map(|x| format!("{x:02x}")).collect::<String>();
+    let mut body = String::from(
+        r#"{"type":"header","format":"memkv-export","version":1,"created_ms":0,"created":"1970-01-01T00:00:00Z","memkv_version":"test"}"#,
+    );
+    body.push('\n');
+    let mut bytes = 0;
+    for u in 0..users {
+        for i in 0..per_user {
+            let content = format!("memory {i} of user {u}: {}\n", "lorem ipsum ".repeat(8));
+            bytes += content.len();
+            let line = json!({"type": "file", "user": format!("user{u}"), "path": format!("/memories/d{}/f{i}.md", i % 50),
+                "content": content, "created_ms": 1, "modified_ms": 2, "accessed_ms": 3, "sha256": hex(&Sha256::digest(content.as_bytes()))});
+            body.push_str(&line.to_string());
+            body.push('\n');
+        }
+    }
+    let trailer = json!({"type": "trailer", "files": users * per_user, "users": users, "bytes": bytes, "sha256": hex(&Sha256::digest(body.as_bytes()))});
+    body.push_str(&trailer.to_string());
+    body.push('\n');
+    std::fs::write(path, body).unwrap();
+    bytes
+}
+
+#[test]
+fn a_killed_import_leaves_the_database_as_it_was() {
+    let (dir, db) = temp_db();
+    let export = dir.path().join("big.jsonl");
+    let bytes = write_export(&export, 4, 5_000);
+    assert!(exec(&db, "keep", r#"{"command":"create","path":"/memories/k","file_text":"kept"}"#).status.success());
+    let users = |db: &Path| {
+        let out = memkv(db).arg("users").output().unwrap();
+        assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+        String::from_utf8(out.stdout).unwrap()
+    };
+    let before = users(&db);
+    let mut killed_mid_way = 0;
+    for delay_ms in [30, 80, 150, 250, 400, 600, 900] {
+        let mut child = memkv(&db).arg("import").arg(&export).stderr(Stdio::piped()).spawn().unwrap();
+        std::thread::sleep(Duration::from_millis(delay_ms));
+        let finished = child.try_wait().unwrap().is_some();
+        child.kill().unwrap();
+        let status = child.wait().unwrap();
+        let now = users(&db);
+        if finished && status.success() {
+            // It got to the end before the kill: all of it is there. Start over.
+            assert!(now.contains("    5000"), "{now}");
+            std::fs::remove_file(&db).unwrap();
+            assert!(exec(&db, "keep", r#"{"command":"create","path":"/memories/k","file_text":"kept"}"#).status.success());
+        } else {
+            killed_mid_way += 1;
+            assert_eq!(now, before, "after a kill at {delay_ms} ms");
+        }
+        let check = memkv(&db).arg("check").output().unwrap();
+        assert!(check.status.success(), "{}", String::from_utf8_lossy(&check.stdout));
+    }
+    assert!(killed_mid_way >= 2, "the import finished too fast to be killed mid-way");
+    // And uninterrupted, it imports everything, quietly: no progress bar off a terminal.
+    let out = memkv(&db).arg("import").arg(&export).output().unwrap();
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    assert_eq!(String::from_utf8(out.stderr).unwrap(), format!("imported 20000 files of 4 users, {bytes} bytes\n"));
+    let after = users(&db);
+    assert_eq!(after.lines().count(), 6, "{after}");
+}

@@ -20,7 +20,7 @@ impl Bar {
             let bar = ProgressBar::new(0);
             bar.set_style(
                 ProgressStyle::with_template(
-                    "{msg:>10} [{bar:40}] {pos}/{len} files ({per_sec}, {eta})",
+                    "{msg:>10} [{bar:40}] {pos}/{len} files, {elapsed} elapsed, eta {eta}",
                 )
                 .expect("the template is valid")
                 .progress_chars("=> "),
