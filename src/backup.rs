@@ -470,6 +470,8 @@ impl<B: Backend> Store<B> {
         let settings = self.settings(&entry.user);
         let mut tree = Tree::new(txn, &entry.user);
         let fail = |e: Error| e.to_string();
+        // Expired files are gone for imports too (after the first entry this finds nothing).
+        exec::sweep(&mut tree, settings.expiry_cutoff(self.now_ms())).map_err(fail)?;
         let path = &entry.path;
         let existing = tree.read().node(path).map_err(fail)?;
         let in_the_way = tree.read().file_ancestor(path).map_err(fail)?;
