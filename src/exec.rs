@@ -3,6 +3,11 @@
 //! Each command runs in one transaction: `view` in a read snapshot, every other command in a write
 //! transaction that is committed only when the command succeeds. A command that ends in an error
 //! is dropped uncommitted, so an error never changes stored data.
+//!
+//! Invariant: every command finds all of its model errors *before its first write*. Group commit
+//! (`crate::group`) relies on it: a failing command in a shared transaction leaves no trace, so
+//! the others in its batch can commit. The expired-file sweep that precedes a command is not part
+//! of it: it changes nothing visible.
 
 use std::borrow::Cow;
 use std::ops::ControlFlow;

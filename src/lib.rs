@@ -54,6 +54,7 @@ mod check;
 pub mod command;
 mod error;
 mod exec;
+mod group;
 mod layout;
 mod limits;
 mod messages;

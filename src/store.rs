@@ -13,6 +13,7 @@ use crate::check;
 use crate::command::Command;
 use crate::error::Error;
 use crate::exec::{self, Expired};
+use crate::group::{GroupCommit, Request};
 use crate::layout::Node;
 use crate::limits::{Expiry, Limits, Settings, millis};
 use crate::messages;
@@ -173,6 +174,7 @@ impl StoreBuilder {
             expiry: self.expiry,
             secrets: self.secrets,
             clock: self.clock,
+            group: GroupCommit::default(),
         })
     }
 }
@@ -188,6 +190,7 @@ pub struct Store<B = RedbBackend> {
     expiry: Expiry,
     secrets: SecretPolicy,
     clock: Clock,
+    group: GroupCommit,
 }
 
 /// The answer to one JSON message (see [`UserHandle::respond`]); serializes as the bare
@@ -301,6 +304,81 @@ impl<B: Backend> Store<B> {
     /// The store's current time, in ms since the epoch.
     pub(crate) fn now_ms(&self) -> i64 {
         self.clock.now_ms()
+    }
+
+    /// Runs `commands` (user, command) in order in one write transaction with one commit, and
+    /// returns each one's result, as concurrent callers of [`UserHandle::execute`] would get
+    /// them. For servers that form their own batches; a failing command does not affect the
+    /// others. A `view` in a batch sees the batch's earlier writes (and records no access time).
+    ///
+    /// # Errors
+    /// Per command: [`Error::InvalidUser`] for a bad user id, or a storage failure.
+    pub fn execute_batch(&self, commands: &[(String, Command)]) -> Vec<Result<ToolOutput, Error>> {
+        let mut results: Vec<Option<Result<ToolOutput, Error>>> =
+            Vec::with_capacity(commands.len());
+        let mut valid = Vec::new();
+        for (user, command) in commands {
+            match validate_user(user) {
+                Ok(()) => {
+                    valid.push(Request::unqueued(user, command));
+                    results.push(None);
+                }
+                Err(e) => results.push(Some(Err(e))),
+            }
+        }
+        let mut applied = self.run_batch(&valid).into_iter();
+        results
+            .into_iter()
+            .map(|r| r.unwrap_or_else(|| applied.next().expect("one result per valid command")))
+            .collect()
+    }
+
+    /// Applies a batch of write commands in one transaction (see [`crate::group`]).
+    fn run_batch(&self, batch: &[Request]) -> Vec<Result<ToolOutput, Error>> {
+        let alone = |r: &Request| {
+            exec::execute(
+                &self.backend,
+                &r.user,
+                &self.settings(&r.user),
+                &r.command,
+                self.now_ms(),
+            )
+        };
+        match batch {
+            [] => return Vec::new(),
+            [request] => return vec![alone(request)],
+            _ => {}
+        }
+        let mut txn = match self.backend.begin_write() {
+            Ok(txn) => txn,
+            Err(_) => return batch.iter().map(alone).collect(),
+        };
+        let mut outputs = Vec::with_capacity(batch.len());
+        for r in batch {
+            let settings = self.settings(&r.user);
+            let now = self.now_ms();
+            let mut tree = Tree::new(&mut txn, &r.user);
+            let output = exec::sweep(&mut tree, settings.expiry_cutoff(now))
+                .and_then(|_| exec::write(&mut tree, &settings, &r.command, now));
+            match output {
+                Ok(output) => outputs.push(output),
+                // The transaction's state is unknown: abandon it, and give every command its own.
+                Err(_) => {
+                    drop(txn);
+                    return batch.iter().map(alone).collect();
+                }
+            }
+        }
+        match txn.commit() {
+            Ok(()) => outputs.into_iter().map(Ok).collect(),
+            Err(e) => {
+                let message = e.to_string();
+                batch
+                    .iter()
+                    .map(|_| Err(Error::storage(message.clone())))
+                    .collect()
+            }
+        }
     }
 
     /// Everything a command of `user` is checked against.
@@ -418,14 +496,24 @@ impl<B: Backend> UserHandle<'_, B> {
     ///
     /// Whatever the model got wrong comes back as a [`ToolOutput`] with `is_error: true`, and
     /// nothing is changed. `Err` means the storage failed; nothing was changed then either.
+    ///
+    /// Safe to call from many threads at once: reads run in parallel, and writes from
+    /// concurrent callers are committed together, one disk flush for the lot (group commit).
+    /// Each caller gets the result it would have had alone; it returns once that is durable.
     pub fn execute(&self, command: &Command) -> Result<ToolOutput, Error> {
-        exec::execute(
-            &self.store.backend,
-            &self.id,
-            &self.store.settings(&self.id),
-            command,
-            self.store.now_ms(),
-        )
+        if command.is_read_only() {
+            return exec::execute(
+                &self.store.backend,
+                &self.id,
+                &self.store.settings(&self.id),
+                command,
+                self.store.now_ms(),
+            );
+        }
+        let store = self.store;
+        store
+            .group
+            .submit(&self.id, command, |batch| store.run_batch(batch))
     }
 
     /// Parses and runs the `input` object of a `tool_use` block.

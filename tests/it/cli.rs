@@ -311,16 +311,33 @@ fn a_killed_import_leaves_the_database_as_it_was() {
     let (dir, db) = temp_db();
     let export = dir.path().join("big.jsonl");
     let bytes = write_export(&export, 4, 5_000);
-    assert!(exec(&db, "keep", r#"{"command":"create","path":"/memories/k","file_text":"kept"}"#).status.success());
+    assert!(
+        exec(
+            &db,
+            "keep",
+            r#"{"command":"create","path":"/memories/k","file_text":"kept"}"#
+        )
+        .status
+        .success()
+    );
     let users = |db: &Path| {
         let out = memkv(db).arg("users").output().unwrap();
-        assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+        assert!(
+            out.status.success(),
+            "{}",
+            String::from_utf8_lossy(&out.stderr)
+        );
         String::from_utf8(out.stdout).unwrap()
     };
     let before = users(&db);
     let mut killed_mid_way = 0;
     for delay_ms in [30, 80, 150, 250, 400, 600, 900] {
-        let mut child = memkv(&db).arg("import").arg(&export).stderr(Stdio::piped()).spawn().unwrap();
+        let mut child = memkv(&db)
+            .arg("import")
+            .arg(&export)
+            .stderr(Stdio::piped())
+            .spawn()
+            .unwrap();
         std::thread::sleep(Duration::from_millis(delay_ms));
         let finished = child.try_wait().unwrap().is_some();
         child.kill().unwrap();
@@ -330,19 +347,41 @@ fn a_killed_import_leaves_the_database_as_it_was() {
             // It got to the end before the kill: all of it is there. Start over.
             assert!(now.contains("    5000"), "{now}");
             std::fs::remove_file(&db).unwrap();
-            assert!(exec(&db, "keep", r#"{"command":"create","path":"/memories/k","file_text":"kept"}"#).status.success());
+            assert!(
+                exec(
+                    &db,
+                    "keep",
+                    r#"{"command":"create","path":"/memories/k","file_text":"kept"}"#
+                )
+                .status
+                .success()
+            );
         } else {
             killed_mid_way += 1;
             assert_eq!(now, before, "after a kill at {delay_ms} ms");
         }
         let check = memkv(&db).arg("check").output().unwrap();
-        assert!(check.status.success(), "{}", String::from_utf8_lossy(&check.stdout));
+        assert!(
+            check.status.success(),
+            "{}",
+            String::from_utf8_lossy(&check.stdout)
+        );
     }
-    assert!(killed_mid_way >= 2, "the import finished too fast to be killed mid-way");
+    assert!(
+        killed_mid_way >= 2,
+        "the import finished too fast to be killed mid-way"
+    );
     // And uninterrupted, it imports everything, quietly: no progress bar off a terminal.
     let out = memkv(&db).arg("import").arg(&export).output().unwrap();
-    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
-    assert_eq!(String::from_utf8(out.stderr).unwrap(), format!("imported 20000 files of 4 users, {bytes} bytes\n"));
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert_eq!(
+        String::from_utf8(out.stderr).unwrap(),
+        format!("imported 20000 files of 4 users, {bytes} bytes\n")
+    );
     let after = users(&db);
     assert_eq!(after.lines().count(), 6, "{after}");
 }

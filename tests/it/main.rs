@@ -2,6 +2,7 @@
 
 mod backup;
 mod cli;
+mod concurrency;
 mod expiry;
 mod format;
 mod golden;

@@ -428,3 +428,51 @@ proptest! {
         }
     }
 }
+
+proptest! {
+    #![proptest_config(ProptestConfig { cases: 32, ..ProptestConfig::default() })]
+
+    /// The same commands in random batches of one transaction each (group commit): every
+    /// command's output is what it would be alone, in order, and failures leave no trace.
+    #[test]
+    fn batches_match_the_model(steps in prop::collection::vec((0..USERS.len(), command(), prop::bool::weighted(0.25)), 1..60)) {
+        let store = store();
+        let mut model = Model { users: BTreeMap::new() };
+        let mut batch: Vec<(String, Value)> = Vec::new();
+        let n = steps.len();
+        for (i, (u, input, cut)) in steps.into_iter().enumerate() {
+            batch.push((USERS[u].to_owned(), input));
+            if !(cut || i + 1 == n) {
+                continue;
+            }
+            let parsed: Vec<(String, memkv::Command)> = batch
+                .iter()
+                .map(|(u, input)| (u.clone(), memkv::Command::from_json(input).unwrap()))
+                .collect();
+            let results = store.execute_batch(&parsed);
+            prop_assert_eq!(results.len(), batch.len());
+            for ((user, input), got) in batch.drain(..).zip(results) {
+                let got = got.unwrap();
+                let (want, want_err) = model.run(&user, &input);
+                prop_assert_eq!(got.is_error, want_err, "{} {}: {}", user, input, got.content);
+                if !want.is_empty() || !want_err {
+                    prop_assert_eq!(&got.content, &want, "{} {}", user, input);
+                }
+            }
+            let problems = store.check().unwrap();
+            prop_assert!(problems.is_empty(), "{:?}", problems);
+            for other in USERS {
+                let handle = store.user(other).unwrap();
+                let files: Vec<(String, String)> = handle
+                    .files()
+                    .unwrap()
+                    .into_iter()
+                    .map(|f| (f.path.to_string(), handle.read_file(&f.path.to_string()).unwrap().unwrap()))
+                    .collect();
+                let empty = Files::new();
+                let want: Vec<(String, String)> = model.users.get(other).unwrap_or(&empty).iter().map(|(k, v)| (canon(k), v.clone())).collect();
+                prop_assert_eq!(files, want, "user {}", other);
+            }
+        }
+    }
+}
