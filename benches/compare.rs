@@ -1,0 +1,316 @@
+//! Side-by-side comparison, in one run, on this machine's disk: memkv against a bare redb
+//! insert-and-commit, the disk's raw `fdatasync` rate, SQLite (WAL, `synchronous=FULL`), and the
+//! Python SDK's reference handler. Prints a table of the targets of BENCHMARKS.md as ratios.
+//!
+//! ```sh
+//! tools/bench-compare.sh            # sets up the Python virtualenv, then runs this
+//! cargo bench --bench compare -- [--python PATH] [--seconds N]
+//! ```
+
+mod common;
+
+use std::fs::OpenOptions;
+use std::io::Write;
+use std::os::unix::fs::FileExt;
+use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::{Arc, Barrier};
+use std::time::{Duration, Instant};
+
+use memkv::Store;
+use redb::{Database, TableDefinition};
+use serde_json::{Value, json};
+
+use common::{cmd, create, durable_store, prepare_tree, text};
+
+const WRITERS: usize = 32;
+
+struct Options {
+    python: Option<PathBuf>,
+    seconds: f64,
+}
+
+fn options() -> Options {
+    let mut args = std::env::args().skip(1);
+    let mut o = Options { python: None, seconds: 3.0 };
+    while let Some(a) = args.next() {
+        match a.as_str() {
+            "--python" => o.python = args.next().map(PathBuf::from),
+            "--seconds" => o.seconds = args.next().and_then(|s| s.parse().ok()).expect("--seconds N"),
+            "--bench" => {}
+            other => panic!("unknown argument {other}"),
+        }
+    }
+    o
+}
+
+/// Runs `op` repeatedly for about `seconds`; returns operations per second.
+fn rate(seconds: f64, mut op: impl FnMut(u64)) -> f64 {
+    let start = Instant::now();
+    let mut n = 0;
+    while start.elapsed().as_secs_f64() < seconds {
+        op(n);
+        n += 1;
+    }
+    n as f64 / start.elapsed().as_secs_f64()
+}
+
+/// `threads` threads run `op` for about `seconds`; returns total operations per second.
+fn rate_concurrent(threads: usize, seconds: f64, op: impl Fn(usize, u64) + Send + Sync + 'static) -> f64 {
+    let op = Arc::new(op);
+    let stop = Arc::new(AtomicBool::new(false));
+    let total = Arc::new(AtomicU64::new(0));
+    let barrier = Arc::new(Barrier::new(threads + 1));
+    let handles: Vec<_> = (0..threads)
+        .map(|t| {
+            let (op, stop, total, barrier) = (op.clone(), stop.clone(), total.clone(), barrier.clone());
+            std::thread::spawn(move || {
+                barrier.wait();
+                let mut n = 0;
+                while !stop.load(Ordering::Relaxed) {
+                    op(t, n);
+                    n += 1;
+                }
+                total.fetch_add(n, Ordering::Relaxed);
+            })
+        })
+        .collect();
+    barrier.wait();
+    let start = Instant::now();
+    std::thread::sleep(Duration::from_secs_f64(seconds));
+    stop.store(true, Ordering::Relaxed);
+    for h in handles {
+        h.join().unwrap();
+    }
+    total.load(Ordering::Relaxed) as f64 / start.elapsed().as_secs_f64()
+}
+
+/// Bytes this process has caused to be written to storage so far (Linux `/proc/self/io`).
+fn write_bytes() -> Option<u64> {
+    let io = std::fs::read_to_string("/proc/self/io").ok()?;
+    io.lines().find_map(|l| l.strip_prefix("write_bytes: ")?.trim().parse().ok())
+}
+
+fn fdatasync_rate(dir: &Path, seconds: f64) -> f64 {
+    let file = OpenOptions::new().create(true).write(true).truncate(true).open(dir.join("raw")).unwrap();
+    let block = vec![b'x'; 1024];
+    rate(seconds, |n| {
+        file.write_all_at(&block, n * 1024).unwrap();
+        file.sync_data().unwrap();
+    })
+}
+
+fn bare_redb_rate(dir: &Path, seconds: f64) -> f64 {
+    const T: TableDefinition<&str, &[u8]> = TableDefinition::new("files");
+    let db = Database::create(dir.join("bare.redb")).unwrap();
+    let value = text(1024);
+    rate(seconds, |n| {
+        let txn = db.begin_write().unwrap();
+        txn.open_table(T).unwrap().insert(format!("/memories/new/f{n}.md").as_str(), value.as_bytes()).unwrap();
+        txn.commit().unwrap();
+    })
+}
+
+fn sqlite_rate(dir: &Path, threads: usize, seconds: f64) -> f64 {
+    let path = dir.join(format!("sqlite-{threads}.db"));
+    let setup = rusqlite::Connection::open(&path).unwrap();
+    setup.pragma_update(None, "journal_mode", "WAL").unwrap();
+    setup.execute_batch("CREATE TABLE files (user TEXT, path TEXT, content TEXT, PRIMARY KEY (user, path))").unwrap();
+    drop(setup);
+    let value = text(1024);
+    let connections: Vec<_> = (0..threads)
+        .map(|_| {
+            let c = rusqlite::Connection::open(&path).unwrap();
+            c.pragma_update(None, "synchronous", "FULL").unwrap();
+            c.busy_timeout(Duration::from_secs(30)).unwrap();
+            std::sync::Mutex::new(c)
+        })
+        .collect();
+    let connections = Arc::new(connections);
+    rate_concurrent(threads, seconds, move |t, n| {
+        let c = connections[t].lock().unwrap();
+        c.execute_batch("BEGIN IMMEDIATE").unwrap();
+        c.execute("INSERT INTO files VALUES (?1, ?2, ?3)", (format!("user{}", t % 8), format!("/memories/t{t}/f{n}.md"), &value))
+            .unwrap();
+        c.execute_batch("COMMIT").unwrap();
+    })
+}
+
+fn memkv_create_rate(store: &Arc<Store>, threads: usize, seconds: f64) -> f64 {
+    let kib = text(1024);
+    let tag = format!("{threads}w");
+    let store = store.clone();
+    rate_concurrent(threads, seconds, move |t, n| {
+        let user = store.user(&format!("user{}", t % 8)).unwrap();
+        let out = user.execute(&create(&format!("/memories/{tag}/t{t}/f{n}.md"), &kib)).unwrap();
+        assert!(!out.is_error, "{}", out.content);
+    })
+}
+
+/// Mean seconds per `view` of `/memories/hot` (50 entries) for a user with `total` files.
+fn view_dir_time(store: &Store, total: usize, reps: u32) -> f64 {
+    let name = format!("tree{total}");
+    prepare_tree(store, &name, total);
+    let user = store.user(&name).unwrap();
+    let view = cmd(json!({"command": "view", "path": "/memories/hot"}));
+    for _ in 0..100 {
+        user.execute(&view).unwrap();
+    }
+    let start = Instant::now();
+    for _ in 0..reps {
+        user.execute(&view).unwrap();
+    }
+    start.elapsed().as_secs_f64() / f64::from(reps)
+}
+
+/// The workload of tools/sdk_bench.py, against memkv: mean seconds per command.
+fn memkv_sdk_workload(store: &Store, reps: usize) -> Vec<(&'static str, f64)> {
+    let u = store.user("sdk").unwrap();
+    let run = |v: Value| assert!(!u.execute(&cmd(v)).unwrap().is_error);
+    run(json!({"command": "create", "path": "/memories/notes.md", "file_text": format!("MARKER-A\n{}", text(4096))}));
+    common::bulk_create(store, "sdk", (0..2000).map(|i| (format!("/memories/big/f{i:04}.md"), format!("file {i}\n"))));
+    common::bulk_create(
+        store,
+        "sdk",
+        (0..reps).flat_map(|i| [(format!("/memories/del/f{i}.md"), "x\n".to_owned()), (format!("/memories/ren/f{i}.md"), "x\n".to_owned())]),
+    );
+    let timed = |inputs: Vec<Value>| {
+        let commands: Vec<_> = inputs.into_iter().map(cmd).collect();
+        let start = Instant::now();
+        for c in &commands {
+            let out = u.execute(c).unwrap();
+            assert!(!out.is_error, "{}", out.content);
+        }
+        start.elapsed().as_secs_f64() / commands.len() as f64
+    };
+    let kib = text(1024);
+    vec![
+        ("view_file_4KiB", timed(vec![json!({"command": "view", "path": "/memories/notes.md"}); reps])),
+        ("view_dir_2000_files", timed(vec![json!({"command": "view", "path": "/memories/big"}); (reps / 20).max(5)])),
+        ("create_1KiB", timed((0..reps).map(|i| json!({"command": "create", "path": format!("/memories/new/f{i}.md"), "file_text": kib})).collect())),
+        (
+            "str_replace_4KiB",
+            timed(
+                (0..reps)
+                    .map(|i| {
+                        let (a, b) = if i % 2 == 0 { ("MARKER-A", "MARKER-B") } else { ("MARKER-B", "MARKER-A") };
+                        json!({"command": "str_replace", "path": "/memories/notes.md", "old_str": a, "new_str": b})
+                    })
+                    .collect(),
+            ),
+        ),
+        ("insert_4KiB", timed(vec![json!({"command": "insert", "path": "/memories/notes.md", "insert_line": 10, "insert_text": "- a new fact\n"}); reps])),
+        ("delete_file", timed((0..reps).map(|i| json!({"command": "delete", "path": format!("/memories/del/f{i}.md")})).collect())),
+        ("rename_file", timed((0..reps).map(|i| json!({"command": "rename", "old_path": format!("/memories/ren/f{i}.md"), "new_path": format!("/memories/ren/g{i}.md")})).collect())),
+    ]
+}
+
+struct Row {
+    measure: String,
+    memkv: String,
+    other: String,
+    ratio: f64,
+    target: String,
+    pass: bool,
+}
+
+fn main() {
+    let o = options();
+    let base = tempfile::tempdir_in(env!("CARGO_TARGET_TMPDIR")).unwrap();
+    let dir = base.path();
+    let s = o.seconds;
+    let mut rows = Vec::new();
+    eprintln!("measuring in {} ({s} s per measurement)…", dir.display());
+
+    let fsync = fdatasync_rate(dir, s);
+    let bare = bare_redb_rate(dir, s);
+    let store = Arc::new(durable_store(dir));
+    let bytes_before = write_bytes();
+    let single_start = Instant::now();
+    let single = memkv_create_rate(&store, 1, s);
+    let single_commits = single * single_start.elapsed().as_secs_f64();
+    let bytes_per_commit = bytes_before.zip(write_bytes()).map(|(a, b)| (b - a) as f64 / single_commits);
+    rows.push(Row {
+        measure: "durable create 1 KiB, 1 thread (ops/s)".into(),
+        memkv: format!("{single:.0}"),
+        other: format!("{bare:.0} bare redb"),
+        ratio: single / bare,
+        target: ">= 0.9".into(),
+        pass: single / bare >= 0.9,
+    });
+    let many = memkv_create_rate(&store, WRITERS, s);
+    rows.push(Row {
+        measure: format!("durable create 1 KiB, {WRITERS} threads (ops/s)"),
+        memkv: format!("{many:.0}"),
+        other: format!("{fsync:.0} fdatasync/s"),
+        ratio: many / fsync,
+        target: ">= 2".into(),
+        pass: many / fsync >= 2.0,
+    });
+    let sqlite = sqlite_rate(dir, WRITERS, s);
+    rows.push(Row {
+        measure: format!("durable create 1 KiB, {WRITERS} threads (ops/s)"),
+        memkv: format!("{many:.0}"),
+        other: format!("{sqlite:.0} SQLite WAL FULL"),
+        ratio: many / sqlite,
+        target: ">= 3".into(),
+        pass: many / sqlite >= 3.0,
+    });
+    let small = view_dir_time(&store, 1_000, 20_000);
+    let large = view_dir_time(&store, 100_000, 20_000);
+    rows.push(Row {
+        measure: "view 50-entry dir, 100,000 vs 1,000 files (µs)".into(),
+        memkv: format!("{:.1}", large * 1e6),
+        other: format!("{:.1} at 1,000", small * 1e6),
+        ratio: large / small,
+        target: "0.8 - 1.2".into(),
+        pass: (0.8..=1.2).contains(&(large / small)),
+    });
+
+    if let Some(python) = &o.python {
+        let reps = 300;
+        let sdk_dir = dir.join("sdk");
+        std::fs::create_dir_all(&sdk_dir).unwrap();
+        let script = concat!(env!("CARGO_MANIFEST_DIR"), "/tools/sdk_bench.py");
+        let out = std::process::Command::new(python).arg(script).arg(&sdk_dir).arg(reps.to_string()).output().unwrap();
+        assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+        let sdk: Value = serde_json::from_slice(&out.stdout).unwrap();
+        for (op, ours) in memkv_sdk_workload(&store, reps) {
+            let theirs = sdk[op].as_f64().unwrap();
+            let (target, need) = match op {
+                "view_file_4KiB" => (">= 10", 10.0),
+                "view_dir_2000_files" => (">= 100", 100.0),
+                _ => ("> 1", 1.0),
+            };
+            let speedup = theirs / ours;
+            rows.push(Row {
+                measure: format!("{op} vs Python SDK handler (µs/op)"),
+                memkv: format!("{:.1}", ours * 1e6),
+                other: format!("{:.1}", theirs * 1e6),
+                ratio: speedup,
+                target: target.into(),
+                pass: if need > 1.0 { speedup >= need } else { speedup > 1.0 },
+            });
+        }
+    }
+
+    println!("| measure | memkv | compared with | ratio | target | met |");
+    println!("|---|---:|---:|---:|---|---|");
+    for r in &rows {
+        println!(
+            "| {} | {} | {} | {:.2} | {} | {} |",
+            r.measure,
+            r.memkv,
+            r.other,
+            r.ratio,
+            r.target,
+            if r.pass { "yes" } else { "**no**" }
+        );
+    }
+    println!();
+    println!("raw fdatasync: {fsync:.0}/s; bare redb commit: {bare:.0}/s; SQLite WAL FULL, {WRITERS} threads: {sqlite:.0}/s");
+    if let Some(b) = bytes_per_commit {
+        println!("bytes written to storage per single-thread memkv create (1 KiB payload): {b:.0}");
+    }
+    std::io::stdout().flush().unwrap();
+}
