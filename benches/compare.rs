@@ -32,11 +32,19 @@ struct Options {
 
 fn options() -> Options {
     let mut args = std::env::args().skip(1);
-    let mut o = Options { python: None, seconds: 3.0 };
+    let mut o = Options {
+        python: None,
+        seconds: 3.0,
+    };
     while let Some(a) = args.next() {
         match a.as_str() {
             "--python" => o.python = args.next().map(PathBuf::from),
-            "--seconds" => o.seconds = args.next().and_then(|s| s.parse().ok()).expect("--seconds N"),
+            "--seconds" => {
+                o.seconds = args
+                    .next()
+                    .and_then(|s| s.parse().ok())
+                    .expect("--seconds N")
+            }
             "--bench" => {}
             other => panic!("unknown argument {other}"),
         }
@@ -56,14 +64,19 @@ fn rate(seconds: f64, mut op: impl FnMut(u64)) -> f64 {
 }
 
 /// `threads` threads run `op` for about `seconds`; returns total operations per second.
-fn rate_concurrent(threads: usize, seconds: f64, op: impl Fn(usize, u64) + Send + Sync + 'static) -> f64 {
+fn rate_concurrent(
+    threads: usize,
+    seconds: f64,
+    op: impl Fn(usize, u64) + Send + Sync + 'static,
+) -> f64 {
     let op = Arc::new(op);
     let stop = Arc::new(AtomicBool::new(false));
     let total = Arc::new(AtomicU64::new(0));
     let barrier = Arc::new(Barrier::new(threads + 1));
     let handles: Vec<_> = (0..threads)
         .map(|t| {
-            let (op, stop, total, barrier) = (op.clone(), stop.clone(), total.clone(), barrier.clone());
+            let (op, stop, total, barrier) =
+                (op.clone(), stop.clone(), total.clone(), barrier.clone());
             std::thread::spawn(move || {
                 barrier.wait();
                 let mut n = 0;
@@ -88,11 +101,17 @@ fn rate_concurrent(threads: usize, seconds: f64, op: impl Fn(usize, u64) + Send 
 /// Bytes this process has caused to be written to storage so far (Linux `/proc/self/io`).
 fn write_bytes() -> Option<u64> {
     let io = std::fs::read_to_string("/proc/self/io").ok()?;
-    io.lines().find_map(|l| l.strip_prefix("write_bytes: ")?.trim().parse().ok())
+    io.lines()
+        .find_map(|l| l.strip_prefix("write_bytes: ")?.trim().parse().ok())
 }
 
 fn fdatasync_rate(dir: &Path, seconds: f64) -> f64 {
-    let file = OpenOptions::new().create(true).write(true).truncate(true).open(dir.join("raw")).unwrap();
+    let file = OpenOptions::new()
+        .create(true)
+        .write(true)
+        .truncate(true)
+        .open(dir.join("raw"))
+        .unwrap();
     let block = vec![b'x'; 1024];
     rate(seconds, |n| {
         file.write_all_at(&block, n * 1024).unwrap();
@@ -106,7 +125,10 @@ fn bare_redb_rate(dir: &Path, seconds: f64) -> f64 {
     let value = text(1024);
     rate(seconds, |n| {
         let txn = db.begin_write().unwrap();
-        txn.open_table(T).unwrap().insert(format!("/memories/new/f{n}.md").as_str(), value.as_bytes()).unwrap();
+        txn.open_table(T)
+            .unwrap()
+            .insert(format!("/memories/new/f{n}.md").as_str(), value.as_bytes())
+            .unwrap();
         txn.commit().unwrap();
     })
 }
@@ -115,7 +137,11 @@ fn sqlite_rate(dir: &Path, threads: usize, seconds: f64) -> f64 {
     let path = dir.join(format!("sqlite-{threads}.db"));
     let setup = rusqlite::Connection::open(&path).unwrap();
     setup.pragma_update(None, "journal_mode", "WAL").unwrap();
-    setup.execute_batch("CREATE TABLE files (user TEXT, path TEXT, content TEXT, PRIMARY KEY (user, path))").unwrap();
+    setup
+        .execute_batch(
+            "CREATE TABLE files (user TEXT, path TEXT, content TEXT, PRIMARY KEY (user, path))",
+        )
+        .unwrap();
     drop(setup);
     let value = text(1024);
     let connections: Vec<_> = (0..threads)
@@ -130,8 +156,15 @@ fn sqlite_rate(dir: &Path, threads: usize, seconds: f64) -> f64 {
     rate_concurrent(threads, seconds, move |t, n| {
         let c = connections[t].lock().unwrap();
         c.execute_batch("BEGIN IMMEDIATE").unwrap();
-        c.execute("INSERT INTO files VALUES (?1, ?2, ?3)", (format!("user{}", t % 8), format!("/memories/t{t}/f{n}.md"), &value))
-            .unwrap();
+        c.execute(
+            "INSERT INTO files VALUES (?1, ?2, ?3)",
+            (
+                format!("user{}", t % 8),
+                format!("/memories/t{t}/f{n}.md"),
+                &value,
+            ),
+        )
+        .unwrap();
         c.execute_batch("COMMIT").unwrap();
     })
 }
@@ -142,7 +175,9 @@ fn memkv_create_rate(store: &Arc<Store>, threads: usize, seconds: f64) -> f64 {
     let store = store.clone();
     rate_concurrent(threads, seconds, move |t, n| {
         let user = store.user(&format!("user{}", t % 8)).unwrap();
-        let out = user.execute(&create(&format!("/memories/{tag}/t{t}/f{n}.md"), &kib)).unwrap();
+        let out = user
+            .execute(&create(&format!("/memories/{tag}/t{t}/f{n}.md"), &kib))
+            .unwrap();
         assert!(!out.is_error, "{}", out.content);
     })
 }
@@ -167,12 +202,23 @@ fn view_dir_time(store: &Store, total: usize, reps: u32) -> f64 {
 fn memkv_sdk_workload(store: &Store, reps: usize) -> Vec<(&'static str, f64)> {
     let u = store.user("sdk").unwrap();
     let run = |v: Value| assert!(!u.execute(&cmd(v)).unwrap().is_error);
-    run(json!({"command": "create", "path": "/memories/notes.md", "file_text": format!("MARKER-A\n{}", text(4096))}));
-    common::bulk_create(store, "sdk", (0..2000).map(|i| (format!("/memories/big/f{i:04}.md"), format!("file {i}\n"))));
+    run(
+        json!({"command": "create", "path": "/memories/notes.md", "file_text": format!("MARKER-A\n{}", text(4096))}),
+    );
     common::bulk_create(
         store,
         "sdk",
-        (0..reps).flat_map(|i| [(format!("/memories/del/f{i}.md"), "x\n".to_owned()), (format!("/memories/ren/f{i}.md"), "x\n".to_owned())]),
+        (0..2000).map(|i| (format!("/memories/big/f{i:04}.md"), format!("file {i}\n"))),
+    );
+    common::bulk_create(
+        store,
+        "sdk",
+        (0..reps).flat_map(|i| {
+            [
+                (format!("/memories/del/f{i}.md"), "x\n".to_owned()),
+                (format!("/memories/ren/f{i}.md"), "x\n".to_owned()),
+            ]
+        }),
     );
     let timed = |inputs: Vec<Value>| {
         let commands: Vec<_> = inputs.into_iter().map(cmd).collect();
@@ -229,7 +275,9 @@ fn main() {
     let single_start = Instant::now();
     let single = memkv_create_rate(&store, 1, s);
     let single_commits = single * single_start.elapsed().as_secs_f64();
-    let bytes_per_commit = bytes_before.zip(write_bytes()).map(|(a, b)| (b - a) as f64 / single_commits);
+    let bytes_per_commit = bytes_before
+        .zip(write_bytes())
+        .map(|(a, b)| (b - a) as f64 / single_commits);
     rows.push(Row {
         measure: "durable create 1 KiB, 1 thread (ops/s)".into(),
         memkv: format!("{single:.0}"),
@@ -238,7 +286,10 @@ fn main() {
         target: ">= 0.9".into(),
         pass: single / bare >= 0.9,
     });
+    let (b0, c0) = store.commit_stats();
     let many = memkv_create_rate(&store, WRITERS, s);
+    let (b1, c1) = store.commit_stats();
+    let per_batch = (c1 - c0) as f64 / (b1 - b0).max(1) as f64;
     rows.push(Row {
         measure: format!("durable create 1 KiB, {WRITERS} threads (ops/s)"),
         memkv: format!("{many:.0}"),
@@ -272,8 +323,17 @@ fn main() {
         let sdk_dir = dir.join("sdk");
         std::fs::create_dir_all(&sdk_dir).unwrap();
         let script = concat!(env!("CARGO_MANIFEST_DIR"), "/tools/sdk_bench.py");
-        let out = std::process::Command::new(python).arg(script).arg(&sdk_dir).arg(reps.to_string()).output().unwrap();
-        assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+        let out = std::process::Command::new(python)
+            .arg(script)
+            .arg(&sdk_dir)
+            .arg(reps.to_string())
+            .output()
+            .unwrap();
+        assert!(
+            out.status.success(),
+            "{}",
+            String::from_utf8_lossy(&out.stderr)
+        );
         let sdk: Value = serde_json::from_slice(&out.stdout).unwrap();
         for (op, ours) in memkv_sdk_workload(&store, reps) {
             let theirs = sdk[op].as_f64().unwrap();
@@ -289,7 +349,11 @@ fn main() {
                 other: format!("{:.1}", theirs * 1e6),
                 ratio: speedup,
                 target: target.into(),
-                pass: if need > 1.0 { speedup >= need } else { speedup > 1.0 },
+                pass: if need > 1.0 {
+                    speedup >= need
+                } else {
+                    speedup > 1.0
+                },
             });
         }
     }
@@ -308,7 +372,12 @@ fn main() {
         );
     }
     println!();
-    println!("raw fdatasync: {fsync:.0}/s; bare redb commit: {bare:.0}/s; SQLite WAL FULL, {WRITERS} threads: {sqlite:.0}/s");
+    println!(
+        "raw fdatasync: {fsync:.0}/s; bare redb commit: {bare:.0}/s; SQLite WAL FULL, {WRITERS} threads: {sqlite:.0}/s"
+    );
+    println!(
+        "group commit with {WRITERS} writers: {per_batch:.1} commands per transaction (one flush each)"
+    );
     if let Some(b) = bytes_per_commit {
         println!("bytes written to storage per single-thread memkv create (1 KiB payload): {b:.0}");
     }

@@ -27,7 +27,9 @@ fn durable_writes(c: &mut Criterion) {
     let kib = text(1024);
     g.bench_function("create_1KiB", |b| {
         b.iter(|| {
-            let out = user.execute(&create(&format!("/memories/new/f{}.md", unique()), &kib)).unwrap();
+            let out = user
+                .execute(&create(&format!("/memories/new/f{}.md", unique()), &kib))
+                .unwrap();
             assert!(!out.is_error);
         })
     });
@@ -73,14 +75,25 @@ fn reads(c: &mut Criterion) {
     let store = durable_store(dir.path());
     let mut g = c.benchmark_group("read");
     let user = store.user("reader").unwrap();
-    assert!(!user.execute(&create("/memories/notes.md", &text(4 * 1024))).unwrap().is_error);
+    assert!(
+        !user
+            .execute(&create("/memories/notes.md", &text(4 * 1024)))
+            .unwrap()
+            .is_error
+    );
     g.bench_function("view_file_4KiB", |b| {
         let view = cmd(json!({"command": "view", "path": "/memories/notes.md"}));
         b.iter(|| user.execute(&view).unwrap())
     });
-    assert!(!user.execute(&create("/memories/big.md", &text(100 * 1024 - 2048))).unwrap().is_error);
+    assert!(
+        !user
+            .execute(&create("/memories/big.md", &text(100 * 1024 - 2048)))
+            .unwrap()
+            .is_error
+    );
     g.bench_function("view_range_50_lines_of_100KiB", |b| {
-        let view = cmd(json!({"command": "view", "path": "/memories/big.md", "view_range": [1000, 1049]}));
+        let view =
+            cmd(json!({"command": "view", "path": "/memories/big.md", "view_range": [1000, 1049]}));
         b.iter(|| user.execute(&view).unwrap())
     });
     for total in [1_000, 10_000, 100_000] {
@@ -89,9 +102,11 @@ fn reads(c: &mut Criterion) {
         let user = store.user(&name).unwrap();
         let view = cmd(json!({"command": "view", "path": "/memories/hot"}));
         assert!(user.execute(&view).unwrap().content.lines().count() == 52);
-        g.bench_with_input(BenchmarkId::new("view_dir_50_entries", total), &view, |b, view| {
-            b.iter(|| user.execute(view).unwrap())
-        });
+        g.bench_with_input(
+            BenchmarkId::new("view_dir_50_entries", total),
+            &view,
+            |b, view| b.iter(|| user.execute(view).unwrap()),
+        );
     }
     g.finish();
 }
@@ -103,7 +118,16 @@ fn directories(c: &mut Criterion) {
     let mut g = c.benchmark_group("directory");
     g.sample_size(10);
     let fill = |root: &str| {
-        bulk_create(&store, "dirs", (0..1_000).map(|i| (format!("{root}/sub{}/f{i}.md", i % 10), format!("file {i}\n"))));
+        bulk_create(
+            &store,
+            "dirs",
+            (0..1_000).map(|i| {
+                (
+                    format!("{root}/sub{}/f{i}.md", i % 10),
+                    format!("file {i}\n"),
+                )
+            }),
+        );
     };
     g.bench_function("rename_1000_files", |b| {
         b.iter_batched(
@@ -129,7 +153,11 @@ fn directories(c: &mut Criterion) {
                 n
             },
             |n| {
-                let out = user.execute(&cmd(json!({"command": "delete", "path": format!("/memories/d{n}")}))).unwrap();
+                let out = user
+                    .execute(&cmd(
+                        json!({"command": "delete", "path": format!("/memories/d{n}")}),
+                    ))
+                    .unwrap();
                 assert!(!out.is_error);
             },
             BatchSize::PerIteration,

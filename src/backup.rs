@@ -21,7 +21,7 @@ use crate::error::Error;
 use crate::exec::{self, Expired};
 use crate::layout::{FileMeta, Node};
 use crate::path::MemoryPath;
-use crate::storage::{Backend, WriteTxn};
+use crate::storage::{Backend, Finish, WriteTxn};
 use crate::store::{Store, validate_user};
 use crate::tree::{Tree, TreeRead};
 
@@ -251,59 +251,60 @@ impl<B: Backend> Store<B> {
         progress: &mut dyn FnMut(Progress),
     ) -> Result<Summary, Error> {
         let verified = self.verify_export(file, progress)?;
-        let mut txn = self.backend.begin_write()?;
-        let mut digest = Sha256::new();
-        let mut summary = Summary::default();
-        let mut users = BTreeSet::new();
-        let mut done = 0;
-        let mut verify_again = |n: u64, raw: &[u8], line: Line| -> Result<(), Error> {
-            let Line::File {
-                user,
-                path,
-                content,
-                created_ms,
-                modified_ms,
-                accessed_ms,
-                ..
-            } = line
-            else {
-                return Ok(());
-            };
-            digest.update(raw);
-            let path = MemoryPath::parse(&path).map_err(|e| import_error(n, e.to_string()))?;
-            let entry = Entry {
-                meta: FileMeta {
+        self.backend.write(|txn| {
+            let mut digest = Sha256::new();
+            let mut summary = Summary::default();
+            let mut users = BTreeSet::new();
+            let mut done = 0;
+            let mut apply_line = |n: u64, raw: &[u8], line: Line| -> Result<(), Error> {
+                let Line::File {
+                    user,
+                    path,
+                    content,
+                    created_ms,
+                    modified_ms,
+                    accessed_ms,
+                    ..
+                } = line
+                else {
+                    return Ok(());
+                };
+                digest.update(raw);
+                let path = MemoryPath::parse(&path).map_err(|e| import_error(n, e.to_string()))?;
+                let meta = FileMeta {
                     size: content.len() as u64,
                     created_ms,
                     modified_ms,
                     accessed_ms,
-                },
-                user,
-                path,
-                content,
+                };
+                let entry = Entry {
+                    meta,
+                    user,
+                    path,
+                    content,
+                };
+                users.insert(entry.user.clone());
+                self.apply(txn, &entry, conflict, &mut summary)
+                    .map_err(|reason| import_error(n, reason))?;
+                done += 1;
+                progress(Progress {
+                    phase: "importing",
+                    done,
+                    total: Some(verified.files),
+                });
+                Ok(())
             };
-            users.insert(entry.user.clone());
-            self.apply(&mut txn, &entry, conflict, &mut summary)
-                .map_err(|reason| import_error(n, reason))?;
-            done += 1;
-            progress(Progress {
-                phase: "importing",
-                done,
-                total: Some(verified.files),
-            });
-            Ok(())
-        };
-        for_each_line(file, &mut verify_again)?;
-        // The file must not have changed since it was verified.
-        if hex(&digest.finalize()) != verified.files_digest {
-            return Err(import_error(
-                0,
-                "the file changed while it was being imported",
-            ));
-        }
-        summary.users = users.len() as u64;
-        txn.commit()?;
-        Ok(summary)
+            for_each_line(file, &mut apply_line)?;
+            // The file must not have changed since it was verified.
+            if hex(&digest.finalize()) != verified.files_digest {
+                return Err(import_error(
+                    0,
+                    "the file changed while it was being imported",
+                ));
+            }
+            summary.users = users.len() as u64;
+            Ok((summary, Finish::Commit))
+        })
     }
 
     /// Pass one of [`Self::import`]: everything but the database.
@@ -460,9 +461,9 @@ impl<B: Backend> Store<B> {
 
     /// Writes one entry inside the import transaction, applying the conflict policy, the
     /// secrets policy and the limits. `Err` is the reason to refuse the whole import.
-    fn apply<T: WriteTxn>(
+    fn apply(
         &self,
-        txn: &mut T,
+        txn: &mut dyn WriteTxn,
         entry: &Entry,
         conflict: Conflict,
         summary: &mut Summary,
@@ -573,23 +574,24 @@ impl<B: Backend> Store<B> {
                 )),
             });
         }
-        let mut txn = self.backend.begin_write()?;
-        let mut summary = Summary::default();
         let total = entries.len() as u64;
-        for (i, (rel, entry)) in entries.iter().enumerate() {
-            self.apply(&mut txn, entry, conflict, &mut summary)
-                .map_err(|reason| Error::Io {
-                    path: dir.join(rel),
-                    source: io::Error::other(reason),
-                })?;
-            progress(Progress {
-                phase: "importing",
-                done: i as u64 + 1,
-                total: Some(total),
-            });
-        }
-        summary.users = u64::from(summary.files > 0);
-        txn.commit()?;
+        let summary = self.backend.write(|txn| {
+            let mut summary = Summary::default();
+            for (i, (rel, entry)) in entries.iter().enumerate() {
+                self.apply(txn, entry, conflict, &mut summary)
+                    .map_err(|reason| Error::Io {
+                        path: dir.join(rel),
+                        source: io::Error::other(reason),
+                    })?;
+                progress(Progress {
+                    phase: "importing",
+                    done: i as u64 + 1,
+                    total: Some(total),
+                });
+            }
+            summary.users = u64::from(summary.files > 0);
+            Ok((summary, Finish::Commit))
+        })?;
         Ok((summary, skipped))
     }
 

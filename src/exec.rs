@@ -20,7 +20,7 @@ use crate::limits::{Limits, Settings};
 use crate::messages;
 use crate::path::MemoryPath;
 use crate::secrets::{self, SecretPolicy};
-use crate::storage::{Backend, ReadTxn, WriteTxn};
+use crate::storage::{Backend, Finish, ReadTxn, WriteTxn};
 use crate::tree::{Tree, TreeRead};
 
 /// Runs `command` for `user` in its own transaction.
@@ -44,14 +44,17 @@ pub(crate) fn execute<B: Backend + ?Sized>(
         }
         return Ok(output);
     }
-    let mut txn = backend.begin_write()?;
-    let mut tree = Tree::new(&mut txn, user);
-    sweep(&mut tree, settings.expiry_cutoff(now_ms))?;
-    let output = write(&mut tree, settings, command, now_ms)?;
-    if !output.is_error {
-        txn.commit()?;
-    }
-    Ok(output)
+    backend.write(|txn| {
+        let mut tree = Tree::new(txn, user);
+        sweep(&mut tree, settings.expiry_cutoff(now_ms))?;
+        let output = write(&mut tree, settings, command, now_ms)?;
+        let finish = if output.is_error {
+            Finish::Abort
+        } else {
+            Finish::Commit
+        };
+        Ok((output, finish))
+    })
 }
 
 /// Refreshes the access time of a viewed file, in a write transaction of its own: taken only
@@ -64,20 +67,21 @@ fn record_access<B: Backend + ?Sized>(
     now_ms: i64,
     granularity_ms: i64,
 ) -> Result<(), Error> {
-    let mut txn = match backend.begin_write() {
-        Ok(txn) => txn,
-        Err(Error::ReadOnly) => return Ok(()),
-        Err(e) => return Err(e),
-    };
-    let mut tree = Tree::new(&mut txn, user);
-    // Another writer may have changed the file since the read.
-    if let Some(Node::File(meta)) = tree.read().node(path)?
-        && meta.accessed_ms < now_ms.saturating_sub(granularity_ms)
-    {
-        tree.touch(path, meta, now_ms)?;
-        txn.commit()?;
+    let result = backend.write(|txn| {
+        let mut tree = Tree::new(txn, user);
+        // Another writer may have changed the file since the read.
+        if let Some(Node::File(meta)) = tree.read().node(path)?
+            && meta.accessed_ms < now_ms.saturating_sub(granularity_ms)
+        {
+            tree.touch(path, meta, now_ms)?;
+            return Ok(((), Finish::Commit));
+        }
+        Ok(((), Finish::Abort))
+    });
+    match result {
+        Err(Error::ReadOnly) => Ok(()),
+        other => other,
     }
-    Ok(())
 }
 
 /// Deletes the user's files last used at or before `cutoff_ms`; returns them with their sizes.
@@ -142,6 +146,9 @@ impl Expired {
 
     /// The node as the user sees it: `None` if expired, or a directory of expired files only.
     pub(crate) fn visible(&self, path: &MemoryPath, node: Node) -> Option<Node> {
+        if self.files.is_empty() {
+            return Some(node);
+        }
         match node {
             Node::File(_) if self.contains(path) => None,
             Node::File(_) => Some(node),
@@ -265,6 +272,34 @@ fn is_hidden(name: &str) -> bool {
     name.starts_with('.') || name == "node_modules"
 }
 
+/// A directory listing's body, cut to the output budget: once a line does not fit, the rest
+/// are only counted (for the truncation note), never formatted.
+struct Listing {
+    out: String,
+    used: usize,
+    budget: usize,
+    shown: usize,
+    total: usize,
+}
+
+impl Listing {
+    fn entry(&mut self, size: u64, path: impl FnOnce() -> String) {
+        self.total += 1;
+        if self.shown + 1 < self.total {
+            return; // already full
+        }
+        let line = messages::view_dir_entry(size, &path());
+        let n = 1 + line.chars().count();
+        if self.used + n > self.budget {
+            return;
+        }
+        self.out.push('\n');
+        self.out.push_str(&line);
+        self.used += n;
+        self.shown += 1;
+    }
+}
+
 fn view_dir<T: ReadTxn + ?Sized>(
     tree: &TreeRead<'_, T>,
     limits: &Limits,
@@ -273,66 +308,55 @@ fn view_dir<T: ReadTxn + ?Sized>(
     totals: Totals,
 ) -> Result<String, Error> {
     let dir_text = dir.to_string();
-    let mut subdirs = Vec::new();
+    let mut out = messages::view_dir_header(&dir_text);
+    out.push('\n');
+    out.push_str(&messages::view_dir_entry(totals.bytes, &dir_text));
+    let mut listing = Listing {
+        used: out.chars().count(),
+        out,
+        budget: limits.view_max_chars,
+        shown: 0,
+        total: 0,
+    };
+    let mut children = Vec::new();
     tree.children(dir, &mut |name, node| {
         if !is_hidden(name) {
-            subdirs.push((name.to_owned(), node));
+            children.push((name.to_owned(), node));
         }
         Ok(ControlFlow::Continue(()))
     })?;
     // Each child's line, then (for directories) its own visible children.
-    let mut lines = Vec::with_capacity(subdirs.len());
-    for (name, node) in subdirs {
-        let child = format!("{dir_text}/{name}");
-        let child_path = dir
-            .join(&name)
-            .map_err(|e| Error::Corrupt(format!("stored name {name:?}: {e}")))?;
+    for (name, node) in children {
+        let child_path = dir.child(&name);
         let Some(node) = expired.visible(&child_path, node) else {
             continue;
         };
+        let child = || format!("{dir_text}/{name}");
         match node {
-            Node::File(meta) => lines.push(messages::view_dir_entry(meta.size, &child)),
+            Node::File(meta) => listing.entry(meta.size, child),
             Node::Dir(t) => {
-                lines.push(messages::view_dir_entry(t.bytes, &format!("{child}/")));
+                listing.entry(t.bytes, || format!("{}/", child()));
                 tree.children(&child_path, &mut |grand, node| {
-                    let node = if expired.files.is_empty() {
-                        Some(node)
-                    } else {
-                        let grand_path = child_path
-                            .join(grand)
-                            .map_err(|e| Error::Corrupt(format!("stored name {grand:?}: {e}")))?;
-                        expired.visible(&grand_path, node)
+                    if is_hidden(grand) {
+                        return Ok(ControlFlow::Continue(()));
+                    }
+                    let Some(node) = expired.visible(&child_path.child(grand), node) else {
+                        return Ok(ControlFlow::Continue(()));
                     };
-                    if let Some(node) = node.filter(|_| !is_hidden(grand)) {
-                        let line = match node {
-                            Node::File(meta) => {
-                                messages::view_dir_entry(meta.size, &format!("{child}/{grand}"))
-                            }
-                            Node::Dir(t) => {
-                                messages::view_dir_entry(t.bytes, &format!("{child}/{grand}/"))
-                            }
-                        };
-                        lines.push(line);
+                    match node {
+                        Node::File(meta) => {
+                            listing.entry(meta.size, || format!("{}/{grand}", child()))
+                        }
+                        Node::Dir(t) => listing.entry(t.bytes, || format!("{}/{grand}/", child())),
                     }
                     Ok(ControlFlow::Continue(()))
                 })?;
             }
         }
     }
-    let mut out = messages::view_dir_header(&dir_text);
-    out.push('\n');
-    out.push_str(&messages::view_dir_entry(totals.bytes, &dir_text));
-    let mut used = out.chars().count();
-    let total = lines.len();
-    for (shown, line) in lines.iter().enumerate() {
-        let n = 1 + line.chars().count();
-        if used + n > limits.view_max_chars {
-            out.push_str(&messages::view_dir_truncated(shown, total));
-            return Ok(out);
-        }
-        out.push('\n');
-        out.push_str(line);
-        used += n;
+    let mut out = listing.out;
+    if listing.shown < listing.total {
+        out.push_str(&messages::view_dir_truncated(listing.shown, listing.total));
     }
     Ok(out)
 }

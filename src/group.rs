@@ -20,6 +20,7 @@
 
 use std::collections::HashMap;
 use std::panic::AssertUnwindSafe;
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Condvar, Mutex, MutexGuard, PoisonError};
 
 use crate::ToolOutput;
@@ -60,6 +61,9 @@ struct State {
 pub(crate) struct GroupCommit {
     state: Mutex<State>,
     wake: Condvar,
+    /// Batches run, and commands in them (for [`crate::Store::commit_stats`]).
+    pub(crate) batches: AtomicU64,
+    pub(crate) commands: AtomicU64,
 }
 
 impl std::fmt::Debug for GroupCommit {
@@ -99,6 +103,9 @@ impl GroupCommit {
                 let take = state.pending.len().min(MAX_BATCH);
                 let batch: Vec<Request> = state.pending.drain(..take).collect();
                 drop(state);
+                self.batches.fetch_add(1, Ordering::Relaxed);
+                self.commands
+                    .fetch_add(batch.len() as u64, Ordering::Relaxed);
                 let outcome = std::panic::catch_unwind(AssertUnwindSafe(|| run(&batch)));
                 state = self.lock();
                 let results = match outcome {
@@ -139,7 +146,7 @@ impl GroupCommit {
 mod tests {
     use super::*;
     use std::sync::Arc;
-    use std::sync::atomic::{AtomicUsize, Ordering};
+    use std::sync::atomic::AtomicUsize;
 
     #[test]
     fn concurrent_callers_share_batches_and_get_their_own_results() {

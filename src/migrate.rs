@@ -9,7 +9,7 @@ use std::ops::ControlFlow;
 use crate::error::Error;
 use crate::layout::{self, Totals, UserTotals};
 use crate::storage::redb::FORMAT_VERSION;
-use crate::storage::{Backend, ReadTxn, Space, WriteTxn};
+use crate::storage::{Backend, Finish, ReadTxn, Space, WriteTxn};
 use crate::tree::TreeRead;
 
 /// Brings the data in `backend` to [`FORMAT_VERSION`]. A read-only backend holding older data is
@@ -19,38 +19,40 @@ pub(crate) fn upgrade<B: Backend>(backend: &B) -> Result<(), Error> {
     if found == FORMAT_VERSION {
         return Ok(());
     }
-    let mut txn = match backend.begin_write() {
-        Ok(txn) => txn,
-        Err(Error::ReadOnly) => {
-            return Err(Error::NeedsMigration {
-                location: backend.location().to_owned(),
-                found,
-                supported: FORMAT_VERSION,
-            });
-        }
-        Err(e) => return Err(e),
-    };
-    // Re-read inside the write transaction: another process may have migrated meanwhile.
-    let mut version = txn.format_version()?;
-    while version < FORMAT_VERSION {
-        match version {
-            1 => v1_to_v2(&mut txn)?,
-            other => {
-                return Err(Error::UnsupportedFormat {
-                    location: backend.location().to_owned(),
-                    found: other,
-                    supported: FORMAT_VERSION,
-                });
+    let result = backend.write(|txn| {
+        // Re-read inside the write transaction: another process may have migrated meanwhile.
+        let mut version = txn.format_version()?;
+        while version < FORMAT_VERSION {
+            match version {
+                1 => v1_to_v2(txn)?,
+                // Format 3 changed only how the redb backend lays out the spaces in tables,
+                // which it converts itself when it opens the file.
+                2 => {}
+                other => {
+                    return Err(Error::UnsupportedFormat {
+                        location: backend.location().to_owned(),
+                        found: other,
+                        supported: FORMAT_VERSION,
+                    });
+                }
             }
+            version += 1;
         }
-        version += 1;
+        txn.set_format_version(FORMAT_VERSION)?;
+        Ok(((), Finish::Commit))
+    });
+    match result {
+        Err(Error::ReadOnly) => Err(Error::NeedsMigration {
+            location: backend.location().to_owned(),
+            found,
+            supported: FORMAT_VERSION,
+        }),
+        other => other,
     }
-    txn.set_format_version(FORMAT_VERSION)?;
-    txn.commit()
 }
 
 /// Format 2 added the access-time index (`Space::Access`) and the users' last-write time.
-fn v1_to_v2<T: WriteTxn>(txn: &mut T) -> Result<(), Error> {
+fn v1_to_v2(txn: &mut dyn WriteTxn) -> Result<(), Error> {
     let mut users = Vec::new();
     txn.users(Space::Totals, &mut |u| {
         users.push(u.to_owned());

@@ -165,6 +165,16 @@ impl MemoryPath {
         Self::from_segments(self.segments.iter().map(String::as_str).chain([name]))
     }
 
+    /// The child named `name`, a name read back from the index (so already valid). Cheaper than
+    /// [`Self::join`], which validates; used on hot read paths.
+    pub(crate) fn child(&self, name: &str) -> MemoryPath {
+        debug_assert!(self.join(name).is_ok(), "invalid stored name {name:?}");
+        let mut segments = Vec::with_capacity(self.segments.len() + 1);
+        segments.extend_from_slice(&self.segments);
+        segments.push(name.to_owned());
+        MemoryPath { segments }
+    }
+
     /// Whether `self` lies strictly below `other`.
     pub fn is_strictly_inside(&self, other: &MemoryPath) -> bool {
         self.segments.len() > other.segments.len() && self.segments.starts_with(&other.segments)

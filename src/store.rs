@@ -21,7 +21,7 @@ use crate::migrate;
 use crate::path::MemoryPath;
 use crate::secrets::SecretPolicy;
 use crate::storage::redb::RedbBackend;
-use crate::storage::{Backend, ReadTxn, Space, WriteTxn};
+use crate::storage::{Backend, Finish, ReadTxn, Space};
 use crate::tree::{Tree, TreeRead};
 
 /// Longest accepted user id, in UTF-8 bytes.
@@ -35,6 +35,7 @@ pub struct StoreBuilder {
     expiry: Expiry,
     secrets: SecretPolicy,
     clock: Clock,
+    shared: bool,
 }
 
 /// Where a store reads the time: the system clock unless [`StoreBuilder::clock`] sets another.
@@ -84,6 +85,14 @@ impl StoreBuilder {
     /// A time-to-live for one user, overriding [`Self::ttl`]; `None` exempts the user.
     pub fn user_ttl(mut self, user: impl Into<String>, ttl: Option<Duration>) -> Self {
         self.expiry.per_user.insert(user.into(), ttl);
+        self
+    }
+
+    /// Let read-only processes ([`Self::open_read_only`]; `memkv users`, `export` …) open the
+    /// database while this store writes to it. Costs a second disk flush per commit, so it is
+    /// off by default: a second process is then refused with [`Error::Locked`].
+    pub fn shared(mut self, shared: bool) -> Self {
+        self.shared = shared;
         self
     }
 
@@ -145,16 +154,18 @@ impl StoreBuilder {
     /// or [`Error::NotMemkv`] if it is not a database this build can use, [`Error::Storage`] on
     /// I/O failure.
     pub fn open(self, path: impl AsRef<Path>) -> Result<Store, Error> {
-        self.backend(RedbBackend::create(path.as_ref())?)
+        let backend = RedbBackend::create(path.as_ref(), self.shared)?;
+        self.backend(backend)
     }
 
     /// Opens an existing redb database for writing; [`Error::NotFound`] if there is none.
     pub fn open_existing(self, path: impl AsRef<Path>) -> Result<Store, Error> {
-        self.backend(RedbBackend::open(path.as_ref())?)
+        let backend = RedbBackend::open(path.as_ref(), self.shared)?;
+        self.backend(backend)
     }
 
-    /// Opens an existing database read-only: works while another process writes to it, and
-    /// every command sees the latest commit. Writes fail with [`Error::ReadOnly`]; a database
+    /// Opens an existing database read-only: works while a process that opened it with
+    /// [`Self::shared`] writes to it, and every command sees the latest commit. Writes fail with [`Error::ReadOnly`]; a database
     /// that needs a migration is refused with [`Error::NeedsMigration`].
     pub fn open_read_only(self, path: impl AsRef<Path>) -> Result<Store, Error> {
         self.backend(RedbBackend::open_read_only(path.as_ref())?)
@@ -306,6 +317,16 @@ impl<B: Backend> Store<B> {
         self.clock.now_ms()
     }
 
+    /// Write batches committed by group commit so far, and the commands in them: their ratio is
+    /// the commands per disk flush that concurrent callers achieved.
+    pub fn commit_stats(&self) -> (u64, u64) {
+        use std::sync::atomic::Ordering::Relaxed;
+        (
+            self.group.batches.load(Relaxed),
+            self.group.commands.load(Relaxed),
+        )
+    }
+
     /// Runs `commands` (user, command) in order in one write transaction with one commit, and
     /// returns each one's result, as concurrent callers of [`UserHandle::execute`] would get
     /// them. For servers that form their own batches; a failing command does not affect the
@@ -349,35 +370,22 @@ impl<B: Backend> Store<B> {
             [request] => return vec![alone(request)],
             _ => {}
         }
-        let mut txn = match self.backend.begin_write() {
-            Ok(txn) => txn,
-            Err(_) => return batch.iter().map(alone).collect(),
-        };
-        let mut outputs = Vec::with_capacity(batch.len());
-        for r in batch {
-            let settings = self.settings(&r.user);
-            let now = self.now_ms();
-            let mut tree = Tree::new(&mut txn, &r.user);
-            let output = exec::sweep(&mut tree, settings.expiry_cutoff(now))
-                .and_then(|_| exec::write(&mut tree, &settings, &r.command, now));
-            match output {
-                Ok(output) => outputs.push(output),
-                // The transaction's state is unknown: abandon it, and give every command its own.
-                Err(_) => {
-                    drop(txn);
-                    return batch.iter().map(alone).collect();
-                }
+        let applied = self.backend.write(|txn| {
+            let mut outputs = Vec::with_capacity(batch.len());
+            for r in batch {
+                let settings = self.settings(&r.user);
+                let now = self.now_ms();
+                let mut tree = Tree::new(txn, &r.user);
+                exec::sweep(&mut tree, settings.expiry_cutoff(now))?;
+                outputs.push(exec::write(&mut tree, &settings, &r.command, now)?);
             }
-        }
-        match txn.commit() {
-            Ok(()) => outputs.into_iter().map(Ok).collect(),
-            Err(e) => {
-                let message = e.to_string();
-                batch
-                    .iter()
-                    .map(|_| Err(Error::storage(message.clone())))
-                    .collect()
-            }
+            Ok((outputs, Finish::Commit))
+        });
+        match applied {
+            Ok(outputs) => outputs.into_iter().map(Ok).collect(),
+            // A storage failure (in a command or in the commit) sank the shared transaction:
+            // give every command a transaction of its own, so each fails or succeeds alone.
+            Err(_) => batch.iter().map(alone).collect(),
         }
     }
 
@@ -459,10 +467,10 @@ impl<B: Backend> Store<B> {
                 let txn = self.backend.begin_read()?;
                 TreeRead::new(&txn, &user.user).unused_since(cutoff)?
             } else {
-                let mut txn = self.backend.begin_write()?;
-                let swept = exec::sweep(&mut Tree::new(&mut txn, &user.user), Some(cutoff))?;
-                txn.commit()?;
-                swept
+                self.backend.write(|txn| {
+                    let swept = exec::sweep(&mut Tree::new(txn, &user.user), Some(cutoff))?;
+                    Ok((swept, Finish::Commit))
+                })?
             };
             out.extend(
                 found

@@ -30,7 +30,9 @@ pub fn text(n: usize) -> String {
     let mut out = String::with_capacity(n + 64);
     let mut i = 0;
     while out.len() < n {
-        out.push_str(&format!("- line {i:05}: the quick brown fox jumps over the lazy dog\n"));
+        out.push_str(&format!(
+            "- line {i:05}: the quick brown fox jumps over the lazy dog\n"
+        ));
         i += 1;
     }
     out.truncate(n - 1);
@@ -59,9 +61,17 @@ pub fn bulk_create(store: &Store, user: &str, files: impl IntoIterator<Item = (S
 /// A user with `total` files: 50 entries in `/memories/hot` (the directory the benchmarks list)
 /// and the rest spread over `/memories/cold/dNNN/eNN/` (deeper than a listing looks).
 pub fn prepare_tree(store: &Store, user: &str, total: usize) {
-    let hot = (0..50).map(|i| (format!("/memories/hot/f{i:02}.md"), format!("hot file {i}\n")));
+    let hot = (0..50).map(|i| {
+        (
+            format!("/memories/hot/f{i:02}.md"),
+            format!("hot file {i}\n"),
+        )
+    });
     let cold = (0..total.saturating_sub(50)).map(|i| {
-        (format!("/memories/cold/d{:03}/e{:02}/f{i}.md", i % 500, i % 17), format!("cold {i}\n"))
+        (
+            format!("/memories/cold/d{:03}/e{:02}/f{i}.md", i % 500, i % 17),
+            format!("cold {i}\n"),
+        )
     });
     bulk_create(store, user, hot.chain(cold));
 }

@@ -36,14 +36,19 @@ impl Space {
 /// Called for each entry of a scan, in key order; return `ControlFlow::Break(())` to stop.
 pub type Visit<'v> = &'v mut dyn FnMut(&[u8], &[u8]) -> Result<ControlFlow<()>, Error>;
 
-/// A store of bytes that opens transactions.
+/// How a write transaction ends.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Finish {
+    /// Make every change durable and visible.
+    Commit,
+    /// Discard every change.
+    Abort,
+}
+
+/// A store of bytes that runs transactions.
 pub trait Backend: Send + Sync {
     /// A read-only snapshot.
     type Read<'a>: ReadTxn
-    where
-        Self: 'a;
-    /// A write transaction; dropped without [`WriteTxn::commit`], it leaves no trace.
-    type Write<'a>: WriteTxn
     where
         Self: 'a;
 
@@ -52,13 +57,21 @@ pub trait Backend: Send + Sync {
 
     /// Begins a consistent read-only snapshot.
     fn begin_read(&self) -> Result<Self::Read<'_>, Error>;
-    /// Begins a write transaction (one at a time; a second caller waits). A read-only backend
-    /// returns [`Error::ReadOnly`].
-    fn begin_write(&self) -> Result<Self::Write<'_>, Error>;
+
+    /// Runs `f` in one write transaction (one at a time; a second caller waits), then commits
+    /// it, durably, if `f` says [`Finish::Commit`], and discards it if `f` says
+    /// [`Finish::Abort`] or fails. A read-only backend returns [`Error::ReadOnly`].
+    fn write<R>(
+        &self,
+        f: impl FnOnce(&mut dyn WriteTxn) -> Result<(R, Finish), Error>,
+    ) -> Result<R, Error>;
 }
 
 /// Reads, within one transaction.
 pub trait ReadTxn {
+    /// The storage format version the data was written in (see `docs/design.md`).
+    fn format_version(&self) -> Result<u64, Error>;
+
     /// The value under `key`.
     fn get(&self, space: Space, user: &str, key: &[u8]) -> Result<Option<Vec<u8>>, Error>;
 
@@ -72,9 +85,6 @@ pub trait ReadTxn {
         end: Option<&[u8]>,
         visit: Visit<'_>,
     ) -> Result<(), Error>;
-
-    /// The storage format version the data was written in (see `docs/design.md`).
-    fn format_version(&self) -> Result<u64, Error>;
 
     /// Visits every user that has an entry in `space` (in the backend's order).
     fn users(
@@ -100,6 +110,4 @@ pub trait WriteTxn: ReadTxn {
     ) -> Result<(), Error>;
     /// Records that the data is now in storage format `version`.
     fn set_format_version(&mut self, version: u64) -> Result<(), Error>;
-    /// Makes every change durable and visible, or none of them.
-    fn commit(self) -> Result<(), Error>;
 }

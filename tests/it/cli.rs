@@ -96,7 +96,7 @@ fn exec_answers_every_line_and_persists() {
 fn exec_is_interactive_and_a_second_process_is_refused() {
     let (_dir, db) = temp_db();
     let mut child = memkv(&db)
-        .args(["exec", "--user", "u"])
+        .args(["--shared", "exec", "--user", "u"])
         .stdin(Stdio::piped())
         .stdout(Stdio::piped())
         .spawn()
@@ -128,8 +128,8 @@ fn exec_is_interactive_and_a_second_process_is_refused() {
         err.contains("the database is open in another process"),
         "{err}"
     );
-    // Operators can look meanwhile: read-only commands share the file with the writer and see
-    // its commits.
+    // Operators can look meanwhile (the writer runs with --shared): read-only commands share
+    // the file with it and see its commits.
     let out = memkv(&db).arg("users").output().unwrap();
     assert!(
         out.status.success(),
@@ -384,4 +384,38 @@ fn a_killed_import_leaves_the_database_as_it_was() {
     );
     let after = users(&db);
     assert_eq!(after.lines().count(), 6, "{after}");
+}
+
+#[test]
+fn an_exclusive_writer_refuses_readers_with_a_hint() {
+    let (_dir, db) = temp_db();
+    let mut child = memkv(&db)
+        .args(["exec", "--user", "u"])
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut stdin = child.stdin.take().unwrap();
+    let mut stdout = BufReader::new(child.stdout.take().unwrap());
+    writeln!(stdin, r#"{{"command":"view","path":"/memories"}}"#).unwrap();
+    stdin.flush().unwrap();
+    let mut line = String::new();
+    stdout.read_line(&mut line).unwrap();
+    for args in [vec!["users"], vec!["export"], vec!["exec", "--user", "v"]] {
+        let out = memkv(&db)
+            .args(&args)
+            .stdin(Stdio::null())
+            .output()
+            .unwrap();
+        assert_eq!(out.status.code(), Some(1), "{args:?}");
+        let err = String::from_utf8(out.stderr).unwrap();
+        assert!(
+            err.contains("the database is open in another process"),
+            "{err}"
+        );
+        assert!(err.contains("--shared"), "{err}");
+    }
+    drop(stdin);
+    assert!(child.wait().unwrap().success());
+    assert!(memkv(&db).arg("users").output().unwrap().status.success());
 }

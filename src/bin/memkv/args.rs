@@ -34,6 +34,10 @@ pub struct Global {
     /// Longest `view` output, in characters, before it is truncated
     #[arg(long, global = true, value_name = "CHARS", default_value_t = Limits::DEFAULT.view_max_chars)]
     pub view_max_chars: usize,
+    /// Let read-only commands (users, tree, cat, stats, check, export) open the database while
+    /// this process writes to it; costs a second disk flush per commit
+    #[arg(long, global = true)]
+    pub shared: bool,
     /// What to do with secrets (API keys, private keys, tokens) in content being written
     #[arg(long, global = true, value_name = "POLICY", default_value = "reject", value_parser = ["reject", "redact", "off"])]
     pub secrets: String,
@@ -195,6 +199,7 @@ impl Global {
             .max_bytes(self.max_bytes)
             .view_max_chars(self.view_max_chars)
             .secrets(secrets)
+            .shared(self.shared)
             .access_granularity(self.access_granularity);
         if let Some(ttl) = self.ttl {
             b = b.ttl(ttl);

@@ -32,6 +32,11 @@ fn main() -> ExitCode {
         Ok(()) => ExitCode::SUCCESS,
         Err(e) => {
             eprintln!("memkv: {e}");
+            if matches!(e.downcast_ref(), Some(memkv::Error::Locked { .. })) {
+                eprintln!(
+                    "hint: one process may write at a time; read-only commands (users, tree, cat, stats, check, export) can run beside a writer started with --shared"
+                );
+            }
             ExitCode::from(EXIT_FAILURE)
         }
     }
