@@ -18,10 +18,9 @@
 //! - If the storage fails mid-batch, the batch is abandoned and each of its commands is retried
 //!   in a transaction of its own, so one command's storage failure cannot sink the others.
 
-use std::collections::HashMap;
 use std::panic::AssertUnwindSafe;
 use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::{Condvar, Mutex, MutexGuard, PoisonError};
+use std::sync::{Arc, Condvar, Mutex, MutexGuard, PoisonError};
 
 use crate::ToolOutput;
 use crate::command::Command;
@@ -32,7 +31,6 @@ pub(crate) const MAX_BATCH: usize = 256;
 
 /// One queued write command.
 pub(crate) struct Request {
-    ticket: u64,
     pub user: String,
     pub command: Command,
 }
@@ -41,26 +39,46 @@ impl Request {
     /// A request outside the queue (for [`crate::Store::execute_batch`]).
     pub(crate) fn unqueued(user: &str, command: &Command) -> Self {
         Request {
-            ticket: 0,
             user: user.to_owned(),
             command: command.clone(),
         }
     }
 }
 
+/// Where one caller waits: for its result, or to be made the next leader. Each caller has its
+/// own, so a finished batch wakes exactly its callers and one successor, not every waiter.
 #[derive(Default)]
-struct State {
-    pending: Vec<Request>,
+struct Slot {
+    state: Mutex<SlotState>,
+    wake: Condvar,
+}
+
+#[derive(Default)]
+enum SlotState {
+    #[default]
+    Waiting,
+    Lead,
+    Done(Result<ToolOutput, Error>),
+}
+
+impl Slot {
+    fn set(&self, state: SlotState) {
+        *self.state.lock().unwrap_or_else(PoisonError::into_inner) = state;
+        self.wake.notify_one();
+    }
+}
+
+#[derive(Default)]
+struct Queue {
+    pending: Vec<(Request, Arc<Slot>)>,
+    /// Whether a leader is running a batch (or has been chosen to).
     leader: bool,
-    next_ticket: u64,
-    done: HashMap<u64, Result<ToolOutput, Error>>,
 }
 
 /// The queue in front of a store's write transactions.
 #[derive(Default)]
 pub(crate) struct GroupCommit {
-    state: Mutex<State>,
-    wake: Condvar,
+    queue: Mutex<Queue>,
     /// Batches run, and commands in them (for [`crate::Store::commit_stats`]).
     pub(crate) batches: AtomicU64,
     pub(crate) commands: AtomicU64,
@@ -73,9 +91,9 @@ impl std::fmt::Debug for GroupCommit {
 }
 
 impl GroupCommit {
-    fn lock(&self) -> MutexGuard<'_, State> {
-        // A panic while holding the lock leaves the state consistent (no half-applied updates).
-        self.state.lock().unwrap_or_else(PoisonError::into_inner)
+    fn lock(&self) -> MutexGuard<'_, Queue> {
+        // A panic while holding the lock leaves the queue consistent (no half-applied updates).
+        self.queue.lock().unwrap_or_else(PoisonError::into_inner)
     }
 
     /// Queues `command` and returns its result once durable. `run` applies a batch (in order)
@@ -86,58 +104,74 @@ impl GroupCommit {
         command: &Command,
         run: impl Fn(&[Request]) -> Vec<Result<ToolOutput, Error>>,
     ) -> Result<ToolOutput, Error> {
-        let mut state = self.lock();
-        let ticket = state.next_ticket;
-        state.next_ticket += 1;
-        state.pending.push(Request {
-            ticket,
+        let slot = Arc::new(Slot::default());
+        let request = Request {
             user: user.to_owned(),
             command: command.clone(),
-        });
-        loop {
-            if let Some(result) = state.done.remove(&ticket) {
-                return result;
-            }
-            if !state.leader {
-                state.leader = true;
-                let take = state.pending.len().min(MAX_BATCH);
-                let batch: Vec<Request> = state.pending.drain(..take).collect();
-                drop(state);
-                self.batches.fetch_add(1, Ordering::Relaxed);
-                self.commands
-                    .fetch_add(batch.len() as u64, Ordering::Relaxed);
-                let outcome = std::panic::catch_unwind(AssertUnwindSafe(|| run(&batch)));
-                state = self.lock();
-                let results = match outcome {
-                    Ok(results) => results,
-                    Err(panic) => {
-                        // Never leave followers waiting on a leader that is gone.
-                        for request in &batch {
-                            state.done.insert(
-                                request.ticket,
-                                Err(Error::storage(
-                                    "the writer thread panicked; the command was not applied",
-                                )),
-                            );
-                        }
-                        state.leader = false;
-                        self.wake.notify_all();
-                        drop(state);
-                        std::panic::resume_unwind(panic);
+        };
+        let lead_now = {
+            let mut queue = self.lock();
+            queue.pending.push((request, slot.clone()));
+            !std::mem::replace(&mut queue.leader, true)
+        };
+        if !lead_now {
+            let mut state = slot.state.lock().unwrap_or_else(PoisonError::into_inner);
+            loop {
+                match std::mem::take(&mut *state) {
+                    SlotState::Done(result) => return result,
+                    SlotState::Lead => break,
+                    SlotState::Waiting => {
+                        state = slot
+                            .wake
+                            .wait(state)
+                            .unwrap_or_else(PoisonError::into_inner);
                     }
-                };
-                debug_assert_eq!(results.len(), batch.len());
-                for (request, result) in batch.iter().zip(results) {
-                    state.done.insert(request.ticket, result);
                 }
-                state.leader = false;
-                self.wake.notify_all();
-                continue;
             }
-            state = self
-                .wake
-                .wait(state)
-                .unwrap_or_else(PoisonError::into_inner);
+        }
+        // This caller leads: its own request is queued, so it is in the batch it takes.
+        self.lead(&run);
+        match std::mem::take(&mut *slot.state.lock().unwrap_or_else(PoisonError::into_inner)) {
+            SlotState::Done(result) => result,
+            _ => unreachable!("a leader's own request is in the batch it ran"),
+        }
+    }
+
+    /// Runs one batch, answers its callers, and hands leadership to the next waiting caller.
+    fn lead(&self, run: &impl Fn(&[Request]) -> Vec<Result<ToolOutput, Error>>) {
+        let batch: Vec<(Request, Arc<Slot>)> = {
+            let mut queue = self.lock();
+            let take = queue.pending.len().min(MAX_BATCH);
+            queue.pending.drain(..take).collect()
+        };
+        self.batches.fetch_add(1, Ordering::Relaxed);
+        self.commands
+            .fetch_add(batch.len() as u64, Ordering::Relaxed);
+        let (requests, slots): (Vec<Request>, Vec<Arc<Slot>>) = batch.into_iter().unzip();
+        let outcome = std::panic::catch_unwind(AssertUnwindSafe(|| run(&requests)));
+        match outcome {
+            Ok(results) => {
+                debug_assert_eq!(results.len(), slots.len());
+                for (slot, result) in slots.iter().zip(results) {
+                    slot.set(SlotState::Done(result));
+                }
+            }
+            Err(_) => {
+                // A bug in a command: answer every caller of the batch with an error (none of
+                // it was committed) rather than leave them waiting, and keep the queue going.
+                for slot in &slots {
+                    slot.set(SlotState::Done(Err(Error::storage(
+                        "the writer thread panicked; the command was not applied",
+                    ))));
+                }
+            }
+        }
+        {
+            let mut queue = self.lock();
+            match queue.pending.first() {
+                Some((_, next)) => next.set(SlotState::Lead),
+                None => queue.leader = false,
+            }
         }
     }
 }
