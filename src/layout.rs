@@ -146,6 +146,23 @@ pub fn node_key(path: &MemoryPath) -> Vec<u8> {
     out
 }
 
+/// The index key of the ancestor of `path` made of its first `n` segments (`1 <= n <= len`),
+/// without building that ancestor's path.
+pub fn prefix_node_key(path: &MemoryPath, n: usize) -> Vec<u8> {
+    let segments = &path.segments()[..n];
+    let (name, parent) = segments.split_last().expect("n >= 1");
+    let mut out = Vec::with_capacity(segments.iter().map(|s| s.len() + 1).sum());
+    for (i, s) in parent.iter().enumerate() {
+        if i > 0 {
+            out.push(SEP);
+        }
+        out.extend_from_slice(s.as_bytes());
+    }
+    out.push(CHILD);
+    out.extend_from_slice(name.as_bytes());
+    out
+}
+
 /// The common prefix of the index keys of `dir`'s children.
 pub fn children_prefix(dir: &MemoryPath) -> Vec<u8> {
     let mut out = content_key(dir);
@@ -234,6 +251,10 @@ mod tests {
         assert_eq!(children_prefix(&p("/memories/a/b")), b"a\x01b\x00");
         assert_eq!(path_of_content_key(b"a\x01b").unwrap(), p("/memories/a/b"));
         assert!(path_of_content_key(b"a\x01..").is_err());
+        let abc = p("/memories/a/b/c");
+        assert_eq!(prefix_node_key(&abc, 1), node_key(&p("/memories/a")));
+        assert_eq!(prefix_node_key(&abc, 2), node_key(&p("/memories/a/b")));
+        assert_eq!(prefix_node_key(&abc, 3), node_key(&abc));
         for path in ["/memories/a", "/memories/a/b/c"] {
             let path = p(path);
             assert_eq!(

@@ -80,10 +80,17 @@ impl<'t, T: ReadTxn + ?Sized> TreeRead<'t, T> {
     /// The one ancestor of `path` that is a file, if any (there is at most one: files have no
     /// children). Checked from the top.
     pub fn file_ancestor(&self, path: &MemoryPath) -> Result<Option<MemoryPath>, Error> {
-        for ancestor in path.ancestors().skip(1) {
-            match self.node(&ancestor)? {
-                Some(Node::File(_)) => return Ok(Some(ancestor)),
-                Some(Node::Dir(_)) => {}
+        for n in 1..path.segments().len() {
+            let key = layout::prefix_node_key(path, n);
+            match self.txn.get(Space::Nodes, self.user, &key)? {
+                Some(bytes) => match layout::decode(&bytes, "index node")? {
+                    Node::File(_) => {
+                        let ancestor = MemoryPath::from_segments(&path.segments()[..n])
+                            .map_err(|e| Error::Corrupt(format!("{path}: {e}")))?;
+                        return Ok(Some(ancestor));
+                    }
+                    Node::Dir(_) => {}
+                },
                 // Nothing below a missing directory exists either.
                 None => return Ok(None),
             }
@@ -403,8 +410,8 @@ impl<'t, T: WriteTxn + ?Sized> Tree<'t, T> {
                 _ => Err(Error::Corrupt(format!("totals above {path} went negative"))),
             }
         };
-        for dir in path.ancestors() {
-            if dir.is_root() {
+        for n in 0..path.segments().len() {
+            if n == 0 {
                 let t = self.read().totals()?;
                 let (files, bytes) = apply(t.files, t.bytes)?;
                 if files == 0 {
@@ -420,21 +427,25 @@ impl<'t, T: WriteTxn + ?Sized> Tree<'t, T> {
                 }
                 continue;
             }
-            let current = match self.read().node(&dir)? {
-                Some(Node::Dir(t)) => t,
+            let key = layout::prefix_node_key(path, n);
+            let current = match self.txn.get(Space::Nodes, self.user, &key)? {
                 None => Totals::default(),
-                Some(Node::File(_)) => {
-                    return Err(Error::Corrupt(format!(
-                        "{dir} is a file with files below it"
-                    )));
-                }
+                Some(bytes) => match layout::decode(&bytes, "index node")? {
+                    Node::Dir(t) => t,
+                    Node::File(_) => {
+                        return Err(Error::Corrupt(format!(
+                            "an ancestor of {path} is a file with files below it"
+                        )));
+                    }
+                },
             };
             let (files, bytes) = apply(current.files, current.bytes)?;
             if files == 0 {
-                self.txn
-                    .remove(Space::Nodes, self.user, &layout::node_key(&dir))?;
+                self.txn.remove(Space::Nodes, self.user, &key)?;
             } else {
-                self.put_node(&dir, &Node::Dir(Totals { files, bytes }))?;
+                let node = Node::Dir(Totals { files, bytes });
+                self.txn
+                    .put(Space::Nodes, self.user, &key, &layout::encode(&node))?;
             }
         }
         Ok(())

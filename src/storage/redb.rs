@@ -43,12 +43,13 @@ const LEGACY: [(&str, Space); 4] = [
 ];
 
 /// The small, hot records first and the contents last, so that the records one write touches
-/// (the user's totals, the directory entries, the access entry) share as few pages as they can.
+/// share as few pages as they can: the newest access entries (the end of `Access`), the user's
+/// totals and the top-level directories (the start of `Nodes`) sit side by side.
 fn space_byte(space: Space) -> u8 {
     match space {
-        Space::Totals => 1,
-        Space::Nodes => 2,
-        Space::Access => 3,
+        Space::Access => 1,
+        Space::Totals => 2,
+        Space::Nodes => 3,
         Space::Contents => 4,
     }
 }

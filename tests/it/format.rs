@@ -1,20 +1,36 @@
-//! Databases written by earlier releases still open and read back intact.
+//! Databases written by earlier storage formats still open and read back intact.
 
 use memkv::Store;
 use serde_json::json;
 
-/// `tests/data/format-v1.redb` was written by the first release (storage format 1) from
-/// `examples/session.jsonl` as user `dana`, plus one file for `bob@example.com`.
+/// `tests/data/format-vN.redb` were written by builds of storage format N from
+/// `examples/session.jsonl` as user `dana`, plus one file for `bob@example.com`. Each must open
+/// (migrating to today's format), read back intact, pass every invariant, and take writes.
 #[test]
 fn format_v1_database_opens_and_reads_back() {
+    old_format_reads_back("format-v1.redb");
+}
+
+#[test]
+fn format_v2_database_opens_and_reads_back() {
+    old_format_reads_back("format-v2.redb");
+}
+
+fn fixture(name: &str) -> (tempfile::TempDir, std::path::PathBuf) {
     let dir = tempfile::tempdir().unwrap();
-    let db = dir.path().join("v1.redb");
+    let db = dir.path().join(name);
     std::fs::copy(
-        concat!(env!("CARGO_MANIFEST_DIR"), "/tests/data/format-v1.redb"),
+        format!("{}/tests/data/{name}", env!("CARGO_MANIFEST_DIR")),
         &db,
     )
     .unwrap();
+    (dir, db)
+}
+
+fn old_format_reads_back(name: &str) {
+    let (_dir, db) = fixture(name);
     let store = Store::builder().open_existing(&db).unwrap();
+    assert_eq!(store.check().unwrap(), Vec::<(String, String)>::new());
     let users: Vec<(String, u64, u64)> = store
         .users()
         .unwrap()
@@ -50,9 +66,36 @@ fn format_v1_database_opens_and_reads_back() {
             .unwrap(),
         "bob\n"
     );
-    // And it is writable.
+    // And it is writable, and stays consistent.
     let out = bob
         .execute_json(&json!({"command": "delete", "path": "/memories/caf\u{e9}"}))
         .unwrap();
     assert!(!out.is_error, "{}", out.content);
+    let out = dana
+        .execute_json(&json!({"command": "rename", "old_path": "/memories/projects", "new_path": "/memories/archive"}))
+        .unwrap();
+    assert!(!out.is_error, "{}", out.content);
+    assert_eq!(store.check().unwrap(), Vec::<(String, String)>::new());
+    // Reopened, it is in today's format and needs nothing more.
+    drop(store);
+    let store = Store::builder().open_read_only(&db).unwrap();
+    assert_eq!(store.users().unwrap().len(), 1);
+}
+
+#[test]
+fn an_old_format_is_refused_read_only_with_a_clear_error() {
+    let (_dir, db) = fixture("format-v1.redb");
+    let err = Store::builder().open_read_only(&db).unwrap_err();
+    assert!(
+        matches!(err, memkv::Error::NeedsMigration { found: 1, .. }),
+        "{err}"
+    );
+    assert!(
+        err.to_string().contains("open it once for writing"),
+        "{err}"
+    );
+    // The refusal changed nothing: a writer still migrates it.
+    drop(Store::builder().open_existing(&db).unwrap());
+    let store = Store::builder().open_read_only(&db).unwrap();
+    assert_eq!(store.users().unwrap().len(), 2);
 }
