@@ -364,6 +364,25 @@ fn main() {
         target: ">= 3".into(),
         pass: sqlite_ratio >= 3.0,
     });
+    // What --shared costs: the same single-thread create, with read-only processes allowed.
+    let shared_store = Arc::new(
+        Store::builder()
+            .max_files(u64::MAX)
+            .max_bytes(u64::MAX)
+            .shared(true)
+            .open(dir.join("shared.redb"))
+            .unwrap(),
+    );
+    let shared = memkv_create_rate(&shared_store, 1, s);
+    let exclusive = memkv_create_rate(&store, 1, s);
+    rows.push(Row {
+        measure: "durable create 1 KiB, 1 thread, --shared (ops/s)".into(),
+        memkv: format!("{shared:.0}"),
+        other: format!("{exclusive:.0} exclusive"),
+        ratio: shared / exclusive,
+        target: "(information)".into(),
+        pass: true,
+    });
     let small = view_dir_time(&store, 1_000, 20_000);
     let large = view_dir_time(&store, 100_000, 20_000);
     rows.push(Row {
