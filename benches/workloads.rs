@@ -190,6 +190,38 @@ fn session(c: &mut Criterion) {
     g.finish();
 }
 
+/// CPU per command, without the disk: creates on the in-memory backend, in batches of 32 as
+/// group commit forms them under load.
+fn cpu(c: &mut Criterion) {
+    let store = memkv::Store::builder()
+        .max_files(u64::MAX)
+        .max_bytes(u64::MAX)
+        .in_memory()
+        .unwrap();
+    let kib = text(1024);
+    let mut g = c.benchmark_group("cpu");
+    g.throughput(criterion::Throughput::Elements(32));
+    g.bench_function("create_1KiB_in_memory_batch_of_32", |b| {
+        b.iter_batched(
+            || {
+                (0..32)
+                    .map(|t| {
+                        let path = format!("/memories/w/t{t}/f{}.md", unique());
+                        (format!("user{}", t % 8), create(&path, &kib))
+                    })
+                    .collect::<Vec<_>>()
+            },
+            |batch| {
+                for r in store.execute_batch(&batch) {
+                    assert!(!r.unwrap().is_error);
+                }
+            },
+            BatchSize::SmallInput,
+        )
+    });
+    g.finish();
+}
+
 fn config() -> Criterion {
     Criterion::default()
         .sample_size(20)
@@ -200,6 +232,6 @@ fn config() -> Criterion {
 criterion_group! {
     name = benches;
     config = config();
-    targets = durable_writes, reads, directories, session
+    targets = durable_writes, reads, directories, session, cpu
 }
 criterion_main!(benches);
