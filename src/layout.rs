@@ -112,13 +112,17 @@ pub fn decode<'a, T: Deserialize<'a>>(bytes: &'a [u8], what: &str) -> Result<T, 
     postcard::from_bytes(bytes).map_err(|e| Error::Corrupt(format!("{what}: {e}")))
 }
 
-fn encode_path(path: &MemoryPath, out: &mut Vec<u8>) {
-    for (i, s) in path.segments().iter().enumerate() {
+fn encode_segments(segments: &[String], out: &mut Vec<u8>) {
+    for (i, s) in segments.iter().enumerate() {
         if i > 0 {
             out.push(SEP);
         }
         out.extend_from_slice(s.as_bytes());
     }
+}
+
+fn encode_path(path: &MemoryPath, out: &mut Vec<u8>) {
+    encode_segments(path.segments(), out);
 }
 
 /// The path's own encoding: the key of its content.
@@ -130,34 +134,16 @@ pub fn content_key(path: &MemoryPath) -> Vec<u8> {
 
 /// The index key of a non-root path: `enc(parent) 0x00 name`.
 pub fn node_key(path: &MemoryPath) -> Vec<u8> {
-    let (name, parent) = path
-        .segments()
-        .split_last()
-        .expect("the root has no node key");
-    let mut out = Vec::new();
-    for (i, s) in parent.iter().enumerate() {
-        if i > 0 {
-            out.push(SEP);
-        }
-        out.extend_from_slice(s.as_bytes());
-    }
-    out.push(CHILD);
-    out.extend_from_slice(name.as_bytes());
-    out
+    prefix_node_key(path, path.segments().len())
 }
 
 /// The index key of the ancestor of `path` made of its first `n` segments (`1 <= n <= len`),
 /// without building that ancestor's path.
 pub fn prefix_node_key(path: &MemoryPath, n: usize) -> Vec<u8> {
     let segments = &path.segments()[..n];
-    let (name, parent) = segments.split_last().expect("n >= 1");
+    let (name, parent) = segments.split_last().expect("the root has no node key");
     let mut out = Vec::with_capacity(segments.iter().map(|s| s.len() + 1).sum());
-    for (i, s) in parent.iter().enumerate() {
-        if i > 0 {
-            out.push(SEP);
-        }
-        out.extend_from_slice(s.as_bytes());
-    }
+    encode_segments(parent, &mut out);
     out.push(CHILD);
     out.extend_from_slice(name.as_bytes());
     out

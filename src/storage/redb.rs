@@ -404,70 +404,48 @@ pub struct RedbRead {
     _txn: ReadTransaction,
 }
 
-impl ReadTxn for RedbRead {
-    fn format_version(&self) -> Result<u64, Error> {
-        let v = self.meta.get(FORMAT_KEY).map_err(Error::storage)?;
-        Ok(v.map_or(0, |v| v.value()))
-    }
+/// Reads are the same over a snapshot's tables and a write transaction's.
+macro_rules! impl_read_txn {
+    ($t:ty) => {
+        impl ReadTxn for $t {
+            fn format_version(&self) -> Result<u64, Error> {
+                let v = self.meta.get(FORMAT_KEY).map_err(Error::storage)?;
+                Ok(v.map_or(0, |v| v.value()))
+            }
 
-    fn get(&self, space: Space, user: &str, key: &[u8]) -> Result<Option<Vec<u8>>, Error> {
-        get_in(&self.data, space, user, key)
-    }
+            fn get(&self, space: Space, user: &str, key: &[u8]) -> Result<Option<Vec<u8>>, Error> {
+                get_in(&self.data, space, user, key)
+            }
 
-    fn scan(
-        &self,
-        space: Space,
-        user: &str,
-        start: &[u8],
-        end: Option<&[u8]>,
-        visit: Visit<'_>,
-    ) -> Result<(), Error> {
-        scan_in(&self.data, space, user, start, end, visit)
-    }
+            fn scan(
+                &self,
+                space: Space,
+                user: &str,
+                start: &[u8],
+                end: Option<&[u8]>,
+                visit: Visit<'_>,
+            ) -> Result<(), Error> {
+                scan_in(&self.data, space, user, start, end, visit)
+            }
 
-    fn users(
-        &self,
-        space: Space,
-        visit: &mut dyn FnMut(&str) -> Result<ControlFlow<()>, Error>,
-    ) -> Result<(), Error> {
-        users_in(&self.data, space, visit)
-    }
+            fn users(
+                &self,
+                space: Space,
+                visit: &mut dyn FnMut(&str) -> Result<ControlFlow<()>, Error>,
+            ) -> Result<(), Error> {
+                users_in(&self.data, space, visit)
+            }
+        }
+    };
 }
+
+impl_read_txn!(RedbRead);
+impl_read_txn!(RedbWrite<'_>);
 
 /// The tables of one write transaction, opened once for all of it.
 pub struct RedbWrite<'t> {
     data: Table<'t, Bytes, Bytes>,
     meta: Table<'t, &'static str, u64>,
-}
-
-impl ReadTxn for RedbWrite<'_> {
-    fn format_version(&self) -> Result<u64, Error> {
-        let v = self.meta.get(FORMAT_KEY).map_err(Error::storage)?;
-        Ok(v.map_or(0, |v| v.value()))
-    }
-
-    fn get(&self, space: Space, user: &str, key: &[u8]) -> Result<Option<Vec<u8>>, Error> {
-        get_in(&self.data, space, user, key)
-    }
-
-    fn scan(
-        &self,
-        space: Space,
-        user: &str,
-        start: &[u8],
-        end: Option<&[u8]>,
-        visit: Visit<'_>,
-    ) -> Result<(), Error> {
-        scan_in(&self.data, space, user, start, end, visit)
-    }
-
-    fn users(
-        &self,
-        space: Space,
-        visit: &mut dyn FnMut(&str) -> Result<ControlFlow<()>, Error>,
-    ) -> Result<(), Error> {
-        users_in(&self.data, space, visit)
-    }
 }
 
 impl WriteTxn for RedbWrite<'_> {
