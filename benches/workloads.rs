@@ -33,6 +33,15 @@ fn durable_writes(c: &mut Criterion) {
             assert!(!out.is_error);
         })
     });
+    // The same create without the group-commit queue (a batch of one goes straight to its
+    // transaction): the difference is what the queue costs a lone caller.
+    g.bench_function("create_1KiB_bypassing_queue", |b| {
+        b.iter(|| {
+            let c = create(&format!("/memories/new/f{}.md", unique()), &kib);
+            let out = store.execute_batch(&[("bench".to_owned(), c)]);
+            assert!(!out[0].as_ref().unwrap().is_error);
+        })
+    });
     for (label, size) in [("4KiB", 4 * 1024), ("100KiB", 100 * 1024 - 2048)] {
         let path = format!("/memories/edit/{label}.md");
         let mut content = text(size);
