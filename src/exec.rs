@@ -40,7 +40,9 @@ pub(crate) fn execute<B: Backend + ?Sized>(
         if let Some((path, meta)) = viewed
             && meta.accessed_ms < now_ms.saturating_sub(settings.granularity_ms)
         {
-            record_access(backend, user, &path, now_ms, settings.granularity_ms)?;
+            // Best effort: the view itself succeeded, and a failure to note its time can only
+            // let the file expire up to one granularity early; it must not fail the read.
+            let _ = record_access(backend, user, &path, now_ms, settings.granularity_ms);
         }
         return Ok(output);
     }
