@@ -38,10 +38,18 @@
 //! - [`path`]: model input to a validated [`MemoryPath`] (pure, no I/O).
 //! - [`command`]: the six commands and their parsing from JSON.
 //! - `messages`: every model-facing string, and nothing else.
-//! - `exec` and `tree`: the commands' semantics and the directory index, written once over
+//! - `exec` and `tree`: the commands' semantics and the directory index with its aggregates,
+//!   written once over the seam; `limits` and `secrets`: what every write is checked against.
+//! - `group`: group commit, so that concurrent writers share transactions and flushes.
 //! - [`storage`]: the narrow transactional seam; [`storage::redb`] is the embedded default and
-//!   holds every table definition and the [format version](storage::redb::FORMAT_VERSION).
+//!   holds every table definition and the [format version](storage::redb::FORMAT_VERSION);
+//!   `migrate` upgrades older formats on open; `check` verifies every invariant.
+//! - `backup`: export, import, and plain-directory migration ([`Store::export`],
+//!   [`Store::import`], [`Store::import_dir`], [`Store::export_dir`]).
 //! - [`Store`] / [`UserHandle`]: the API; `src/bin/memkv` is a thin CLI over it.
+//!
+//! `docs/design.md` describes the storage format and the reasoning; `BENCHMARKS.md` the
+//! measured performance.
 //!
 //! [redb]: https://docs.rs/redb
 
