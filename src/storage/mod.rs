@@ -1,6 +1,6 @@
 //! The storage seam: a narrow, transactional, ordered key-value interface.
 //!
-//! The six commands are written once, in [`crate::tree`] and [`crate::exec`], against these
+//! The six commands are written once, in `crate::tree` and `crate::exec`, against these
 //! traits. A backend only has to store bytes under `(space, user, key)` in key order and give
 //! all-or-nothing transactions; it never sees paths or commands. [`redb`] is the embedded default
 //! and today's only implementation; a networked database can slot in by implementing the same

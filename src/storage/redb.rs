@@ -8,7 +8,7 @@
 //! ```
 //!
 //! The length prefix keeps users apart: no user id, however spelled, is a prefix of another
-//! user's keys. The layout of the keys and values inside a space is in [`crate::layout`]; both
+//! user's keys. The layout of the keys and values inside a space is in `crate::layout`; both
 //! are covered by [`FORMAT_VERSION`] and written down in `docs/design.md`.
 
 use std::ops::ControlFlow;
@@ -23,7 +23,7 @@ use super::{Backend, Finish, ReadTxn, Space, Visit, WriteTxn};
 use crate::error::Error;
 
 /// The storage format this build reads and writes. Bump it on any change to the tables below or
-/// to [`crate::layout`], and say in `docs/design.md` how older files are treated.
+/// to `crate::layout`, and say in `docs/design.md` how older files are treated.
 pub const FORMAT_VERSION: u64 = 3;
 /// The oldest format this build migrates on open (see `crate::migrate`).
 pub const OLDEST_MIGRATABLE: u64 = 1;
