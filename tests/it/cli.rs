@@ -418,3 +418,27 @@ fn an_exclusive_writer_refuses_readers_with_a_hint() {
     assert!(child.wait().unwrap().success());
     assert!(memkv(&db).arg("users").output().unwrap().status.success());
 }
+
+/// The recorded session of the README, through the binary, byte for byte against its golden
+/// transcript (regenerate deliberately, and review the diff, if PROTOCOL.md changes).
+#[test]
+fn recorded_session_matches_its_golden_transcript() {
+    let (_dir, db) = temp_db();
+    let input = std::fs::read_to_string(concat!(
+        env!("CARGO_MANIFEST_DIR"),
+        "/examples/session.jsonl"
+    ))
+    .unwrap();
+    let out = exec(&db, "dana", &input);
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let want = std::fs::read_to_string(concat!(
+        env!("CARGO_MANIFEST_DIR"),
+        "/tests/data/session.expected.jsonl"
+    ))
+    .unwrap();
+    assert_eq!(String::from_utf8(out.stdout).unwrap(), want);
+}
