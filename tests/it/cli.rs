@@ -442,3 +442,76 @@ fn recorded_session_matches_its_golden_transcript() {
     .unwrap();
     assert_eq!(String::from_utf8(out.stdout).unwrap(), want);
 }
+
+#[test]
+fn expiry_stats_and_secrets_from_the_command_line() {
+    let (_dir, db) = temp_db();
+    let input = [
+        r#"{"command":"create","path":"/memories/old.md","file_text":"old\n"}"#,
+        r#"{"command":"create","path":"/memories/key.md","file_text":"AKIAIOSFODNN7EXAMPLE"}"#,
+    ]
+    .join("\n");
+    let out = memkv(&db)
+        .args(["--secrets", "redact", "exec", "--user", "u"])
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut child = out;
+    child
+        .stdin
+        .take()
+        .unwrap()
+        .write_all(input.as_bytes())
+        .unwrap();
+    let out = child.wait_with_output().unwrap();
+    let answers = answers(&out);
+    assert_eq!(answers[1]["is_error"], false);
+    assert!(
+        answers[1]["content"]
+            .as_str()
+            .unwrap()
+            .contains("[REDACTED:<kind>]")
+    );
+    let cat = memkv(&db)
+        .args(["cat", "-u", "u", "/memories/key.md"])
+        .output()
+        .unwrap();
+    assert_eq!(cat.stdout, b"[REDACTED:AWS access key]");
+
+    std::thread::sleep(Duration::from_millis(1100));
+    let ttl = ["--ttl", "1s", "--access-granularity", "0s"];
+    let stats = memkv(&db).args(ttl).arg("stats").output().unwrap();
+    let text = String::from_utf8(stats.stdout).unwrap();
+    assert!(text.starts_with("database "), "{text}");
+    let row = text.lines().last().unwrap();
+    let cols: Vec<&str> = row.split_whitespace().collect();
+    assert_eq!(
+        (cols[0], cols[1], cols[3], cols[4], cols[5]),
+        ("0", "0", "2", "29", "u"),
+        "{text}"
+    );
+    let dry = memkv(&db)
+        .args(ttl)
+        .args(["expire", "--dry-run"])
+        .output()
+        .unwrap();
+    assert_eq!(String::from_utf8(dry.stdout).unwrap().lines().count(), 2);
+    assert_eq!(
+        String::from_utf8(dry.stderr).unwrap(),
+        "would delete 2 expired files, 29 bytes\n"
+    );
+    let done = memkv(&db).args(ttl).arg("expire").output().unwrap();
+    assert_eq!(
+        String::from_utf8(done.stderr).unwrap(),
+        "deleted 2 expired files, 29 bytes\n"
+    );
+    // Without a ttl nothing expires; the files are gone for good now.
+    let users = memkv(&db).arg("users").output().unwrap();
+    assert_eq!(
+        String::from_utf8(users.stdout).unwrap(),
+        "   FILES         BYTES  USER\n"
+    );
+    let bad = memkv(&db).args(["--ttl", "3y", "users"]).output().unwrap();
+    assert_eq!(bad.status.code(), Some(2));
+}
