@@ -68,7 +68,12 @@ impl MemoryPath {
     /// # Errors
     /// The first rule of PROTOCOL.md's path table that the NFC form of `input` breaks.
     pub fn parse(input: &str) -> Result<Self, PathError> {
-        let normalized: String = input.nfc().collect();
+        // ASCII text is already in NFC: skip the normalizer on the common path.
+        let normalized: String = if input.is_ascii() {
+            input.to_owned()
+        } else {
+            input.nfc().collect()
+        };
         let rest = normalized
             .strip_prefix(ROOT)
             .filter(|rest| rest.is_empty() || rest.starts_with('/'))
@@ -211,6 +216,9 @@ impl fmt::Debug for MemoryPath {
 
 /// C0, DEL, C1, category Cf (zero-width, bidi controls, BOM …), and the line/paragraph separators.
 fn is_forbidden_char(c: char) -> bool {
+    if c.is_ascii() {
+        return c.is_ascii_control();
+    }
     c.is_control()
         || c == '\u{2028}'
         || c == '\u{2029}'
