@@ -389,6 +389,28 @@ fn command() -> impl Strategy<Value = Value> {
 
 const USERS: [&str; 3] = ["alice", "bob@example.com", "."];
 
+/// Every invariant holds, and every user's files, contents, sizes and totals are the model's.
+fn same_as_model(store: &Store, model: &Model, after: &str) -> Result<(), TestCaseError> {
+    let problems = store.check().unwrap();
+    prop_assert!(problems.is_empty(), "after {}: {:?}", after, problems);
+    for user in USERS {
+        let handle = store.user(user).unwrap();
+        let mut files = Vec::new();
+        for f in handle.files().unwrap() {
+            let content = handle.read_file(&f.path.to_string()).unwrap().unwrap();
+            prop_assert_eq!(f.size as usize, content.len());
+            files.push((f.path.to_string(), content));
+        }
+        let empty = Files::new();
+        let mine = model.users.get(user).unwrap_or(&empty);
+        let want: Vec<(String, String)> = mine.iter().map(|(k, v)| (canon(k), v.clone())).collect();
+        prop_assert_eq!(&files, &want, "user {} after {}", user, after);
+        let bytes: usize = mine.values().map(String::len).sum();
+        prop_assert_eq!(handle.totals().unwrap(), (mine.len() as u64, bytes as u64));
+    }
+    Ok(())
+}
+
 proptest! {
     #![proptest_config(ProptestConfig { cases: 48, ..ProptestConfig::default() })]
 
@@ -404,27 +426,7 @@ proptest! {
             if !want.is_empty() || !want_err {
                 prop_assert_eq!(&got.content, &want, "{} {}", user, input);
             }
-            let problems = store.check().unwrap();
-            prop_assert!(problems.is_empty(), "after {} {}: {:?}", user, input, problems);
-            for other in USERS {
-                let handle = store.user(other).unwrap();
-                let files: Vec<(String, String)> = handle
-                    .files()
-                    .unwrap()
-                    .into_iter()
-                    .map(|f| {
-                        let c = handle.read_file(&f.path.to_string()).unwrap().unwrap();
-                        prop_assert_eq!(f.size as usize, c.len());
-                        Ok((f.path.to_string(), c))
-                    })
-                    .collect::<Result<_, TestCaseError>>()?;
-                let empty = Files::new();
-                let mfiles = model.users.get(other).unwrap_or(&empty);
-                let want: Vec<(String, String)> = mfiles.iter().map(|(k, v)| (canon(k), v.clone())).collect();
-                prop_assert_eq!(&files, &want, "user {} after {}", other, input);
-                let bytes: usize = mfiles.values().map(String::len).sum();
-                prop_assert_eq!(handle.totals().unwrap(), (mfiles.len() as u64, bytes as u64));
-            }
+            same_as_model(&store, &model, &format!("{user} {input}"))?;
         }
     }
 }
@@ -459,20 +461,7 @@ proptest! {
                     prop_assert_eq!(&got.content, &want, "{} {}", user, input);
                 }
             }
-            let problems = store.check().unwrap();
-            prop_assert!(problems.is_empty(), "{:?}", problems);
-            for other in USERS {
-                let handle = store.user(other).unwrap();
-                let files: Vec<(String, String)> = handle
-                    .files()
-                    .unwrap()
-                    .into_iter()
-                    .map(|f| (f.path.to_string(), handle.read_file(&f.path.to_string()).unwrap().unwrap()))
-                    .collect();
-                let empty = Files::new();
-                let want: Vec<(String, String)> = model.users.get(other).unwrap_or(&empty).iter().map(|(k, v)| (canon(k), v.clone())).collect();
-                prop_assert_eq!(files, want, "user {}", other);
-            }
+            same_as_model(&store, &model, "a batch")?;
         }
     }
 }
