@@ -20,35 +20,41 @@ pub struct Cli {
 #[derive(Debug, Args)]
 pub struct Global {
     /// The database file [default: $XDG_DATA_HOME/memkv/memkv.redb, else ~/.local/share/memkv/memkv.redb]
-    #[arg(long, global = true, env = "MEMKV_DB", value_name = "PATH")]
+    #[arg(
+        long,
+        global = true,
+        help_heading = "Store options",
+        env = "MEMKV_DB",
+        value_name = "PATH"
+    )]
     pub db: Option<PathBuf>,
     /// Largest file, in bytes
-    #[arg(long, global = true, value_name = "BYTES", default_value_t = Limits::DEFAULT.max_file_bytes)]
+    #[arg(long, global = true, help_heading = "Store options", value_name = "BYTES", default_value_t = Limits::DEFAULT.max_file_bytes)]
     pub max_file_bytes: u64,
     /// Most files per user
-    #[arg(long, global = true, value_name = "N", default_value_t = Limits::DEFAULT.max_files)]
+    #[arg(long, global = true, help_heading = "Store options", value_name = "N", default_value_t = Limits::DEFAULT.max_files)]
     pub max_files: u64,
     /// Most bytes per user, over all their files
-    #[arg(long, global = true, value_name = "BYTES", default_value_t = Limits::DEFAULT.max_bytes)]
+    #[arg(long, global = true, help_heading = "Store options", value_name = "BYTES", default_value_t = Limits::DEFAULT.max_bytes)]
     pub max_bytes: u64,
     /// Longest `view` output, in characters, before it is truncated
-    #[arg(long, global = true, value_name = "CHARS", default_value_t = Limits::DEFAULT.view_max_chars)]
+    #[arg(long, global = true, help_heading = "Store options", value_name = "CHARS", default_value_t = Limits::DEFAULT.view_max_chars)]
     pub view_max_chars: usize,
     /// Let read-only commands (users, tree, cat, stats, check, export) open the database while
     /// this process writes to it; costs a second disk flush per commit
-    #[arg(long, global = true)]
+    #[arg(long, global = true, help_heading = "Store options")]
     pub shared: bool,
     /// What to do with secrets (API keys, private keys, tokens) in content being written
-    #[arg(long, global = true, value_name = "POLICY", default_value = "reject", value_parser = ["reject", "redact", "off"])]
+    #[arg(long, global = true, help_heading = "Store options", value_name = "POLICY", default_value = "reject", value_parser = ["reject", "redact", "off"])]
     pub secrets: String,
     /// Expire files unused for this long, e.g. 30d, 12h (default: never)
-    #[arg(long, global = true, value_name = "DURATION", value_parser = parse_duration)]
+    #[arg(long, global = true, help_heading = "Store options", value_name = "DURATION", value_parser = parse_duration)]
     pub ttl: Option<Duration>,
     /// Per-user time-to-live, overriding --ttl: NAME=DURATION, or NAME=off to exempt a user
-    #[arg(long, global = true, value_name = "NAME=DURATION", value_parser = parse_user_ttl)]
+    #[arg(long, global = true, help_heading = "Store options", value_name = "NAME=DURATION", value_parser = parse_user_ttl)]
     pub user_ttl: Vec<(String, Option<Duration>)>,
     /// How stale a recorded access time may get before a read refreshes it
-    #[arg(long, global = true, value_name = "DURATION", default_value = "1h", value_parser = parse_duration)]
+    #[arg(long, global = true, help_heading = "Store options", value_name = "DURATION", default_value = "1h", value_parser = parse_duration)]
     pub access_granularity: Duration,
 }
 
