@@ -515,3 +515,65 @@ fn expiry_stats_and_secrets_from_the_command_line() {
     let bad = memkv(&db).args(["--ttl", "3y", "users"]).output().unwrap();
     assert_eq!(bad.status.code(), Some(2));
 }
+
+#[test]
+fn export_piped_into_import() {
+    let (dir, db) = temp_db();
+    let input = [
+        r#"{"command":"create","path":"/memories/a.md","file_text":"alpha\n"}"#,
+        r#"{"command":"create","path":"/memories/d/b.md","file_text":"beta"}"#,
+    ]
+    .join("\n");
+    assert!(exec(&db, "u", &input).status.success());
+    let export = memkv(&db).arg("export").output().unwrap();
+    assert!(export.status.success());
+    assert_eq!(
+        String::from_utf8(export.stderr).unwrap(),
+        "exported 2 files of 1 users, 10 bytes\n"
+    );
+    let copy = dir.path().join("copy.redb");
+    let mut child = memkv(&copy)
+        .args(["import", "-"])
+        .stdin(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    child
+        .stdin
+        .take()
+        .unwrap()
+        .write_all(&export.stdout)
+        .unwrap();
+    let out = child.wait_with_output().unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert_eq!(
+        String::from_utf8(out.stderr).unwrap(),
+        "imported 2 files of 1 users, 10 bytes\n"
+    );
+    let cat = memkv(&copy)
+        .args(["cat", "-u", "u", "/memories/d/b.md"])
+        .output()
+        .unwrap();
+    assert_eq!(cat.stdout, b"beta");
+    // A damaged stream is refused whole, with the line.
+    let mut damaged = export.stdout.clone();
+    damaged.truncate(damaged.len() - 5);
+    let mut child = memkv(&dir.path().join("third.redb"))
+        .args(["import", "-"])
+        .stdin(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    child.stdin.take().unwrap().write_all(&damaged).unwrap();
+    let out = child.wait_with_output().unwrap();
+    assert_eq!(out.status.code(), Some(1));
+    assert!(
+        String::from_utf8_lossy(&out.stderr).contains("memkv: line 4:"),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+}

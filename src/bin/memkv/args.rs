@@ -133,7 +133,7 @@ pub struct ExportArgs {
 #[derive(Debug, Args)]
 #[command(group(clap::ArgGroup::new("source").required(true).args(["file", "from_dir"])))]
 pub struct ImportArgs {
-    /// An export file written by `memkv export`
+    /// An export file written by `memkv export`, or - for standard input
     pub file: Option<PathBuf>,
     /// Import a plain directory tree (e.g. the SDK handler's memories/ folder) as --user's /memories
     #[arg(long, value_name = "DIR", requires = "user")]

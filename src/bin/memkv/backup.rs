@@ -112,6 +112,11 @@ pub fn import(global: &Global, args: &ImportArgs) -> Result {
     let store = global.builder().open(&path)?;
     let bar = Bar::new();
     let summary = match (&args.file, &args.from_dir) {
+        (Some(file), _) if file.as_os_str() == "-" => {
+            // The import reads its input twice (verify, then apply): keep stdin in a file.
+            let spool = Spool::from_stdin()?;
+            store.import(&spool.0, conflict, &mut |p| bar.update(p))?
+        }
         (Some(file), _) => store.import(file, conflict, &mut |p| bar.update(p))?,
         (None, Some(dir)) => {
             let user = args.user.as_deref().expect("clap requires --user");
@@ -129,6 +134,37 @@ pub fn import(global: &Global, args: &ImportArgs) -> Result {
     bar.finish();
     eprintln!("{}", summary_line("imported", &summary));
     Ok(())
+}
+
+/// Standard input copied to a private temporary file, removed when dropped.
+struct Spool(std::path::PathBuf);
+
+impl Spool {
+    fn from_stdin() -> Result<Self> {
+        use std::os::unix::fs::OpenOptionsExt;
+        let path = std::env::temp_dir().join(format!(
+            "memkv-import-{}-{}.jsonl",
+            std::process::id(),
+            std::time::SystemTime::now()
+                .duration_since(std::time::UNIX_EPOCH)
+                .map_or(0, |d| d.as_nanos())
+        ));
+        let mut file = fs::OpenOptions::new()
+            .write(true)
+            .create_new(true)
+            .mode(0o600)
+            .open(&path)
+            .map_err(|e| format!("{}: {e}", path.display()))?;
+        let spool = Spool(path);
+        io::copy(&mut io::stdin().lock(), &mut file)?;
+        Ok(spool)
+    }
+}
+
+impl Drop for Spool {
+    fn drop(&mut self) {
+        let _ = fs::remove_file(&self.0);
+    }
 }
 
 pub fn expire(global: &Global, args: &ExpireArgs) -> Result {
