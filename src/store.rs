@@ -171,6 +171,16 @@ impl StoreBuilder {
         self.backend(RedbBackend::open_read_only(path.as_ref())?)
     }
 
+    /// A store on any redb storage backend (see [`RedbBackend::with_storage`]).
+    pub fn storage(
+        self,
+        storage: impl redb::StorageBackend,
+        location: &str,
+    ) -> Result<Store, Error> {
+        let backend = RedbBackend::with_storage(storage, location)?;
+        self.backend(backend)
+    }
+
     /// A store in memory, gone when dropped.
     pub fn in_memory(self) -> Result<Store, Error> {
         self.backend(RedbBackend::in_memory()?)

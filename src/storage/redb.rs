@@ -167,6 +167,16 @@ impl RedbBackend {
         })
     }
 
+    /// A database on any redb storage backend (an encrypted or remote block store, or a backend
+    /// that fails on purpose in tests). `location` names it in messages. The backend is used
+    /// exclusively by this process.
+    pub fn with_storage(storage: impl redb::StorageBackend, location: &str) -> Result<Self, Error> {
+        let db = Database::builder()
+            .create_with_backend(storage)
+            .map_err(Error::storage)?;
+        Self::init(db, location)
+    }
+
     /// A database that lives in memory and is gone when dropped (tests, ephemeral agents).
     pub fn in_memory() -> Result<Self, Error> {
         let db = Database::builder()

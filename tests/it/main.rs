@@ -4,6 +4,7 @@ mod backup;
 mod cli;
 mod concurrency;
 mod expiry;
+mod faults;
 mod format;
 mod golden;
 mod isolation;
