@@ -100,8 +100,11 @@ fn open(backend: &Faulty) -> Store {
     Store::builder().storage(backend.clone(), "faulty").unwrap()
 }
 
+/// Every user's files and contents: (user, path, content).
+type State = Vec<(String, String, String)>;
+
 /// Every user's files and contents.
-fn state(store: &Store) -> Vec<(String, String, String)> {
+fn state(store: &Store) -> State {
     let mut out = Vec::new();
     for u in store.users().unwrap() {
         let h = store.user(&u.user).unwrap();
@@ -153,13 +156,7 @@ fn commands() -> Vec<(String, Command)> {
 
 /// Runs `commands` one by one with a fault at I/O call `fault`; returns the state that the
 /// acknowledged commands define (replayed on a healthy store) and the state after the crash.
-fn crash_at(
-    fault: u64,
-) -> (
-    Vec<(String, String, String)>,
-    Vec<(String, String, String)>,
-    bool,
-) {
+fn crash_at(fault: u64) -> (State, State, bool) {
     let backend = Faulty::new(Vec::new());
     let store = open(&backend);
     backend.arm(fault);
