@@ -13,20 +13,24 @@ fn memkv(db: &Path) -> Command {
     c
 }
 
-fn exec(db: &Path, user: &str, input: &str) -> Output {
-    let mut child = memkv(db)
-        .args(["exec", "--user", user])
+/// Runs `command` with `input` on its standard input, capturing both outputs.
+fn run_with_input(command: &mut Command, input: &[u8]) -> Output {
+    let mut child = command
         .stdin(Stdio::piped())
         .stdout(Stdio::piped())
         .stderr(Stdio::piped())
         .spawn()
         .unwrap();
     // A process that fails at start (a locked database, say) may exit before reading its input.
-    match child.stdin.take().unwrap().write_all(input.as_bytes()) {
+    match child.stdin.take().unwrap().write_all(input) {
         Err(e) if e.kind() == std::io::ErrorKind::BrokenPipe => {}
         other => other.unwrap(),
     }
     child.wait_with_output().unwrap()
+}
+
+fn exec(db: &Path, user: &str, input: &str) -> Output {
+    run_with_input(memkv(db).args(["exec", "--user", user]), input.as_bytes())
 }
 
 fn answers(out: &Output) -> Vec<Value> {
@@ -255,21 +259,12 @@ fn bad_invocations_fail_clearly() {
 #[test]
 fn db_from_environment_and_limits_from_flags() {
     let (_dir, db) = temp_db();
-    let mut c = Command::new(env!("CARGO_BIN_EXE_memkv"));
-    let mut child = c
-        .env("MEMKV_DB", &db)
-        .args(["--max-file-bytes", "3", "exec", "--user", "u"])
-        .stdin(Stdio::piped())
-        .stdout(Stdio::piped())
-        .spawn()
-        .unwrap();
-    child
-        .stdin
-        .take()
-        .unwrap()
-        .write_all(br#"{"command":"create","path":"/memories/a","file_text":"1234"}"#)
-        .unwrap();
-    let out = child.wait_with_output().unwrap();
+    let out = run_with_input(
+        Command::new(env!("CARGO_BIN_EXE_memkv"))
+            .env("MEMKV_DB", &db)
+            .args(["--max-file-bytes", "3", "exec", "--user", "u"]),
+        br#"{"command":"create","path":"/memories/a","file_text":"1234"}"#,
+    );
     assert_eq!(
         answers(&out),
         vec![
@@ -451,20 +446,10 @@ fn expiry_stats_and_secrets_from_the_command_line() {
         r#"{"command":"create","path":"/memories/key.md","file_text":"AKIAIOSFODNN7EXAMPLE"}"#,
     ]
     .join("\n");
-    let out = memkv(&db)
-        .args(["--secrets", "redact", "exec", "--user", "u"])
-        .stdin(Stdio::piped())
-        .stdout(Stdio::piped())
-        .spawn()
-        .unwrap();
-    let mut child = out;
-    child
-        .stdin
-        .take()
-        .unwrap()
-        .write_all(input.as_bytes())
-        .unwrap();
-    let out = child.wait_with_output().unwrap();
+    let out = run_with_input(
+        memkv(&db).args(["--secrets", "redact", "exec", "--user", "u"]),
+        input.as_bytes(),
+    );
     let answers = answers(&out);
     assert_eq!(answers[1]["is_error"], false);
     assert!(
@@ -532,19 +517,7 @@ fn export_piped_into_import() {
         "exported 2 files of 1 users, 10 bytes\n"
     );
     let copy = dir.path().join("copy.redb");
-    let mut child = memkv(&copy)
-        .args(["import", "-"])
-        .stdin(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .unwrap();
-    child
-        .stdin
-        .take()
-        .unwrap()
-        .write_all(&export.stdout)
-        .unwrap();
-    let out = child.wait_with_output().unwrap();
+    let out = run_with_input(memkv(&copy).args(["import", "-"]), &export.stdout);
     assert!(
         out.status.success(),
         "{}",
@@ -562,14 +535,10 @@ fn export_piped_into_import() {
     // A damaged stream is refused whole, with the line.
     let mut damaged = export.stdout.clone();
     damaged.truncate(damaged.len() - 5);
-    let mut child = memkv(&dir.path().join("third.redb"))
-        .args(["import", "-"])
-        .stdin(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .unwrap();
-    child.stdin.take().unwrap().write_all(&damaged).unwrap();
-    let out = child.wait_with_output().unwrap();
+    let out = run_with_input(
+        memkv(&dir.path().join("third.redb")).args(["import", "-"]),
+        &damaged,
+    );
     assert_eq!(out.status.code(), Some(1));
     assert!(
         String::from_utf8_lossy(&out.stderr).contains("memkv: line 4:"),
