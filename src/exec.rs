@@ -12,7 +12,7 @@
 use std::borrow::Cow;
 use std::ops::ControlFlow;
 
-use crate::ToolOutput;
+use crate::blocks::ToolOutput;
 use crate::command::{Command, ViewRange};
 use crate::error::Error;
 use crate::layout::{FileMeta, Node, Totals, UserTotals};

@@ -22,7 +22,7 @@ use std::panic::AssertUnwindSafe;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Condvar, Mutex, MutexGuard, PoisonError};
 
-use crate::ToolOutput;
+use crate::blocks::ToolOutput;
 use crate::command::Command;
 use crate::error::Error;
 

@@ -65,9 +65,11 @@ mod exec;
 mod group;
 mod layout;
 mod limits;
+pub mod lines;
 mod messages;
 mod migrate;
 pub mod path;
+pub mod protocol;
 mod secrets;
 pub mod storage;
 mod store;
@@ -85,9 +87,10 @@ pub use command::{Command, InputError, ViewRange};
 pub use error::Error;
 pub use limits::{Expiry, Limits};
 pub use path::{MemoryPath, PathError};
+pub use protocol::{InvalidMessage, Message, Response};
 pub use secrets::SecretPolicy;
 pub use store::{
-    ExpiredFile, FileInfo, MAX_USER_ID_BYTES, Response, Store, StoreBuilder, UserHandle,
+    ExpiredFile, FileInfo, MAX_USER_ID_BYTES, OwnedUserHandle, Store, StoreBuilder, UserHandle,
     UserSummary,
 };
 pub use time::utc;

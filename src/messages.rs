@@ -257,7 +257,12 @@ pub fn with_redactions(message: String, kinds: &[&str]) -> String {
 
 // ---- memkv's own (not in the SDK; documented in docs/design.md) ---------------------------
 
-/// A `tool_use` block addressed to another tool than `memory`.
+/// A `tool_use` block that cannot be answered (no string `id`, say); nothing was executed.
+pub fn invalid_block(reason: &str) -> String {
+    format!("Error: Invalid tool_use block: {reason}")
+}
+
+/// A `tool_use` block for a tool other than `memory` (`name_json` is the name as JSON).
 pub fn unknown_tool(name_json: &str) -> String {
     format!("Error: Unknown tool: {name_json}")
 }

@@ -8,7 +8,7 @@ use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use serde_json::Value;
 
-use crate::blocks::{TOOL_NAME, ToolOutput, ToolResult, ToolUse};
+use crate::blocks::ToolOutput;
 use crate::check;
 use crate::command::Command;
 use crate::error::Error;
@@ -16,7 +16,6 @@ use crate::exec::{self, Expired};
 use crate::group::{GroupCommit, Request};
 use crate::layout::Node;
 use crate::limits::{Expiry, Limits, Settings, millis};
-use crate::messages;
 use crate::migrate;
 use crate::path::MemoryPath;
 use crate::secrets::SecretPolicy;
@@ -214,17 +213,6 @@ pub struct Store<B = RedbBackend> {
     group: GroupCommit,
 }
 
-/// The answer to one JSON message (see [`UserHandle::respond`]); serializes as the bare
-/// object or the block, with keys in the order of the Messages API.
-#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize)]
-#[serde(untagged)]
-pub enum Response {
-    /// The answer to a bare command object: `{"content", "is_error"}`.
-    Output(ToolOutput),
-    /// The answer to a `tool_use` block: a `tool_result` block.
-    Result(ToolResult),
-}
-
 /// One user's share of a store, as listed by [`Store::users`].
 #[derive(Debug, Clone, PartialEq, Eq)]
 #[non_exhaustive]
@@ -308,7 +296,20 @@ impl<B: Backend> Store<B> {
         validate_user(id)?;
         Ok(UserHandle {
             store: self,
-            id: id.to_owned(),
+            id: id.into(),
+        })
+    }
+
+    /// An owned handle of user `id`, for tasks that must own what they use (`spawn_blocking`,
+    /// async servers): the `Arc` of the store plus the id.
+    ///
+    /// # Errors
+    /// As [`Self::user`].
+    pub fn owned_user(self: &Arc<Self>, id: &str) -> Result<OwnedUserHandle<B>, Error> {
+        validate_user(id)?;
+        Ok(OwnedUserHandle {
+            store: Arc::clone(self),
+            id: id.into(),
         })
     }
 
@@ -498,10 +499,48 @@ impl<B: Backend> Store<B> {
 }
 
 /// One user's `/memories`. Cheap to create; borrow of the [`Store`].
-#[derive(Debug)]
+#[derive(Debug, Clone)]
 pub struct UserHandle<'s, B = RedbBackend> {
     store: &'s Store<B>,
-    id: String,
+    id: Arc<str>,
+}
+
+/// One user's `/memories`, owning a share of the store: `'static`, `Send` and cheap to clone,
+/// for async tasks and worker threads. [`Self::handle`] gives the borrowed [`UserHandle`] with
+/// every command method.
+#[derive(Debug)]
+pub struct OwnedUserHandle<B = RedbBackend> {
+    store: Arc<Store<B>>,
+    id: Arc<str>,
+}
+
+impl<B> Clone for OwnedUserHandle<B> {
+    fn clone(&self) -> Self {
+        OwnedUserHandle {
+            store: Arc::clone(&self.store),
+            id: Arc::clone(&self.id),
+        }
+    }
+}
+
+impl<B: Backend> OwnedUserHandle<B> {
+    /// The user id.
+    pub fn id(&self) -> &str {
+        &self.id
+    }
+
+    /// The store.
+    pub fn store(&self) -> &Arc<Store<B>> {
+        &self.store
+    }
+
+    /// The handle to run commands with (no allocation).
+    pub fn handle(&self) -> UserHandle<'_, B> {
+        UserHandle {
+            store: &self.store,
+            id: Arc::clone(&self.id),
+        }
+    }
 }
 
 impl<B: Backend> UserHandle<'_, B> {
@@ -542,66 +581,6 @@ impl<B: Backend> UserHandle<'_, B> {
                 content: e.message(),
                 is_error: true,
             }),
-        }
-    }
-
-    /// Answers a whole `tool_use` block. A block for another tool gets an error result.
-    pub fn handle_tool_use(&self, block: &ToolUse) -> Result<ToolResult, Error> {
-        let output = if block.name == TOOL_NAME {
-            self.execute_json(&block.input)?
-        } else {
-            ToolOutput {
-                content: messages::unknown_tool(&Value::String(block.name.clone()).to_string()),
-                is_error: true,
-            }
-        };
-        Ok(ToolResult::new(block.id.clone(), output))
-    }
-
-    /// Answers one JSON message: a `tool_use` block gets a [`ToolResult`], anything else is taken
-    /// as a bare command object and gets a [`ToolOutput`].
-    pub fn respond(&self, message: &Value) -> Result<Response, Error> {
-        if message.get("type").and_then(Value::as_str) == Some("tool_use") {
-            let block = ToolUse {
-                id: string_field(message, "id"),
-                name: string_field(message, "name"),
-                input: message.get("input").cloned().unwrap_or(Value::Null),
-            };
-            return Ok(Response::Result(self.handle_tool_use(&block)?));
-        }
-        Ok(Response::Output(self.execute_json(message)?))
-    }
-
-    /// Answers one line of a JSON Lines stream with one line of JSON (no newline).
-    ///
-    /// A line that is not JSON gets the `Error: Invalid JSON: …` output. When the storage fails
-    /// the answer says so to the model (nothing was changed) and the error is returned beside
-    /// it, for the operator.
-    pub fn respond_line(&self, line: &str) -> (String, Option<Error>) {
-        let message: Value = match serde_json::from_str(line) {
-            Ok(v) => v,
-            Err(e) => {
-                let output = ToolOutput {
-                    content: messages::invalid_json(&e.to_string()),
-                    is_error: true,
-                };
-                return (to_line(&output), None);
-            }
-        };
-        match self.respond(&message) {
-            Ok(answer) => (to_line(&answer), None),
-            Err(error) => {
-                let output = ToolOutput {
-                    content: messages::storage_failure(),
-                    is_error: true,
-                };
-                let answer = if message.get("type").and_then(Value::as_str) == Some("tool_use") {
-                    to_line(&ToolResult::new(string_field(&message, "id"), output))
-                } else {
-                    to_line(&output)
-                };
-                (answer, Some(error))
-            }
         }
     }
 
@@ -656,17 +635,6 @@ impl<B: Backend> UserHandle<'_, B> {
                 .settings(&self.id)
                 .expiry_cutoff(self.store.now_ms()),
         )
-    }
-}
-
-fn to_line(value: &impl serde::Serialize) -> String {
-    serde_json::to_string(value).expect("plain structs serialize")
-}
-
-fn string_field(value: &Value, field: &str) -> String {
-    match value.get(field) {
-        Some(Value::String(s)) => s.clone(),
-        _ => String::new(),
     }
 }
 

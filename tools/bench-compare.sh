@@ -18,4 +18,4 @@ fi
   || { echo "the SDK's memory handler is missing from $venv" >&2; exit 1; }
 
 echo "machine: $(nproc) cores, $(free -g | awk '/Mem:/ {print $2}') GiB, $(uname -r); disk of $(pwd): $(df -h . | awk 'NR==2 {print $1, $2}')" >&2
-cargo bench --bench compare -- --python "$venv/bin/python" "$@"
+cargo bench -p memkv-bench-compare --bench compare -- --python "$venv/bin/python" "$@"

@@ -1,5 +1,6 @@
 //! Golden tests: every string and rule of PROTOCOL.md, byte for byte, through the library.
 
+use memkv::protocol::{self, Message};
 use memkv::{Store, UserHandle};
 use serde_json::{Value, json};
 
@@ -772,29 +773,52 @@ fn malformed_input() {
 fn tool_use_blocks_pass_through() {
     let store = Store::in_memory().unwrap();
     let u = store.user("u").unwrap();
-    let answer = serde_json::to_value(u
-        .respond(&json!({"type": "tool_use", "id": "toolu_01", "name": "memory", "input": {"command": "view", "path": "/memories"}}))
-        .unwrap()).unwrap();
-    assert_eq!(
-        answer,
-        json!({"type": "tool_result", "tool_use_id": "toolu_01", "is_error": false,
-               "content": "Here're the files and directories up to 2 levels deep in /memories, excluding hidden items and node_modules:\n0B\t/memories"})
-    );
-    let answer = serde_json::to_value(
-        u.respond(&json!({"type": "tool_use", "id": "t2", "name": "bash", "input": {}}))
-            .unwrap(),
-    )
-    .unwrap();
-    assert_eq!(
-        answer,
-        json!({"type": "tool_result", "tool_use_id": "t2", "is_error": true, "content": "Error: Unknown tool: \"bash\""})
-    );
-    let (line, error) = u.respond_line("{not json");
-    assert!(error.is_none());
+    let answer = |message: Value| {
+        let message = Message::from_json(message).unwrap();
+        let (response, errors) = protocol::answer(&u, message);
+        assert!(errors.is_empty());
+        serde_json::to_value(response).unwrap()
+    };
+    let view = json!({"type": "tool_use", "id": "toolu_01", "name": "memory", "input": {"command": "view", "path": "/memories"}});
+    let viewed = json!({"type": "tool_result", "tool_use_id": "toolu_01", "is_error": false,
+               "content": "Here're the files and directories up to 2 levels deep in /memories, excluding hidden items and node_modules:\n0B\t/memories"});
+    assert_eq!(answer(view.clone()), viewed);
+    let bash = json!({"type": "tool_use", "id": "t2", "name": "bash", "input": {}});
+    let unknown = json!({"type": "tool_result", "tool_use_id": "t2", "is_error": true, "content": "Error: Unknown tool: \"bash\""});
+    assert_eq!(answer(bash.clone()), unknown);
+    // All the calls of one turn, answered in order.
+    assert_eq!(answer(json!([view, bash])), json!([viewed, unknown]));
+
+    let (line, errors) = protocol::answer_line(&u, b"{not json");
+    assert!(errors.is_empty());
     assert_eq!(
         line,
         r#"{"content":"Error: Invalid JSON: key must be a string at line 1 column 2","is_error":true}"#
     );
+}
+
+#[test]
+fn a_block_without_an_id_is_refused_and_nothing_runs() {
+    let store = Store::in_memory().unwrap();
+    let u = store.user("u").unwrap();
+    for line in [
+        r#"{"type":"tool_use","name":"memory","input":{"command":"create","path":"/memories/a","file_text":"x"}}"#,
+        r#"{"type":"tool_use","id":42,"name":"memory","input":{"command":"create","path":"/memories/a","file_text":"x"}}"#,
+        r#"[{"type":"tool_use","id":"ok","name":"memory","input":{"command":"create","path":"/memories/a","file_text":"x"}},{"type":"tool_use","name":"memory","input":{}}]"#,
+    ] {
+        let (answer, errors) = protocol::answer_line(&u, line.as_bytes());
+        assert!(errors.is_empty());
+        let answer: Value = serde_json::from_str(&answer).unwrap();
+        assert_eq!(answer["is_error"], true, "{line}");
+        assert!(
+            answer["content"]
+                .as_str()
+                .unwrap()
+                .starts_with("Error: Invalid tool_use block: "),
+            "{answer}"
+        );
+    }
+    assert!(u.files().unwrap().is_empty());
 }
 
 #[test]

@@ -1,7 +1,6 @@
 //! Integration tests, compiled into one binary.
 
 mod backup;
-mod cli;
 mod concurrency;
 mod expiry;
 mod faults;

@@ -421,7 +421,7 @@ fn recorded_session_matches_its_golden_transcript() {
     let (_dir, db) = temp_db();
     let input = std::fs::read_to_string(concat!(
         env!("CARGO_MANIFEST_DIR"),
-        "/examples/session.jsonl"
+        "/../../examples/session.jsonl"
     ))
     .unwrap();
     let out = exec(&db, "dana", &input);
@@ -432,7 +432,7 @@ fn recorded_session_matches_its_golden_transcript() {
     );
     let want = std::fs::read_to_string(concat!(
         env!("CARGO_MANIFEST_DIR"),
-        "/tests/data/session.expected.jsonl"
+        "/../../tests/data/session.expected.jsonl"
     ))
     .unwrap();
     assert_eq!(String::from_utf8(out.stdout).unwrap(), want);

@@ -4,9 +4,10 @@
 //!
 //! ```sh
 //! tools/bench-compare.sh            # sets up the Python virtualenv, then runs this
-//! cargo bench --bench compare -- [--python PATH] [--seconds N] [--rounds N]
+//! cargo bench -p memkv-bench-compare --bench compare -- [--python PATH] [--seconds N] [--rounds N]
 //! ```
 
+#[path = "../../../benches/common/mod.rs"]
 mod common;
 
 use std::fs::OpenOptions;

@@ -1,0 +1,1 @@
+//! Holds only the `compare` bench (benches/compare.rs); see BENCHMARKS.md.

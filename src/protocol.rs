@@ -1,0 +1,296 @@
+//! The memory tool on the wire, one answer for every face.
+//!
+//! `memkv exec`, the HTTP server, MCP and the SDK adapters all hand the JSON they receive to this
+//! module, so a string can only differ between faces if a test says so. A message is one of:
+//!
+//! - the `input` object of a `tool_use` block, answered with a bare [`ToolOutput`]
+//!   (`{"content", "is_error"}`);
+//! - a whole [`ToolUse`] block, answered with a [`ToolResult`] block;
+//! - an array of `tool_use` blocks (every memory call of one assistant turn), executed in order
+//!   and answered with the array of results.
+//!
+//! A block without a string `id` is refused whole ([`InvalidMessage`]): nothing is executed,
+//! since its answer could not be matched to the call.
+
+use serde::Serialize;
+use serde_json::Value;
+
+use crate::blocks::{TOOL_NAME, ToolOutput, ToolResult, ToolUse};
+use crate::error::Error;
+use crate::limits::Limits;
+use crate::messages;
+use crate::storage::Backend;
+use crate::store::UserHandle;
+
+/// The answer to one message (see [`answer`]); serializes as the bare object, the block, or
+/// the array of blocks, with keys in the order of the Messages API.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[serde(untagged)]
+pub enum Response {
+    /// The answer to a bare command object: `{"content", "is_error"}`.
+    Output(ToolOutput),
+    /// The answer to a `tool_use` block: a `tool_result` block.
+    Result(ToolResult),
+    /// The answer to an array of `tool_use` blocks: their results, in order.
+    Results(Vec<ToolResult>),
+}
+
+/// A message this module refuses whole, before executing anything.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[non_exhaustive]
+pub enum InvalidMessage {
+    /// The text is not JSON (or not UTF-8).
+    #[error("{0}")]
+    Json(String),
+    /// A line longer than the limit for one message.
+    #[error("the line is longer than {limit} bytes")]
+    TooLong {
+        /// The limit, in bytes.
+        limit: usize,
+    },
+    /// A `tool_use` block that cannot be answered: `id` or `name` missing or not a string.
+    #[error("{0}")]
+    Block(String),
+}
+
+impl InvalidMessage {
+    /// What the model reads about it (a line-oriented face answers with this).
+    pub fn output(&self) -> ToolOutput {
+        let content = match self {
+            InvalidMessage::Json(reason) => messages::invalid_json(reason),
+            InvalidMessage::TooLong { .. } => messages::invalid_json(&self.to_string()),
+            InvalidMessage::Block(reason) => messages::invalid_block(reason),
+        };
+        ToolOutput {
+            content,
+            is_error: true,
+        }
+    }
+}
+
+/// A parsed message: what to execute, before anything is.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Message {
+    /// The `input` object of a `tool_use` block (or any other value: it gets the model's error).
+    Input(Value),
+    /// One `tool_use` block.
+    Block(ToolUse),
+    /// Several `tool_use` blocks, answered in order.
+    Blocks(Vec<ToolUse>),
+}
+
+impl Message {
+    /// Classifies `value`. An object with `"type": "tool_use"` is a block; an array is a list of
+    /// blocks; anything else is a command input (whose mistakes the model is told about).
+    ///
+    /// # Errors
+    /// [`InvalidMessage::Block`] for a block without a non-empty string `id` or a string
+    /// `name`, or an array that is empty or holds anything but `tool_use` blocks.
+    pub fn from_json(value: Value) -> Result<Message, InvalidMessage> {
+        match value {
+            Value::Array(items) => {
+                if items.is_empty() {
+                    return Err(InvalidMessage::Block(
+                        "an array of tool_use blocks must not be empty".into(),
+                    ));
+                }
+                let blocks = items
+                    .into_iter()
+                    .enumerate()
+                    .map(|(i, item)| {
+                        if !is_tool_use(&item) {
+                            return Err(InvalidMessage::Block(format!(
+                                "element {i} of the array is not a tool_use block"
+                            )));
+                        }
+                        block(item).map_err(|e| InvalidMessage::Block(format!("element {i}: {e}")))
+                    })
+                    .collect::<Result<Vec<_>, _>>()?;
+                Ok(Message::Blocks(blocks))
+            }
+            value if is_tool_use(&value) => block(value).map(Message::Block),
+            value => Ok(Message::Input(value)),
+        }
+    }
+
+    /// Parses one line or request body.
+    ///
+    /// # Errors
+    /// [`InvalidMessage::Json`] for text that is not JSON, then as [`Self::from_json`].
+    pub fn parse(text: &[u8]) -> Result<Message, InvalidMessage> {
+        let value: Value =
+            serde_json::from_slice(text).map_err(|e| InvalidMessage::Json(e.to_string()))?;
+        Message::from_json(value)
+    }
+}
+
+fn is_tool_use(value: &Value) -> bool {
+    value.get("type").and_then(Value::as_str) == Some("tool_use")
+}
+
+fn block(mut value: Value) -> Result<ToolUse, InvalidMessage> {
+    let field = |value: &mut Value, name: &str| match value.get_mut(name).map(Value::take) {
+        Some(Value::String(s)) if !s.is_empty() || name != "id" => Ok(s),
+        Some(Value::String(_)) => Err(InvalidMessage::Block(format!("`{name}` is empty"))),
+        Some(_) => Err(InvalidMessage::Block(format!("`{name}` must be a string"))),
+        None => Err(InvalidMessage::Block(format!("`{name}` is missing"))),
+    };
+    let id = field(&mut value, "id")?;
+    let name = field(&mut value, "name")?;
+    let input = value.get_mut("input").map_or(Value::Null, Value::take);
+    Ok(ToolUse { id, name, input })
+}
+
+/// The longest message that can carry a valid command under `limits`: the two largest string
+/// fields (`old_str` and `new_str`) at the file-size limit, each JSON-escaped at worst six
+/// bytes per byte (`\u0000`), plus room for the rest. Faces cap lines and bodies at this.
+pub fn max_message_bytes(limits: &Limits) -> usize {
+    let file = usize::try_from(limits.max_file_bytes).unwrap_or(usize::MAX);
+    file.saturating_mul(12).saturating_add(64 * 1024)
+}
+
+/// Answers `message` for `user`. A storage failure is answered to the model with
+/// [`messages::storage_failure`] (nothing was applied) and also returned, for the operator; in
+/// an array, each block is answered on its own, in order.
+pub fn answer<B: Backend>(user: &UserHandle<'_, B>, message: Message) -> (Response, Vec<Error>) {
+    let mut errors = Vec::new();
+    let mut run = |block: ToolUse| match user.handle_tool_use(&block) {
+        Ok(result) => result,
+        Err(e) => {
+            errors.push(e);
+            ToolResult::new(block.id, storage_failure())
+        }
+    };
+    let response = match message {
+        Message::Input(input) => Response::Output(user.execute_json(&input).unwrap_or_else(|e| {
+            errors.push(e);
+            storage_failure()
+        })),
+        Message::Block(block) => Response::Result(run(block)),
+        Message::Blocks(blocks) => Response::Results(blocks.into_iter().map(run).collect()),
+    };
+    (response, errors)
+}
+
+/// Answers one line of a JSON Lines stream with one line of JSON (no newline), and the storage
+/// failures beside it for the operator. A line that is not a valid message gets its
+/// [`InvalidMessage::output`].
+pub fn answer_line<B: Backend>(user: &UserHandle<'_, B>, line: &[u8]) -> (String, Vec<Error>) {
+    match Message::parse(line) {
+        Ok(message) => {
+            let (response, errors) = answer(user, message);
+            (to_line(&response), errors)
+        }
+        Err(invalid) => (to_line(&invalid.output()), Vec::new()),
+    }
+}
+
+fn storage_failure() -> ToolOutput {
+    ToolOutput {
+        content: messages::storage_failure(),
+        is_error: true,
+    }
+}
+
+/// One value as one line of JSON.
+pub fn to_line(value: &impl Serialize) -> String {
+    serde_json::to_string(value).expect("plain structs serialize")
+}
+
+impl<B: Backend> UserHandle<'_, B> {
+    /// Answers a whole `tool_use` block. A block for another tool gets an error result.
+    ///
+    /// # Errors
+    /// A storage failure; nothing was applied.
+    pub fn handle_tool_use(&self, block: &ToolUse) -> Result<ToolResult, Error> {
+        let output = if block.name == TOOL_NAME {
+            self.execute_json(&block.input)?
+        } else {
+            ToolOutput {
+                content: messages::unknown_tool(&Value::String(block.name.clone()).to_string()),
+                is_error: true,
+            }
+        };
+        Ok(ToolResult::new(block.id.clone(), output))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    #[test]
+    fn blocks_without_a_string_id_or_name_are_refused() {
+        for (value, reason) in [
+            (
+                json!({"type": "tool_use", "name": "memory", "input": {}}),
+                "`id` is missing",
+            ),
+            (
+                json!({"type": "tool_use", "id": 7, "name": "memory"}),
+                "`id` must be a string",
+            ),
+            (
+                json!({"type": "tool_use", "id": "", "name": "memory"}),
+                "`id` is empty",
+            ),
+            (json!({"type": "tool_use", "id": "t"}), "`name` is missing"),
+            (json!([]), "an array of tool_use blocks must not be empty"),
+            (
+                json!([{"command": "view"}]),
+                "element 0 of the array is not a tool_use block",
+            ),
+            (
+                json!([{"type": "tool_use", "id": "a", "name": "memory"}, {"type": "tool_use", "name": "memory"}]),
+                "element 1: `id` is missing",
+            ),
+        ] {
+            assert_eq!(
+                Message::from_json(value.clone()),
+                Err(InvalidMessage::Block(reason.into())),
+                "{value}"
+            );
+        }
+    }
+
+    #[test]
+    fn messages_are_classified() {
+        let block =
+            json!({"type": "tool_use", "id": "a", "name": "memory", "input": {"command": "view"}});
+        let want = ToolUse {
+            id: "a".into(),
+            name: "memory".into(),
+            input: json!({"command": "view"}),
+        };
+        assert_eq!(
+            Message::from_json(block.clone()),
+            Ok(Message::Block(want.clone()))
+        );
+        assert_eq!(
+            Message::from_json(json!([block])),
+            Ok(Message::Blocks(vec![want]))
+        );
+        let input = json!({"command": "view", "path": "/memories"});
+        assert_eq!(Message::from_json(input.clone()), Ok(Message::Input(input)));
+        assert!(matches!(
+            Message::parse(b"{not json"),
+            Err(InvalidMessage::Json(_))
+        ));
+        assert!(matches!(
+            Message::parse(b"\"\xff\""),
+            Err(InvalidMessage::Json(_))
+        ));
+    }
+
+    #[test]
+    fn the_message_cap_fits_the_largest_valid_command() {
+        let limits = Limits::DEFAULT;
+        let worst = r"\u0000".repeat(limits.max_file_bytes as usize);
+        let line = format!(
+            r#"{{"command":"str_replace","path":"/memories/{}","old_str":"{worst}","new_str":"{worst}"}}"#,
+            "a/".repeat(20)
+        );
+        assert!(line.len() <= max_message_bytes(&limits));
+    }
+}
