@@ -37,7 +37,7 @@ pub(crate) fn check_user<T: ReadTxn + ?Sized>(txn: &T, user: &str) -> Result<Vec
             }
         }
     }
-    let mut contents: BTreeMap<MemoryPath, usize> = BTreeMap::new();
+    let mut contents: BTreeMap<MemoryPath, (usize, [u8; 32])> = BTreeMap::new();
     for (key, value) in all(txn, Space::Contents, user)? {
         if std::str::from_utf8(&value).is_err() {
             problems.push(format!(
@@ -45,7 +45,10 @@ pub(crate) fn check_user<T: ReadTxn + ?Sized>(txn: &T, user: &str) -> Result<Vec
                 layout::path_of_content_key(&key)?
             ));
         }
-        contents.insert(layout::path_of_content_key(&key)?, value.len());
+        contents.insert(
+            layout::path_of_content_key(&key)?,
+            (value.len(), layout::sha256(&value)),
+        );
     }
     let mut access: BTreeSet<(MemoryPath, i64, u64)> = BTreeSet::new();
     for (key, value) in all(txn, Space::Access, user)? {
@@ -58,9 +61,14 @@ pub(crate) fn check_user<T: ReadTxn + ?Sized>(txn: &T, user: &str) -> Result<Vec
     for (path, meta) in &files {
         match contents.get(path) {
             None => problems.push(format!("{path} has no content")),
-            Some(&len) if len as u64 != meta.size => problems.push(format!(
+            Some(&(len, _)) if len as u64 != meta.size => problems.push(format!(
                 "{path} has size {} but {len} bytes of content",
                 meta.size
+            )),
+            Some((_, sha256)) if *sha256 != meta.sha256 => problems.push(format!(
+                "the content of {path} does not match its SHA-256 (recorded {}, found {}): it was damaged",
+                layout::hex(&meta.sha256),
+                layout::hex(sha256)
             )),
             Some(_) => {}
         }

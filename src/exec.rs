@@ -491,12 +491,7 @@ fn store<'c, T: WriteTxn + ?Sized>(
     if let Some(message) = check_limits(&settings.limits, raw, &content, old, totals) {
         return Ok(Err(message));
     }
-    let meta = FileMeta {
-        size: content.len() as u64,
-        created_ms: old.map_or(now_ms, |m| m.created_ms),
-        modified_ms: now_ms,
-        accessed_ms: now_ms,
-    };
+    let meta = FileMeta::times(old.map_or(now_ms, |m| m.created_ms), now_ms, now_ms);
     tree.write_file(path, &content, old, meta)?;
     Ok(Ok(Stored { content, redacted }))
 }

@@ -16,6 +16,7 @@
 //! - Values are postcard-encoded [`Node`] and [`UserTotals`]; contents are the raw UTF-8 bytes.
 
 use serde::{Deserialize, Serialize};
+use sha2::{Digest, Sha256};
 
 use crate::error::Error;
 use crate::path::MemoryPath;
@@ -33,17 +34,59 @@ pub enum Node {
     Dir(Totals),
 }
 
-/// A file's size and times (milliseconds since the Unix epoch).
+/// A file's size, content hash and times (milliseconds since the Unix epoch).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 pub struct FileMeta {
     /// Length in bytes.
     pub size: u64,
+    /// SHA-256 of the content's UTF-8 bytes (since format 4); `memkv check` verifies it.
+    pub sha256: [u8; 32],
     /// When the file was created.
     pub created_ms: i64,
     /// When its content last changed.
     pub modified_ms: i64,
     /// When it was last read or written (kept for expiry; may lag behind).
     pub accessed_ms: i64,
+}
+
+impl FileMeta {
+    /// The metadata of `content` with the given times: its size and SHA-256 are computed.
+    pub fn new(content: &str, created_ms: i64, modified_ms: i64, accessed_ms: i64) -> Self {
+        FileMeta {
+            size: content.len() as u64,
+            sha256: sha256(content.as_bytes()),
+            created_ms,
+            modified_ms,
+            accessed_ms,
+        }
+    }
+
+    /// Times only, for [`crate::tree::Tree::write_file`], which fills in the size and hash of
+    /// the content it writes.
+    pub fn times(created_ms: i64, modified_ms: i64, accessed_ms: i64) -> Self {
+        FileMeta {
+            size: 0,
+            sha256: [0; 32],
+            created_ms,
+            modified_ms,
+            accessed_ms,
+        }
+    }
+}
+
+/// The SHA-256 of `bytes`.
+pub fn sha256(bytes: &[u8]) -> [u8; 32] {
+    Sha256::digest(bytes).into()
+}
+
+/// Lowercase hexadecimal, as the memory-stores API and export files spell hashes.
+pub fn hex(bytes: &[u8]) -> String {
+    use std::fmt::Write;
+    let mut out = String::with_capacity(bytes.len() * 2);
+    for b in bytes {
+        let _ = write!(out, "{b:02x}");
+    }
+    out
 }
 
 /// Number of files and their total size: per directory, and per user.
@@ -282,13 +325,14 @@ mod tests {
 
     #[test]
     fn records_round_trip_and_garbage_is_corrupt() {
-        let node = Node::File(FileMeta {
-            size: 3,
-            created_ms: 1,
-            modified_ms: 2,
-            accessed_ms: 2,
-        });
+        let node = Node::File(FileMeta::new("abc", 1, 2, 2));
         assert_eq!(decode::<Node>(&encode(&node), "node").unwrap(), node);
+        // The hash is the lowercase-hex SHA-256 of the UTF-8 bytes (FIPS 180-2 test vector).
+        let Node::File(meta) = node else { panic!() };
+        assert_eq!(
+            hex(&meta.sha256),
+            "ba7816bf8f01cfea414140de5dae2223b00361a396177a9cb410ff61f20015ad"
+        );
         assert!(matches!(
             decode::<Node>(&[9, 9], "node"),
             Err(Error::Corrupt(_))

@@ -251,6 +251,8 @@ pub struct FileInfo {
     pub path: MemoryPath,
     /// Length in bytes.
     pub size: u64,
+    /// SHA-256 of the content's UTF-8 bytes, in lowercase hexadecimal.
+    pub sha256: String,
     /// Creation time, milliseconds since the Unix epoch.
     pub created_ms: i64,
     /// Last content change, milliseconds since the Unix epoch.
@@ -601,6 +603,7 @@ impl<B: Backend> UserHandle<'_, B> {
                 out.push(FileInfo {
                     path,
                     size: meta.size,
+                    sha256: crate::layout::hex(&meta.sha256),
                     created_ms: meta.created_ms,
                     modified_ms: meta.modified_ms,
                     accessed_ms: meta.accessed_ms,

@@ -6,7 +6,8 @@
 //! - every proper ancestor directory of a file (but the root) has a `Node::Dir` whose totals are
 //!   the sum over the files below it, and no other `Node::Dir` exists (directories are implicit);
 //! - the user's `UserTotals` are the sum over all files, and absent when there are none;
-//! - every file has exactly one `Access` entry, under its `accessed_ms`, holding its size.
+//! - every file has exactly one `Access` entry, under its `accessed_ms`, holding its size;
+//! - every file's `sha256` is the SHA-256 of its content.
 
 use std::ops::ControlFlow;
 
@@ -176,9 +177,10 @@ impl<'t, T: WriteTxn + ?Sized> Tree<'t, T> {
         }
     }
 
-    /// Writes `content` to the file at `path` with the times of `meta` (its `size` is taken
-    /// from `content`), replacing the file `existing` if there is one. The caller has checked
-    /// that no ancestor is a file and that `path` is no directory.
+    /// Writes `content` to the file at `path` with the times of `meta` (its `size` and
+    /// `sha256` are computed from `content` as written: build it with [`FileMeta::times`]), replacing the
+    /// file `existing` if there is one. The caller has checked that no ancestor is a file and
+    /// that `path` is no directory.
     pub fn write_file(
         &mut self,
         path: &MemoryPath,
@@ -186,10 +188,7 @@ impl<'t, T: WriteTxn + ?Sized> Tree<'t, T> {
         existing: Option<FileMeta>,
         meta: FileMeta,
     ) -> Result<(), Error> {
-        let meta = FileMeta {
-            size: content.len() as u64,
-            ..meta
-        };
+        let meta = FileMeta::new(content, meta.created_ms, meta.modified_ms, meta.accessed_ms);
         let old = existing.map_or(Totals::default(), |m| Node::File(m).weight());
         if let Some(old) = existing {
             self.txn.remove(

@@ -243,12 +243,7 @@ fn walk_dir(
             Entry {
                 user: user.to_owned(),
                 path,
-                meta: FileMeta {
-                    size: content.len() as u64,
-                    created_ms,
-                    modified_ms,
-                    accessed_ms: now,
-                },
+                meta: FileMeta::times(created_ms, modified_ms, now),
                 content,
             },
         ));

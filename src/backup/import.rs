@@ -49,12 +49,7 @@ impl<B: Backend> Store<B> {
                 };
                 digest.update(raw);
                 let path = MemoryPath::parse(&path).map_err(|e| import_error(n, e.to_string()))?;
-                let meta = FileMeta {
-                    size: content.len() as u64,
-                    created_ms,
-                    modified_ms,
-                    accessed_ms,
-                };
+                let meta = FileMeta::times(created_ms, modified_ms, accessed_ms);
                 let entry = Entry {
                     meta,
                     user,

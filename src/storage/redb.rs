@@ -24,7 +24,7 @@ use crate::error::Error;
 
 /// The storage format this build reads and writes. Bump it on any change to the tables below or
 /// to `crate::layout`, and say in `docs/design.md` how older files are treated.
-pub const FORMAT_VERSION: u64 = 3;
+pub const FORMAT_VERSION: u64 = 4;
 /// The oldest format this build migrates on open (see `crate::migrate`).
 pub const OLDEST_MIGRATABLE: u64 = 1;
 

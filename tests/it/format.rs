@@ -16,6 +16,11 @@ fn format_v2_database_opens_and_reads_back() {
     old_format_reads_back("format-v2.redb");
 }
 
+#[test]
+fn format_v3_database_opens_and_reads_back() {
+    old_format_reads_back("format-v3.redb");
+}
+
 fn fixture(name: &str) -> (tempfile::TempDir, std::path::PathBuf) {
     let dir = tempfile::tempdir().unwrap();
     let db = dir.path().join(name);
@@ -60,6 +65,12 @@ fn old_format_reads_back(name: &str) {
         decisions.ends_with("3. Currency codes are ISO 4217 strings, validated at the API edge.\n")
     );
     let bob = store.user("bob@example.com").unwrap();
+    // The migration computed each file's SHA-256.
+    let files = bob.files().unwrap();
+    assert_eq!(
+        files[0].sha256,
+        "1a1707bb54e5fb4deddd19f07adcb4f1e022ca7879e3c8348da8d4fa496ae8e2"
+    );
     assert_eq!(
         bob.read_file("/memories/cafe\u{301}/n.md")
             .unwrap()
@@ -98,4 +109,55 @@ fn an_old_format_is_refused_read_only_with_a_clear_error() {
     drop(Store::builder().open_existing(&db).unwrap());
     let store = Store::builder().open_read_only(&db).unwrap();
     assert_eq!(store.users().unwrap().len(), 2);
+}
+
+/// Flips one byte of the stored content of `path` (same length), through redb itself.
+pub fn damage_content(db: &std::path::Path, user: &str, content_key: &[u8]) {
+    use redb::ReadableTable;
+    let table: redb::TableDefinition<&[u8], &[u8]> = redb::TableDefinition::new("memkv_data");
+    let mut key = (user.len() as u32).to_be_bytes().to_vec();
+    key.extend_from_slice(user.as_bytes());
+    key.push(4); // the Contents space
+    key.extend_from_slice(content_key);
+    let db = redb::Database::open(db).unwrap();
+    let w = db.begin_write().unwrap();
+    {
+        let mut t = w.open_table(table).unwrap();
+        let mut value = t.get(key.as_slice()).unwrap().unwrap().value().to_vec();
+        value[0] ^= 0x01; // 'h' -> 'i': still UTF-8, same size
+        t.insert(key.as_slice(), value.as_slice()).unwrap();
+    }
+    w.commit().unwrap();
+}
+
+#[test]
+fn check_finds_content_that_no_longer_matches_its_hash() {
+    let dir = tempfile::tempdir().unwrap();
+    let db = dir.path().join("db");
+    let store = Store::open(&db).unwrap();
+    let out = store
+        .user("u")
+        .unwrap()
+        .execute_json(
+            &json!({"command": "create", "path": "/memories/a/notes.md", "file_text": "hello\n"}),
+        )
+        .unwrap();
+    assert!(!out.is_error);
+    assert_eq!(
+        store.user("u").unwrap().files().unwrap()[0].sha256,
+        "5891b5b522d5df086d0ff0b110fbd9d21bb4fc7163af34d08286a2e846f6be03"
+    );
+    assert_eq!(store.check().unwrap(), Vec::<(String, String)>::new());
+    drop(store);
+    damage_content(&db, "u", b"a\x01notes.md");
+    let store = Store::open(&db).unwrap();
+    let problems = store.check().unwrap();
+    assert_eq!(problems.len(), 1, "{problems:?}");
+    assert_eq!(problems[0].0, "u");
+    assert!(
+        problems[0]
+            .1
+            .starts_with("the content of /memories/a/notes.md does not match its SHA-256"),
+        "{problems:?}"
+    );
 }
