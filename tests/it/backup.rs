@@ -378,7 +378,7 @@ fn hostile_or_damaged_exports_change_nothing() {
     );
     refused(
         |l, e| {
-            l[1]["content"] = json!("key AKIAIOSFODNN7EXAMPLE");
+            l[1]["content"] = json!("key AKIAUJZDEGXDNCF32EPF");
             e.reseal(l);
         },
         2,

@@ -443,7 +443,7 @@ fn expiry_stats_and_secrets_from_the_command_line() {
     let (_dir, db) = temp_db();
     let input = [
         r#"{"command":"create","path":"/memories/old.md","file_text":"old\n"}"#,
-        r#"{"command":"create","path":"/memories/key.md","file_text":"AKIAIOSFODNN7EXAMPLE"}"#,
+        r#"{"command":"create","path":"/memories/key.md","file_text":"AKIAUJZDEGXDNCF32EPF"}"#,
     ]
     .join("\n");
     let out = run_with_input(
