@@ -1,0 +1,233 @@
+"""`MemkvMemoryTool` and `AsyncMemkvMemoryTool`: the SDK's memory-tool interface, backed by memkv.
+
+The SDK's tool runner calls `tool.call(tool_use.input)` for every memory tool_use block and sends
+back what it returns as the tool_result content, or, for a `ToolError`, the error's content with
+`is_error: true`. Both pass through the runner unchanged (it only folds unpaired surrogates,
+which memkv never returns). So `call` sends the model's input object to memkv as it is, without
+the SDK's model round trip (which would turn an unknown command into `NotImplementedError`), and
+the model reads exactly the bytes `memkv exec` prints for that input. The six command methods
+do the same for callers that use them directly.
+"""
+
+from __future__ import annotations
+
+import time
+from types import TracebackType
+
+import anyio
+import httpx2
+from typing_extensions import Self, override
+from anthropic.tools import BetaAbstractMemoryTool, BetaAsyncAbstractMemoryTool
+from anthropic.types.beta import (
+    BetaCacheControlEphemeralParam,
+    BetaMemoryTool20250818ViewCommand,
+    BetaMemoryTool20250818CreateCommand,
+    BetaMemoryTool20250818DeleteCommand,
+    BetaMemoryTool20250818InsertCommand,
+    BetaMemoryTool20250818RenameCommand,
+    BetaMemoryTool20250818StrReplaceCommand,
+)
+
+from . import _wire
+from ._errors import MemkvError
+
+__all__ = ["MemkvMemoryTool", "AsyncMemkvMemoryTool"]
+
+
+class MemkvMemoryTool(BetaAbstractMemoryTool):
+    """The memory tool for one memkv memory store (a memkv user), for `Anthropic` clients.
+
+    ```py
+    memory = MemkvMemoryTool("dana")  # MEMKV_URL / MEMKV_API_KEY
+    client.beta.messages.tool_runner(..., tools=[memory]).until_done()
+    ```
+
+    A model mistake raises the SDK's `ToolError` with memkv's exact message (the runner sends it
+    back with `is_error: true`); memkv unreachable, a bad key or a refused request raise
+    `MemkvError`. One connection pool per object: `close()` it, or use it as a context manager.
+    """
+
+    def __init__(
+        self,
+        store: str,
+        *,
+        base_url: str | None = None,
+        api_key: str | None = None,
+        timeout: float | httpx2.Timeout | None = _wire.DEFAULT_TIMEOUT,
+        max_retries: int = _wire.DEFAULT_MAX_RETRIES,
+        cache_control: BetaCacheControlEphemeralParam | None = None,
+        http_client: httpx2.Client | None = None,
+    ) -> None:
+        super().__init__(cache_control=cache_control)
+        self.store = store
+        self.base_url = _wire.resolve_base_url(base_url)
+        self._url = self.base_url + _wire.tool_path(store)
+        self._headers = _wire.headers(_wire.resolve_api_key(api_key))
+        if max_retries < 0:
+            raise ValueError("max_retries must be >= 0")
+        self.max_retries = max_retries
+        self._owns_client = http_client is None
+        self._client = http_client or httpx2.Client(timeout=_wire.make_timeout(timeout))
+
+    def send(self, input: object) -> str:
+        """Executes one command input object; returns memkv's content or raises `ToolError`."""
+        body = _wire.encode(input)
+        for attempt in range(self.max_retries + 1):
+            try:
+                response = self._client.post(self._url, content=body, headers=self._headers)
+            except httpx2.HTTPError as exc:
+                error: MemkvError = _wire.transport_error(exc)
+                error.__cause__ = exc
+                retry = _wire.retryable_transport(exc)
+            else:
+                if response.status_code == 200:
+                    return _wire.content_of(response)
+                error = _wire.http_error(response)
+                retry = _wire.retryable_status(error)
+            if not retry or attempt == self.max_retries:
+                raise error
+            time.sleep(_wire.retry_wait(attempt, error))
+        raise AssertionError("unreachable")
+
+    @override
+    def call(self, input: object) -> str:
+        return self.send(input)
+
+    @override
+    def view(self, command: BetaMemoryTool20250818ViewCommand) -> str:
+        return self.send(_wire.command_input(command))
+
+    @override
+    def create(self, command: BetaMemoryTool20250818CreateCommand) -> str:
+        return self.send(_wire.command_input(command))
+
+    @override
+    def str_replace(self, command: BetaMemoryTool20250818StrReplaceCommand) -> str:
+        return self.send(_wire.command_input(command))
+
+    @override
+    def insert(self, command: BetaMemoryTool20250818InsertCommand) -> str:
+        return self.send(_wire.command_input(command))
+
+    @override
+    def delete(self, command: BetaMemoryTool20250818DeleteCommand) -> str:
+        return self.send(_wire.command_input(command))
+
+    @override
+    def rename(self, command: BetaMemoryTool20250818RenameCommand) -> str:
+        return self.send(_wire.command_input(command))
+
+    def close(self) -> None:
+        """Closes the connection pool (not one passed in as `http_client`)."""
+        if self._owns_client:
+            self._client.close()
+
+    def __enter__(self) -> Self:
+        return self
+
+    def __exit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        self.close()
+
+    def __repr__(self) -> str:
+        return f"MemkvMemoryTool(store={self.store!r}, base_url={self.base_url!r})"
+
+
+class AsyncMemkvMemoryTool(BetaAsyncAbstractMemoryTool):
+    """`MemkvMemoryTool` for `AsyncAnthropic` clients: the same calls, awaited.
+
+    `await tool.aclose()`, or `async with AsyncMemkvMemoryTool(...) as memory:`.
+    """
+
+    def __init__(
+        self,
+        store: str,
+        *,
+        base_url: str | None = None,
+        api_key: str | None = None,
+        timeout: float | httpx2.Timeout | None = _wire.DEFAULT_TIMEOUT,
+        max_retries: int = _wire.DEFAULT_MAX_RETRIES,
+        cache_control: BetaCacheControlEphemeralParam | None = None,
+        http_client: httpx2.AsyncClient | None = None,
+    ) -> None:
+        super().__init__(cache_control=cache_control)
+        self.store = store
+        self.base_url = _wire.resolve_base_url(base_url)
+        self._url = self.base_url + _wire.tool_path(store)
+        self._headers = _wire.headers(_wire.resolve_api_key(api_key))
+        if max_retries < 0:
+            raise ValueError("max_retries must be >= 0")
+        self.max_retries = max_retries
+        self._owns_client = http_client is None
+        self._client = http_client or httpx2.AsyncClient(timeout=_wire.make_timeout(timeout))
+
+    async def send(self, input: object) -> str:
+        """Executes one command input object; returns memkv's content or raises `ToolError`."""
+        body = _wire.encode(input)
+        for attempt in range(self.max_retries + 1):
+            try:
+                response = await self._client.post(self._url, content=body, headers=self._headers)
+            except httpx2.HTTPError as exc:
+                error: MemkvError = _wire.transport_error(exc)
+                error.__cause__ = exc
+                retry = _wire.retryable_transport(exc)
+            else:
+                if response.status_code == 200:
+                    return _wire.content_of(response)
+                error = _wire.http_error(response)
+                retry = _wire.retryable_status(error)
+            if not retry or attempt == self.max_retries:
+                raise error
+            await anyio.sleep(_wire.retry_wait(attempt, error))
+        raise AssertionError("unreachable")
+
+    @override
+    async def call(self, input: object) -> str:
+        return await self.send(input)
+
+    @override
+    async def view(self, command: BetaMemoryTool20250818ViewCommand) -> str:
+        return await self.send(_wire.command_input(command))
+
+    @override
+    async def create(self, command: BetaMemoryTool20250818CreateCommand) -> str:
+        return await self.send(_wire.command_input(command))
+
+    @override
+    async def str_replace(self, command: BetaMemoryTool20250818StrReplaceCommand) -> str:
+        return await self.send(_wire.command_input(command))
+
+    @override
+    async def insert(self, command: BetaMemoryTool20250818InsertCommand) -> str:
+        return await self.send(_wire.command_input(command))
+
+    @override
+    async def delete(self, command: BetaMemoryTool20250818DeleteCommand) -> str:
+        return await self.send(_wire.command_input(command))
+
+    @override
+    async def rename(self, command: BetaMemoryTool20250818RenameCommand) -> str:
+        return await self.send(_wire.command_input(command))
+
+    async def aclose(self) -> None:
+        """Closes the connection pool (not one passed in as `http_client`)."""
+        if self._owns_client:
+            await self._client.aclose()
+
+    async def __aenter__(self) -> Self:
+        return self
+
+    async def __aexit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        await self.aclose()
+
+    def __repr__(self) -> str:
+        return f"AsyncMemkvMemoryTool(store={self.store!r}, base_url={self.base_url!r})"
