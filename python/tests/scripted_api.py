@@ -14,7 +14,7 @@ from typing import Any, Iterator, Sequence
 from contextlib import contextmanager
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
-MODEL = "claude-sonnet-4-5"
+MODEL = "claude-sonnet-5-5"
 
 
 def tool_use(id: str, input: dict[str, Any], name: str = "memory") -> dict[str, Any]:

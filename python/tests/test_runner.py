@@ -116,8 +116,12 @@ def test_commands_across_turns(mode: str, server: memkv.LocalServer, memkv_bin: 
         expected.append(expected_blocks([id for id, _ in turn], answers[at : at + len(turn)]))
         at += len(turn)
     assert api.tool_results() == expected
-    # Each request carries the whole history: the model's turns and the SDK's results so far.
-    assert [len(body["messages"]) for body in api.requests] == [1, 3, 5, 7, 9]
+    # anthropic 2.14 threads the conversation: each later request continues the previous reply
+    # and carries only the new user message, the tool results.
+    assert api.requests[0]["thread"] == {"type": "create"}
+    for n, body in enumerate(api.requests[1:], 1):
+        assert body["thread"] == {"type": "continue", "previous_message_id": f"msg_{n:04}"}
+        assert body["messages"] == [{"role": "user", "content": expected[n - 1]}]
 
     server.stop()
     assert tree_paths(memkv_bin, server.db_path, "dana") == ["/memories/kept/b.md"]
@@ -211,3 +215,23 @@ def test_server_restart_between_turns_loses_nothing(mode: str, db: Path, memkv_b
         ]
     assert tree_paths(memkv_bin, db, "dana") == ["/memories/progress.md"]
     assert cat(memkv_bin, db, "dana", "/memories/progress.md") == "step 2 done\n"
+
+
+def test_failures_the_model_did_not_cause_reach_it_as_errors(mode: str, db: Path, memkv_bin: str) -> None:
+    """A bad key and a server that is gone: the runner sends the tool's `MemkvError` back as an
+    error result and goes on; nothing was written."""
+    create = {"command": "create", "path": "/memories/a.md", "file_text": "x\n"}
+    with memkv.serve_local(db, binary=memkv_bin) as server:
+        with scripted_api([[tool_use("toolu_1", create)], final()]) as api:
+            last = run_agent(mode, api, server.base_url, "wrong-key", "dana")
+        assert last.content[0].text == "Done."
+        [block] = api.all_tool_results()
+        assert block["is_error"] is True and block["tool_use_id"] == "toolu_1"
+        assert block["content"].startswith("MemkvError('memkv: HTTP 401 authentication_error: ")
+    with scripted_api([[tool_use("toolu_2", create)], final()]) as api:
+        run_agent(mode, api, server.base_url, server.api_key, "dana")
+    [block] = api.all_tool_results()
+    assert block["is_error"] is True
+    assert block["content"].startswith("MemkvConnectionError('memkv: connection_error: ")
+    with memkv.serve_local(db, binary=memkv_bin) as again, again.tool("dana") as tool:
+        assert tool.call({"command": "view", "path": "/memories"}).endswith("\n0B\t/memories")

@@ -72,7 +72,7 @@ def make_timeout(timeout: float | httpx2.Timeout | None) -> httpx2.Timeout:
 
 def encode(input: object) -> bytes:
     """The command's input object as JSON, strings unchanged (no ASCII escaping)."""
-    return json.dumps(input, ensure_ascii=False, separators=(",", ":")).encode("utf-8")
+    return json.dumps(input, ensure_ascii=False, separators=(",", ":"), default=command_input).encode("utf-8")
 
 
 def command_input(command: object) -> object:
