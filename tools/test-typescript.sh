@@ -1,0 +1,25 @@
+#!/usr/bin/env bash
+# The TypeScript package's tests (typescript/): the real @anthropic-ai/sdk tool runner against a
+# scripted Messages API on loopback and a real `memkv serve`. Needs Node.js >= 20 and npm.
+# MEMKV_BIN, if set, names the memkv binary to test; otherwise the workspace's is built.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+if [ -z "${MEMKV_BIN:-}" ]; then
+  echo "== cargo build -p memkv-cli (the memkv binary)"
+  cargo build --locked -p memkv-cli
+  target_dir=$(cargo metadata --format-version 1 --no-deps |
+    node -e 'let s="";process.stdin.on("data",d=>s+=d).on("end",()=>console.log(JSON.parse(s).target_directory))')
+  export MEMKV_BIN="$target_dir/debug/memkv"
+fi
+echo "MEMKV_BIN=$MEMKV_BIN"
+
+cd typescript
+echo "== node $(node --version), npm $(npm --version)"
+echo "== npm ci"
+npm ci --no-audit --no-fund
+echo "== tsc (package and tests)"
+npm run --silent build
+npm run --silent build:test  # tests and examples/typescript
+echo "== node --test"
+node --test build/test/*.test.js

@@ -1,0 +1,15 @@
+/**
+ * memkv for the Anthropic TypeScript SDK: handlers for `betaMemoryTool` that keep each store's
+ * `/memories` in a memkv server instead of a local directory.
+ *
+ * ```ts
+ * import { memkvMemoryTool } from 'memkv';
+ *
+ * const memory = memkvMemoryTool({ store: 'alice@example.com' }); // MEMKV_URL, MEMKV_API_KEY
+ * const runner = client.beta.messages.toolRunner({ model, max_tokens, messages, tools: [memory] });
+ * ```
+ */
+export { MemkvClient, DEFAULT_TIMEOUT_MS, type MemkvClientOptions, type ToolOutput } from './client.js';
+export { MemkvError, MemkvAPIError, MemkvConnectionError } from './errors.js';
+export { memkvMemoryHandlers, memkvMemoryTool, type MemkvMemoryOptions } from './memory.js';
+export { serveLocal, type LocalServer, type ServeLocalOptions } from './serve-local.js';

@@ -1,0 +1,55 @@
+import { betaMemoryTool, type MemoryToolHandlers } from '@anthropic-ai/sdk/helpers/beta/memory';
+import { ToolError } from '@anthropic-ai/sdk/lib/tools/ToolError';
+import type { BetaMemoryTool20250818 } from '@anthropic-ai/sdk/resources/beta';
+import { MemkvClient, type MemkvClientOptions } from './client.js';
+
+/** Options of {@link memkvMemoryHandlers} and {@link memkvMemoryTool}. */
+export interface MemkvMemoryOptions extends MemkvClientOptions {
+  /** The memkv store (user id) whose `/memories` the model works on, e.g. `"alice@example.com"`. */
+  store: string;
+  /**
+   * A client to share between stores (one connection pool). When given, `baseURL`, `apiKey`,
+   * `fetch` and `timeoutMs` are ignored.
+   */
+  client?: MemkvClient | undefined;
+}
+
+const COMMANDS = ['view', 'create', 'str_replace', 'insert', 'delete', 'rename'] as const;
+
+/**
+ * Handlers for the SDK's `betaMemoryTool` that run each command on a memkv server.
+ *
+ * Each command's input goes unchanged to `POST {baseURL}/v1/memory_stores/{store}/tool`. memkv's
+ * answer comes back as the tool result: its content on success; on a model mistake a `ToolError`
+ * with memkv's exact content, which the tool runner sends as `is_error: true` with those bytes.
+ * A transport failure or an HTTP error throws a `MemkvError`, which the runner reports to the model
+ * as an error result (`Error: ...`); memkv applies a command completely or not at all.
+ */
+export function memkvMemoryHandlers(options: MemkvMemoryOptions): MemoryToolHandlers {
+  const { store } = options;
+  if (typeof store !== 'string' || store.length === 0) {
+    throw new TypeError('memkv: `store` must be a non-empty string');
+  }
+  const client = options.client ?? new MemkvClient(options);
+  const run = async (input: unknown): Promise<string> => {
+    const output = await client.tool(store, input);
+    if (output.is_error) {
+      throw new ToolError(output.content);
+    }
+    return output.content;
+  };
+  return Object.fromEntries(COMMANDS.map((command) => [command, run])) as MemoryToolHandlers;
+}
+
+/**
+ * The memory tool for `client.beta.messages.toolRunner`, backed by memkv: the drop-in replacement
+ * for `betaMemoryTool(await BetaLocalFilesystemMemoryTool.init(...))`.
+ *
+ * @param extraProps more fields of the tool definition, e.g. `cache_control`
+ */
+export function memkvMemoryTool(
+  options: MemkvMemoryOptions,
+  extraProps?: Omit<BetaMemoryTool20250818, 'type' | 'name'>,
+): ReturnType<typeof betaMemoryTool> {
+  return betaMemoryTool(memkvMemoryHandlers(options), extraProps);
+}
