@@ -26,18 +26,7 @@ const COMMANDS = ['view', 'create', 'str_replace', 'insert', 'delete', 'rename']
  * as an error result (`Error: ...`); memkv applies a command completely or not at all.
  */
 export function memkvMemoryHandlers(options: MemkvMemoryOptions): MemoryToolHandlers {
-  const { store } = options;
-  if (typeof store !== 'string' || store.length === 0) {
-    throw new TypeError('memkv: `store` must be a non-empty string');
-  }
-  const client = options.client ?? new MemkvClient(options);
-  const run = async (input: unknown): Promise<string> => {
-    const output = await client.tool(store, input);
-    if (output.is_error) {
-      throw new ToolError(output.content);
-    }
-    return output.content;
-  };
+  const run = runner(options);
   return Object.fromEntries(COMMANDS.map((command) => [command, run])) as MemoryToolHandlers;
 }
 
@@ -45,11 +34,37 @@ export function memkvMemoryHandlers(options: MemkvMemoryOptions): MemoryToolHand
  * The memory tool for `client.beta.messages.toolRunner`, backed by memkv: the drop-in replacement
  * for `betaMemoryTool(await BetaLocalFilesystemMemoryTool.init(...))`.
  *
+ * Unlike `betaMemoryTool` over handlers, it sends every input to memkv, an unknown or missing
+ * `command` included, so the model reads memkv's own answer (`Error: Unknown command: ...`) for
+ * those too, byte for byte as `memkv exec` gives it.
+ *
  * @param extraProps more fields of the tool definition, e.g. `cache_control`
  */
 export function memkvMemoryTool(
   options: MemkvMemoryOptions,
   extraProps?: Omit<BetaMemoryTool20250818, 'type' | 'name'>,
 ): ReturnType<typeof betaMemoryTool> {
-  return betaMemoryTool(memkvMemoryHandlers(options), extraProps);
+  const run = runner(options);
+  const tool = betaMemoryTool(
+    Object.fromEntries(COMMANDS.map((command) => [command, run])) as MemoryToolHandlers,
+    extraProps,
+  );
+  tool.run = (input) => run(input);
+  return tool;
+}
+
+/** Runs one input on the store: memkv's content, or a `ToolError` with it for a model mistake. */
+function runner(options: MemkvMemoryOptions): (input: unknown) => Promise<string> {
+  const { store } = options;
+  if (typeof store !== 'string' || store.length === 0) {
+    throw new TypeError('memkv: `store` must be a non-empty string');
+  }
+  const client = options.client ?? new MemkvClient(options);
+  return async (input: unknown): Promise<string> => {
+    const output = await client.tool(store, input);
+    if (output.is_error) {
+      throw new ToolError(output.content);
+    }
+    return output.content;
+  };
 }

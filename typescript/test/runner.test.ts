@@ -49,6 +49,12 @@ describe('toolRunner with memkvMemoryTool', () => {
         call('v5', { command: 'view', path: '/memories/dir2/x.md' }),
         call('e1', { command: 'view', path: '/memories/../etc/passwd' }),
       ],
+      [
+        call('m1', { command: 'frobnicate', path: '/memories' }),
+        call('m2', { path: '/memories' }),
+        call('m3', { command: 'create', path: '/memories/n.md' }),
+        call('m4', { command: 'insert', path: '/memories/notes.md', insert_line: '1', insert_text: 'x' }),
+      ],
     ];
     const db = dir.db('commands');
     const conversation = await withServer(db, (server) =>
@@ -82,6 +88,16 @@ describe('toolRunner with memkvMemoryTool', () => {
     });
     assert.equal(escape?.is_error, true);
     assert.match(String(escape?.content), /^Error: Invalid path \/memories\/\.\.\/etc\/passwd: /);
+    // Malformed input reaches memkv too (not the SDK's "... not implemented").
+    assert.deepEqual(
+      flat.slice(12).map((r) => [r.content, r.is_error]),
+      [
+        ['Error: Unknown command: "frobnicate"', true],
+        ['Error: Unknown command: null', true],
+        ['Error: Missing required parameter `file_text` for command `create`', true],
+        ['Error: Invalid parameter `insert_line` for command `insert`: expected integer', true],
+      ],
+    );
     assert.equal(conversation.final.content[0]?.type === 'text' && conversation.final.content[0].text, FINAL_TEXT);
 
     const files = await storeFiles(db, 'dana');
