@@ -175,6 +175,37 @@ describe('toolRunner with memkvMemoryTool', () => {
     });
   });
 
+  test('streamed turns with runToolsEagerly: each call starts as its block ends, same answers', async () => {
+    const setup = [
+      { command: 'create', path: '/memories/a.md', file_text: 'alpha\n' },
+      { command: 'create', path: '/memories/b.md', file_text: 'bee\n' },
+    ];
+    const eager: Turn = [
+      call('q1', { command: 'view', path: '/memories/a.md' }),
+      call('q2', { command: 'str_replace', path: '/memories/b.md', old_str: 'bee', new_str: 'BEE' }),
+      call('q3', { command: 'create', path: '/memories/c.md', file_text: 'sea\n' }),
+      call('q4', { command: 'delete', path: '/memories/nothing' }),
+    ];
+    const turns: Turn[] = [setup.map((input, i) => call(`s${i}`, input)), eager];
+    const db = dir.db('eager');
+    const conversation = await withServer(db, (server) =>
+      converse(memkvMemoryTool({ store: 'eager', baseURL: server.baseURL, apiKey: server.apiKey }), turns, {
+        stream: true,
+        runToolsEagerly: true,
+      }),
+    );
+    const reference = dir.db('eager-ref');
+    const expected = await memkvExec(reference, 'eager', inputs(turns));
+    let k = 0;
+    assert.deepEqual(
+      conversation.results,
+      turns.map((turn) => turn.map((b) => expectedBlock(b as BetaToolUseBlock, expected[k++]!))),
+    );
+    assert.equal(conversation.results[1]![3]!.content, 'Error: The path /memories/nothing does not exist');
+    assert.equal(conversation.final.content[0]?.type === 'text' && conversation.final.content[0].text, FINAL_TEXT);
+    assert.deepEqual(await storeFiles(db, 'eager'), await storeFiles(reference, 'eager'));
+  });
+
   test('racing writes to one file of one turn lose nothing and never both win', async () => {
     const lines = ['l1', 'l2', 'l3', 'l4', 'l5', 'l6'];
     const turns: Turn[] = [

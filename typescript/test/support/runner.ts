@@ -16,7 +16,7 @@ export interface Conversation {
 export async function converse(
   memory: BetaRunnableTool<any>,
   turns: Turn[],
-  options: { thread?: false } = {},
+  options: { thread?: false; stream?: true; runToolsEagerly?: true } = {},
 ): Promise<Conversation> {
   const api = await ScriptedMessagesAPI.start(turns);
   try {
@@ -35,6 +35,9 @@ export async function converse(
       ...options,
     });
     const final = await runner.runUntilDone();
+    if (options.stream && api.requests.some((r) => r.body.stream !== true)) {
+      throw new Error('the runner did not stream every turn');
+    }
     return { final, results: api.toolResults(), requests: api.requests };
   } finally {
     await api.close();

@@ -89,7 +89,7 @@ export class ScriptedMessagesAPI {
     this.requests.push({ url: req.url ?? '', body });
     const index = this.requests.length - 1;
     // Bounded: one request per scripted turn, one for the final answer, and nothing after it.
-    if (index > this.#turns.length || body.stream) {
+    if (index > this.#turns.length) {
       send(res, 400, {
         type: 'error',
         error: { type: 'invalid_request_error', message: `unexpected request ${index + 1}` },
@@ -107,6 +107,10 @@ export class ScriptedMessagesAPI {
       stop_sequence: null,
       usage: { input_tokens: 10, output_tokens: 10 },
     } as unknown as BetaMessage;
+    if (body.stream) {
+      stream(res, message);
+      return;
+    }
     send(res, 200, message, { 'request-id': `req_scripted_${index + 1}` });
   }
 }
@@ -114,6 +118,33 @@ export class ScriptedMessagesAPI {
 /** A memory `tool_use` block. */
 export function memoryCall(id: string, input: Record<string, unknown>): BetaToolUseBlock {
   return { type: 'tool_use', id, name: 'memory', input } as BetaToolUseBlock;
+}
+
+/** `message` as the Messages API streams it: server-sent events, one content block after another. */
+function stream(res: ServerResponse, message: BetaMessage): void {
+  res.writeHead(200, { 'content-type': 'text/event-stream', 'cache-control': 'no-cache' });
+  const event = (type: string, data: Record<string, unknown>) =>
+    res.write(`event: ${type}\ndata: ${JSON.stringify({ type, ...data })}\n\n`);
+  event('message_start', { message: { ...message, content: [], stop_reason: null } });
+  message.content.forEach((block, index) => {
+    if (block.type === 'tool_use') {
+      event('content_block_start', { index, content_block: { ...block, input: {} } });
+      event('content_block_delta', {
+        index,
+        delta: { type: 'input_json_delta', partial_json: JSON.stringify(block.input) },
+      });
+    } else if (block.type === 'text') {
+      event('content_block_start', { index, content_block: { ...block, text: '' } });
+      event('content_block_delta', { index, delta: { type: 'text_delta', text: block.text } });
+    }
+    event('content_block_stop', { index });
+  });
+  event('message_delta', {
+    delta: { stop_reason: message.stop_reason, stop_sequence: null },
+    usage: { output_tokens: 10 },
+  });
+  event('message_stop', {});
+  res.end();
 }
 
 function readBody(req: IncomingMessage): Promise<string> {
