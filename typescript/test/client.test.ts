@@ -16,7 +16,7 @@ import {
   serveLocal,
   type LocalServer,
 } from '../src/index.js';
-import { tempDir } from './support/memkv.js';
+import { addStoreKey, tempDir } from './support/memkv.js';
 import { converse } from './support/runner.js';
 import { memoryCall } from './support/scripted-api.js';
 
@@ -116,6 +116,18 @@ describe('MemkvClient', () => {
       assert.equal(e.status, 401);
       assert.equal(e.errorType, 'authentication_error');
       assert.doesNotMatch(e.message, /not-a-key/);
+      return true;
+    });
+  });
+
+  test('a store key works on its store only; on another it is a MemkvAPIError 404', async () => {
+    // Added while the server runs: it sees new keys without a restart.
+    const key = await addStoreKey(dir.db(), 'owner');
+    const client = new MemkvClient({ baseURL: server.baseURL, apiKey: key });
+    assert.equal((await client.tool('owner', { command: 'view', path: '/memories' })).is_error, false);
+    await assert.rejects(client.tool('someone-else', { command: 'view', path: '/memories' }), (e: unknown) => {
+      assert.ok(e instanceof MemkvAPIError);
+      assert.deepEqual([e.status, e.errorType], [404, 'not_found_error']);
       return true;
     });
   });

@@ -84,6 +84,12 @@ export async function storeFiles(db: string, user: string): Promise<Record<strin
   return files;
 }
 
+/** `memkv --db DB keys add --store STORE`: a key for that store alone (the key is the last line). */
+export async function addStoreKey(db: string, store: string): Promise<string> {
+  const out = await run(['--db', db, 'keys', 'add', '--store', store]);
+  return out.trimEnd().split('\n').at(-1)!.trim();
+}
+
 /** The users `memkv users` lists. */
 export async function storeUsers(db: string): Promise<string[]> {
   const out = await run(['--db', db, 'users']);
