@@ -6,11 +6,11 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 
 if [ -z "${MEMKV_BIN:-}" ]; then
-  echo "== cargo build -p memkv-cli (the memkv binary)"
-  cargo build --locked -p memkv-cli
+  echo "== cargo build --release -p memkv-cli (the memkv binary)"
+  cargo build --release --locked -p memkv-cli
   target_dir=$(cargo metadata --format-version 1 --no-deps |
     node -e 'let s="";process.stdin.on("data",d=>s+=d).on("end",()=>console.log(JSON.parse(s).target_directory))')
-  export MEMKV_BIN="$target_dir/debug/memkv"
+  export MEMKV_BIN="$target_dir/release/memkv"
 fi
 echo "MEMKV_BIN=$MEMKV_BIN"
 
