@@ -76,9 +76,10 @@ pub enum Error {
         reason: PathError,
     },
     /// An import file was refused; nothing was changed.
-    #[error("line {line}: {reason}")]
+    #[error("{}{reason}", if *line == 0 { String::new() } else { format!("line {line}: ") })]
     Import {
-        /// The 1-based line of the export file (0 for the file as a whole).
+        /// The 1-based line of the export file (0 for the file as a whole: the message then
+        /// names no line).
         line: u64,
         /// What is wrong with it.
         reason: String,
@@ -91,6 +92,15 @@ pub enum Error {
         /// What went wrong.
         source: std::io::Error,
     },
+    /// An operator call named a user who has no files (live or expired).
+    #[error("no such user: {user:?} has no files")]
+    UnknownUser {
+        /// The id as given.
+        user: String,
+    },
+    /// Writing an export failed (a full disk, a closed pipe: see [`std::io::Error::kind`]).
+    #[error("writing the export: {0}")]
+    Output(#[source] std::io::Error),
     /// A stored record that memkv cannot decode: the database was damaged or edited by hand.
     #[error("corrupt record in the database: {0}")]
     Corrupt(String),

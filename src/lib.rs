@@ -44,8 +44,9 @@
 //! - [`storage`]: the narrow transactional seam; [`storage::redb`] is the embedded default and
 //!   holds every table definition and the [format version](storage::redb::FORMAT_VERSION);
 //!   `migrate` upgrades older formats on open; `check` verifies every invariant.
-//! - `backup`: export, import, and plain-directory migration ([`Store::export`],
-//!   [`Store::import`], [`Store::import_dir`], [`Store::export_dir`]).
+//! - `backup`: export, import, and plain-directory migration ([`Store::export`] into an
+//!   [`ExportFile`] or any writer, [`Store::import_from`] an [`ImportSource`],
+//!   [`Store::import_dir`], [`Store::export_dir`]).
 //! - [`Store`] / [`UserHandle`]: the API; `src/bin/memkv` is a thin CLI over it.
 //!
 //! `docs/design.md` describes the storage format and the reasoning; `BENCHMARKS.md` the
@@ -81,7 +82,9 @@ mod tree;
 #[cfg(doctest)]
 pub struct ReadmeDoctests;
 
-pub use backup::{Conflict, EXPORT_FORMAT, EXPORT_VERSION, Progress, Skipped, Summary};
+pub use backup::{
+    Conflict, EXPORT_FORMAT, EXPORT_VERSION, ExportFile, ImportSource, Progress, Skipped, Summary,
+};
 pub use blocks::{TOOL_NAME, ToolOutput, ToolResult, ToolUse};
 pub use command::{Command, InputError, ViewRange};
 pub use error::Error;

@@ -205,12 +205,14 @@ pub fn too_many_lines(path: &str, max_lines: u64) -> String {
 
 /// A `create` over the per-user file quota.
 pub fn quota_files(limit: u64) -> String {
-    format!("Error: Memory quota exceeded: at most {limit} files")
+    let files = if limit == 1 { "file" } else { "files" };
+    format!("Error: Memory quota exceeded: at most {limit} {files}")
 }
 
 /// A write over the per-user byte quota.
 pub fn quota_bytes(limit: u64) -> String {
-    format!("Error: Memory quota exceeded: at most {limit} bytes in total")
+    let bytes = if limit == 1 { "byte" } else { "bytes" };
+    format!("Error: Memory quota exceeded: at most {limit} {bytes} in total")
 }
 
 // ---- malformed input ---------------------------------------------------------------------

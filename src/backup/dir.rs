@@ -12,13 +12,15 @@ use crate::error::Error;
 use crate::layout::FileMeta;
 use crate::path::MemoryPath;
 use crate::storage::{Backend, Finish};
-use crate::store::{Store, validate_user};
+use crate::store::{Store, UserHandle, validate_user};
 
 impl<B: Backend> Store<B> {
     /// Imports a plain directory tree (such as the SDK handler's `memories/` folder) as `user`'s
     /// `/memories`, in one transaction. Symbolic links, special files, files that are not UTF-8
     /// and names the path rules reject are skipped and reported (or, with `strict`, refuse the
-    /// whole import). Links are never followed: nothing outside `dir` is read.
+    /// whole import). Links are never followed: nothing outside `dir` is read. A file over the
+    /// file-size limit is skipped on its size alone, and no file is read past that limit.
+    /// Modification times in the future are taken as now.
     pub fn import_dir(
         &self,
         dir: &Path,
@@ -38,7 +40,14 @@ impl<B: Backend> Store<B> {
         let mut entries = Vec::new();
         let mut skipped = Vec::new();
         let now = self.now_ms();
-        walk_dir(dir, Path::new(""), user, now, &mut entries, &mut skipped)?;
+        let max = self.limits().max_file_bytes;
+        let walk = Walk {
+            root: dir,
+            user,
+            now,
+            max,
+        };
+        walk.dir(Path::new(""), &mut entries, &mut skipped)?;
         // Names that differ only in Unicode normalization are one memory path.
         let mut seen = BTreeSet::new();
         entries.retain(|(rel, e): &(PathBuf, Entry)| {
@@ -56,11 +65,8 @@ impl<B: Backend> Store<B> {
         });
         if strict && let Some(first) = skipped.first() {
             return Err(Error::Io {
-                path: dir.join(&first.path),
-                source: io::Error::other(format!(
-                    "{} (--strict refuses the whole import)",
-                    first.reason
-                )),
+                path: dir.to_owned(),
+                source: io::Error::other(format!("{first} (--strict refuses the whole import)")),
             });
         }
         let total = entries.len() as u64;
@@ -84,8 +90,13 @@ impl<B: Backend> Store<B> {
         Ok((summary, skipped))
     }
 
-    /// Writes `user`'s live files under `dir` as plain files (created if missing). Refuses to
-    /// write through a symbolic link or over an existing file, so nothing outside `dir` changes.
+    /// Writes `user`'s live files under `dir` as plain files. `dir` must be missing (it is
+    /// created) or an empty directory; never a symbolic link. Nothing is written through a link
+    /// or over an existing file, so nothing outside `dir` changes; on an error, what was written
+    /// is removed again.
+    ///
+    /// # Errors
+    /// [`Error::UnknownUser`] if `user` has no files; [`Error::Io`] naming the file.
     pub fn export_dir(
         &self,
         user: &str,
@@ -93,160 +104,246 @@ impl<B: Backend> Store<B> {
         progress: &mut dyn FnMut(Progress),
     ) -> Result<Summary, Error> {
         let handle = self.user(user)?;
-        if let Ok(meta) = fs::symlink_metadata(dir)
-            && !meta.is_dir()
-        {
-            return Err(Error::Io {
-                path: dir.to_owned(),
-                source: io::Error::other("not a directory (symbolic links are not followed)"),
+        if !self.users()?.iter().any(|u| u.user == user) {
+            return Err(Error::UnknownUser {
+                user: user.to_owned(),
             });
         }
-        fs::create_dir_all(dir).map_err(io_error(dir))?;
-        let files = handle.files()?;
-        let total = files.len() as u64;
-        let mut summary = Summary::default();
-        for f in files {
-            let content = handle
-                .read_file(&f.path.to_string())?
-                .ok_or_else(|| Error::Corrupt(format!("{} vanished during the export", f.path)))?;
-            let mut target = dir.to_owned();
-            let (name, parents) = f
-                .path
-                .segments()
-                .split_last()
-                .expect("files are below the root");
-            for segment in parents {
-                target.push(segment);
-                match fs::symlink_metadata(&target) {
-                    Ok(meta) if meta.is_dir() => {}
-                    Ok(_) => {
-                        return Err(Error::Io {
-                            path: target,
-                            source: io::Error::other(
-                                "exists and is not a directory (symbolic links are not followed)",
-                            ),
-                        });
-                    }
-                    Err(e) if e.kind() == io::ErrorKind::NotFound => {
-                        fs::create_dir(&target).map_err(io_error(&target))?
-                    }
-                    Err(e) => {
-                        return Err(Error::Io {
-                            path: target,
-                            source: e,
-                        });
-                    }
+        let refuse = |why: &str| Error::Io {
+            path: dir.to_owned(),
+            source: io::Error::other(why.to_owned()),
+        };
+        let mut written = Written::default();
+        match fs::symlink_metadata(dir) {
+            Ok(meta) if meta.file_type().is_symlink() => {
+                return Err(refuse("is a symbolic link (not followed)"));
+            }
+            Ok(meta) if !meta.is_dir() => return Err(refuse("exists and is not a directory")),
+            Ok(_) => {
+                if fs::read_dir(dir).map_err(io_error(dir))?.next().is_some() {
+                    return Err(refuse(
+                        "is not empty (export into a new or an empty directory)",
+                    ));
                 }
             }
-            target.push(name);
-            let mut out = OpenOptions::new()
-                .write(true)
-                .create_new(true)
-                .custom_flags(libc::O_NOFOLLOW)
-                .open(&target)
-                .map_err(io_error(&target))?;
-            out.write_all(content.as_bytes())
-                .map_err(io_error(&target))?;
-            let mtime = UNIX_EPOCH + Duration::from_millis(f.modified_ms.max(0) as u64);
-            out.set_modified(mtime).map_err(io_error(&target))?;
-            summary.files += 1;
-            summary.bytes += f.size;
-            progress(Progress {
-                phase: "exporting",
-                done: summary.files,
-                total: Some(total),
-            });
+            Err(e) if e.kind() == io::ErrorKind::NotFound => {
+                fs::create_dir_all(dir).map_err(io_error(dir))?;
+                written.dirs.push(dir.to_owned());
+            }
+            Err(e) => return Err(io_error(dir)(e)),
         }
-        summary.users = u64::from(summary.files > 0);
-        Ok(summary)
+        let result = write_tree(&handle, dir, &mut written, progress);
+        if result.is_err() {
+            written.remove();
+        }
+        result
     }
 }
 
-fn walk_dir(
-    root: &Path,
-    rel: &Path,
-    user: &str,
-    now: i64,
-    entries: &mut Vec<(PathBuf, Entry)>,
-    skipped: &mut Vec<Skipped>,
-) -> Result<(), Error> {
-    let dir = root.join(rel);
-    let mut children: Vec<_> = fs::read_dir(&dir)
-        .map_err(io_error(&dir))?
-        .collect::<Result<_, _>>()
-        .map_err(io_error(&dir))?;
-    children.sort_by_key(|c| c.file_name());
-    for child in children {
-        let rel_child = rel.join(child.file_name());
-        let skip = |reason: &str| Skipped {
-            path: rel_child.clone(),
-            reason: reason.to_owned(),
-        };
-        // Never follows a link: the type is that of the entry itself.
-        let meta = fs::symlink_metadata(child.path()).map_err(io_error(&child.path()))?;
-        if meta.file_type().is_symlink() {
-            skipped.push(skip("symbolic link (not followed)"));
-            continue;
+/// What an export to a directory created, to remove it again after an error.
+#[derive(Default)]
+struct Written {
+    dirs: Vec<PathBuf>,
+    files: Vec<PathBuf>,
+}
+
+impl Written {
+    fn remove(&self) {
+        for f in self.files.iter().rev() {
+            let _ = fs::remove_file(f);
         }
-        let Some(name) = child.file_name().to_str().map(str::to_owned) else {
-            skipped.push(skip("the name is not UTF-8"));
-            continue;
-        };
-        if meta.is_dir() {
-            walk_dir(root, &rel_child, user, now, entries, skipped)?;
-            continue;
+        for d in self.dirs.iter().rev() {
+            let _ = fs::remove_dir(d);
         }
-        if !meta.is_file() {
-            skipped.push(skip("special file"));
-            continue;
-        }
-        let _ = name;
-        let segments: Vec<String> = rel_child
-            .components()
-            .map(|c| c.as_os_str().to_string_lossy().into_owned())
-            .collect();
-        let raw = format!("/memories/{}", segments.join("/"));
-        let path = match MemoryPath::parse(&raw) {
-            Ok(path) => path,
-            Err(e) => {
-                skipped.push(skip(&format!("not a valid memory path ({e})")));
-                continue;
-            }
-        };
-        let mut file = match OpenOptions::new()
-            .read(true)
-            .custom_flags(libc::O_NOFOLLOW)
-            .open(child.path())
-        {
-            Ok(file) => file,
-            Err(e) => {
-                skipped.push(skip(&format!("cannot be read ({e})")));
-                continue;
-            }
-        };
-        let mut bytes = Vec::new();
-        file.read_to_end(&mut bytes)
-            .map_err(io_error(&child.path()))?;
-        let Ok(content) = String::from_utf8(bytes) else {
-            skipped.push(skip("the content is not UTF-8"));
-            continue;
-        };
-        let ms = |t: io::Result<SystemTime>| {
-            t.ok()
-                .and_then(|t| t.duration_since(UNIX_EPOCH).ok())
-                .map_or(now, |d| d.as_millis() as i64)
-        };
-        let modified_ms = ms(meta.modified());
-        let created_ms = ms(meta.created()).min(modified_ms);
-        entries.push((
-            rel_child.clone(),
-            Entry {
-                user: user.to_owned(),
-                path,
-                meta: FileMeta::times(created_ms, modified_ms, now),
-                content,
-            },
-        ));
     }
-    Ok(())
+}
+
+fn write_tree<B: Backend>(
+    handle: &UserHandle<'_, B>,
+    dir: &Path,
+    written: &mut Written,
+    progress: &mut dyn FnMut(Progress),
+) -> Result<Summary, Error> {
+    let files = handle.files()?;
+    let total = files.len() as u64;
+    let mut summary = Summary::default();
+    for f in files {
+        let content = handle
+            .read_file(&f.path.to_string())?
+            .ok_or_else(|| Error::Corrupt(format!("{} vanished during the export", f.path)))?;
+        let mut target = dir.to_owned();
+        let (name, parents) = f
+            .path
+            .segments()
+            .split_last()
+            .expect("files are below the root");
+        for segment in parents {
+            target.push(segment);
+            match fs::symlink_metadata(&target) {
+                Ok(meta) if meta.is_dir() => {}
+                Ok(_) => {
+                    return Err(Error::Io {
+                        path: target,
+                        source: io::Error::other(
+                            "exists and is not a directory (symbolic links are not followed)",
+                        ),
+                    });
+                }
+                Err(e) if e.kind() == io::ErrorKind::NotFound => {
+                    fs::create_dir(&target).map_err(io_error(&target))?;
+                    written.dirs.push(target.clone());
+                }
+                Err(e) => {
+                    return Err(Error::Io {
+                        path: target,
+                        source: e,
+                    });
+                }
+            }
+        }
+        target.push(name);
+        let mut out = OpenOptions::new()
+            .write(true)
+            .create_new(true)
+            .custom_flags(libc::O_NOFOLLOW)
+            .open(&target)
+            .map_err(io_error(&target))?;
+        written.files.push(target.clone());
+        out.write_all(content.as_bytes())
+            .map_err(io_error(&target))?;
+        let mtime = UNIX_EPOCH + Duration::from_millis(f.modified_ms.max(0) as u64);
+        out.set_modified(mtime).map_err(io_error(&target))?;
+        summary.files += 1;
+        summary.bytes += f.size;
+        progress(Progress {
+            phase: "exporting",
+            done: summary.files,
+            total: Some(total),
+        });
+    }
+    summary.users = u64::from(summary.files > 0);
+    Ok(summary)
+}
+
+/// A walk of a directory tree for [`Store::import_dir`].
+struct Walk<'a> {
+    root: &'a Path,
+    user: &'a str,
+    now: i64,
+    /// The file-size limit: larger files are skipped unread.
+    max: u64,
+}
+
+impl Walk<'_> {
+    fn dir(
+        &self,
+        rel: &Path,
+        entries: &mut Vec<(PathBuf, Entry)>,
+        skipped: &mut Vec<Skipped>,
+    ) -> Result<(), Error> {
+        let dir = self.root.join(rel);
+        let mut children: Vec<_> = fs::read_dir(&dir)
+            .map_err(io_error(&dir))?
+            .collect::<Result<_, _>>()
+            .map_err(io_error(&dir))?;
+        children.sort_by_key(|c| c.file_name());
+        for child in children {
+            let rel_child = rel.join(child.file_name());
+            let skip = |reason: &str| Skipped {
+                path: rel_child.clone(),
+                reason: reason.to_owned(),
+            };
+            // Never follows a link: the type is that of the entry itself.
+            let meta = fs::symlink_metadata(child.path()).map_err(io_error(&child.path()))?;
+            if meta.file_type().is_symlink() {
+                skipped.push(skip("symbolic link (not followed)"));
+                continue;
+            }
+            if child.file_name().to_str().is_none() {
+                skipped.push(skip("the name is not UTF-8"));
+                continue;
+            }
+            if meta.is_dir() {
+                self.dir(&rel_child, entries, skipped)?;
+                continue;
+            }
+            if !meta.is_file() {
+                skipped.push(skip("special file"));
+                continue;
+            }
+            let segments: Vec<String> = rel_child
+                .components()
+                .map(|c| c.as_os_str().to_string_lossy().into_owned())
+                .collect();
+            let raw = format!("/memories/{}", segments.join("/"));
+            let path = match MemoryPath::parse(&raw) {
+                Ok(path) => path,
+                Err(e) => {
+                    skipped.push(skip(&format!("not a valid memory path ({e})")));
+                    continue;
+                }
+            };
+            let too_large = || {
+                skip(&format!(
+                    "larger than the file-size limit ({} bytes)",
+                    self.max
+                ))
+            };
+            if meta.len() > self.max {
+                skipped.push(too_large());
+                continue;
+            }
+            let file = match OpenOptions::new()
+                .read(true)
+                .custom_flags(libc::O_NOFOLLOW | libc::O_NONBLOCK)
+                .open(child.path())
+            {
+                Ok(file) => file,
+                Err(e) => {
+                    skipped.push(skip(&format!("cannot be read ({e})")));
+                    continue;
+                }
+            };
+            // Checked again on the open file: the entry may have been swapped meanwhile.
+            if !file.metadata().is_ok_and(|m| m.is_file()) {
+                skipped.push(skip("special file"));
+                continue;
+            }
+            // The file may have grown since its size was read: never read past the limit.
+            let mut bytes = Vec::new();
+            file.take(self.max.saturating_add(1))
+                .read_to_end(&mut bytes)
+                .map_err(io_error(&child.path()))?;
+            if bytes.len() as u64 > self.max {
+                skipped.push(too_large());
+                continue;
+            }
+            let Ok(content) = String::from_utf8(bytes) else {
+                skipped.push(skip("the content is not UTF-8"));
+                continue;
+            };
+            // Times from the future would make a file immune to expiry: they count as now.
+            let ms = |t: io::Result<SystemTime>| {
+                t.ok()
+                    .and_then(|t| t.duration_since(UNIX_EPOCH).ok())
+                    .map_or(self.now, |d| {
+                        i64::try_from(d.as_millis())
+                            .unwrap_or(i64::MAX)
+                            .min(self.now)
+                    })
+            };
+            let modified_ms = ms(meta.modified());
+            let created_ms = ms(meta.created()).min(modified_ms);
+            entries.push((
+                rel_child.clone(),
+                Entry {
+                    user: self.user.to_owned(),
+                    path,
+                    meta: FileMeta::times(created_ms, modified_ms, self.now),
+                    content,
+                },
+            ));
+        }
+        Ok(())
+    }
 }

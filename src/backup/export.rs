@@ -1,7 +1,12 @@
 //! `memkv export`: one read snapshot, streamed as JSON Lines.
 
+use std::fs::{self, File};
 use std::io::{self, BufWriter, Write};
 use std::ops::ControlFlow;
+use std::os::unix::fs::{MetadataExt, PermissionsExt};
+use std::path::{Path, PathBuf};
+
+use tempfile::NamedTempFile;
 
 use sha2::{Digest, Sha256};
 
@@ -33,6 +38,10 @@ impl<B: Backend> Store<B> {
     /// Writes a consistent snapshot of `users` (every user when empty) to `out`, one read
     /// transaction, streamed: memory stays constant however large the store. Expired files are
     /// left out.
+    ///
+    /// # Errors
+    /// [`Error::UnknownUser`] if a user of `users` has no files; [`Error::Output`] if writing
+    /// fails.
     pub fn export(
         &self,
         users: &[String],
@@ -40,8 +49,13 @@ impl<B: Backend> Store<B> {
         progress: &mut dyn FnMut(Progress),
     ) -> Result<Summary, Error> {
         let txn = self.backend.begin_read()?;
-        let selected: Vec<_> = self
-            .users()?
+        let all = self.users()?;
+        if let Some(missing) = users.iter().find(|u| !all.iter().any(|a| &a.user == *u)) {
+            return Err(Error::UnknownUser {
+                user: missing.clone(),
+            });
+        }
+        let selected: Vec<_> = all
             .into_iter()
             .filter(|u| users.is_empty() || users.contains(&u.user))
             .collect();
@@ -51,9 +65,8 @@ impl<B: Backend> Store<B> {
             hasher: Sha256::new(),
         };
         let write_line = |out: &mut Hashing<BufWriter<_>>, line: &Line| -> Result<(), Error> {
-            serde_json::to_writer(&mut *out, line).map_err(|e| Error::storage(e.to_string()))?;
-            out.write_all(b"\n")
-                .map_err(|e| Error::storage(format!("writing the export: {e}")))
+            serde_json::to_writer(&mut *out, line).map_err(|e| Error::Output(e.into()))?;
+            out.write_all(b"\n").map_err(Error::Output)
         };
         let now = self.now_ms();
         write_line(
@@ -112,8 +125,106 @@ impl<B: Backend> Store<B> {
                 sha256: digest,
             },
         )?;
-        out.flush()
-            .map_err(|e| Error::storage(format!("writing the export: {e}")))?;
+        out.flush().map_err(Error::Output)?;
         Ok(summary)
+    }
+}
+
+/// The file `memkv export -o` writes: a private temporary file (mode 0600, a random name,
+/// created exclusively, so never through a planted link) beside the target, renamed over it by
+/// [`ExportFile::finish`] only once the export is complete. Dropped unfinished, it is removed.
+/// Every write error names the target.
+pub struct ExportFile {
+    target: PathBuf,
+    tmp: Option<NamedTempFile>,
+}
+
+impl ExportFile {
+    /// Prepares an export to `target`. Refuses a directory, and the database file itself
+    /// (`database`: the same file under any name, through a link or a hard link).
+    ///
+    /// # Errors
+    /// [`Error::Io`] naming `target`.
+    pub fn create(target: &Path, database: Option<&Path>) -> Result<Self, Error> {
+        let fail = |source: io::Error| Error::Io {
+            path: target.to_owned(),
+            source,
+        };
+        match fs::metadata(target) {
+            Ok(meta) if meta.is_dir() => return Err(fail(io::Error::other("is a directory"))),
+            Ok(meta) => {
+                if let Some(db) = database.and_then(|db| fs::metadata(db).ok())
+                    && (db.dev(), db.ino()) == (meta.dev(), meta.ino())
+                {
+                    return Err(fail(io::Error::other(
+                        "is the database itself (export to another file)",
+                    )));
+                }
+            }
+            Err(e) if e.kind() == io::ErrorKind::NotFound => {}
+            Err(e) => return Err(fail(e)),
+        }
+        let name = target
+            .file_name()
+            .ok_or_else(|| fail(io::Error::other("not a file name")))?;
+        let parent = match target.parent() {
+            Some(p) if !p.as_os_str().is_empty() => p,
+            _ => Path::new("."),
+        };
+        let mut prefix = std::ffi::OsString::from(".");
+        prefix.push(name);
+        prefix.push(".");
+        let tmp = tempfile::Builder::new()
+            .prefix(&prefix)
+            .suffix(".partial")
+            .permissions(fs::Permissions::from_mode(0o600))
+            .tempfile_in(parent)
+            .map_err(|e| {
+                fail(io::Error::new(
+                    e.kind(),
+                    format!("creating a temporary file in {}: {e}", parent.display()),
+                ))
+            })?;
+        Ok(ExportFile {
+            target: target.to_owned(),
+            tmp: Some(tmp),
+        })
+    }
+
+    /// Flushes the file to disk and renames it over the target.
+    ///
+    /// # Errors
+    /// [`Error::Io`] naming the target; the temporary file is removed.
+    pub fn finish(mut self) -> Result<(), Error> {
+        let tmp = self.tmp.take().expect("finished once");
+        let fail = |source: io::Error| Error::Io {
+            path: self.target.clone(),
+            source,
+        };
+        tmp.as_file().sync_all().map_err(fail)?;
+        tmp.persist(&self.target).map_err(|e| fail(e.error))?;
+        if let Some(parent) = self.target.parent().filter(|p| !p.as_os_str().is_empty())
+            && let Ok(dir) = File::open(parent)
+        {
+            // The rename itself is durable once the directory is.
+            let _ = dir.sync_all();
+        }
+        Ok(())
+    }
+
+    fn named(&self, e: io::Error) -> io::Error {
+        io::Error::new(e.kind(), format!("{}: {e}", self.target.display()))
+    }
+}
+
+impl Write for ExportFile {
+    fn write(&mut self, buf: &[u8]) -> io::Result<usize> {
+        let tmp = self.tmp.as_mut().expect("not finished");
+        tmp.write(buf).map_err(|e| self.named(e))
+    }
+
+    fn flush(&mut self) -> io::Result<()> {
+        let tmp = self.tmp.as_mut().expect("not finished");
+        tmp.flush().map_err(|e| self.named(e))
     }
 }

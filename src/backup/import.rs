@@ -2,37 +2,176 @@
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::fs::File;
-use std::io::{BufRead, BufReader};
-use std::path::Path;
+use std::io::{self, BufRead, BufReader, BufWriter, Read, Seek, Write};
+use std::path::{Path, PathBuf};
 
 use sha2::{Digest, Sha256};
 
 use super::{
-    Conflict, EXPORT_FORMAT, EXPORT_VERSION, Entry, Line, Progress, Summary, hex, import_error,
-    io_error, sha256_hex,
+    Conflict, EXPORT_FORMAT, EXPORT_VERSION, Entry, Line, MAX_CLOCK_SKEW_MS, Progress, Summary,
+    hex, import_error, max_line_bytes, sha256_hex,
 };
 use crate::error::Error;
 use crate::exec;
 use crate::layout::{FileMeta, Node};
+use crate::limits::Limits;
 use crate::path::MemoryPath;
 use crate::storage::{Backend, Finish, WriteTxn};
 use crate::store::{Store, validate_user};
 use crate::tree::Tree;
 
+/// An export file ready to be imported: read twice (verify, then apply), so it must be a file
+/// that can be read again. A regular file is read in place; anything else (standard input, a
+/// named pipe, a process substitution `<(…)`, a device) is first copied into an anonymous
+/// temporary file (unlinked while open: nothing is left behind, even by a killed process).
+///
+/// Open the source before the database: a pipe may wait for its writer, and nothing should wait
+/// while the database is locked. The copy reads lines of at most the longest line an import
+/// accepts, so input without newlines (`/dev/zero`) is refused after a bounded read.
+pub struct ImportSource {
+    file: File,
+    name: PathBuf,
+    cap: usize,
+}
+
+impl ImportSource {
+    /// Opens `path` (following links: `/dev/fd/N` works) for an import under `limits`.
+    ///
+    /// # Errors
+    /// [`Error::Io`] naming `path` (a directory is refused); [`Error::Import`] for a line over
+    /// the length cap met while copying a non-regular input.
+    pub fn open(path: &Path, limits: &Limits) -> Result<Self, Error> {
+        let fail = |source: io::Error| Error::Io {
+            path: path.to_owned(),
+            source,
+        };
+        let file = File::open(path).map_err(fail)?;
+        let meta = file.metadata().map_err(fail)?;
+        if meta.is_dir() {
+            return Err(fail(io::Error::other(
+                "is a directory (to import a plain directory tree, use --from-dir)",
+            )));
+        }
+        if meta.is_file() {
+            return Ok(ImportSource {
+                file,
+                name: path.to_owned(),
+                cap: max_line_bytes(limits),
+            });
+        }
+        Self::spool(file, path, limits)
+    }
+
+    /// Copies standard input for an import under `limits`.
+    ///
+    /// # Errors
+    /// As [`Self::open`].
+    pub fn stdin(limits: &Limits) -> Result<Self, Error> {
+        Self::spool(io::stdin().lock(), Path::new("standard input"), limits)
+    }
+
+    /// Copies `input` (named `name` in errors) into an anonymous temporary file.
+    ///
+    /// # Errors
+    /// As [`Self::open`].
+    pub fn spool(input: impl Read, name: &Path, limits: &Limits) -> Result<Self, Error> {
+        let cap = max_line_bytes(limits);
+        let tmp_error = |source: io::Error| Error::Io {
+            path: std::env::temp_dir(),
+            source,
+        };
+        let mut spool = tempfile::tempfile().map_err(tmp_error)?;
+        let mut reader = BufReader::new(input);
+        let mut out = BufWriter::new(&mut spool);
+        let mut line = Vec::new();
+        let mut n = 0;
+        while next_line(&mut reader, &mut line, cap, n + 1, name)? {
+            n += 1;
+            out.write_all(&line).map_err(tmp_error)?;
+        }
+        out.flush().map_err(tmp_error)?;
+        drop(out);
+        Ok(ImportSource {
+            file: spool,
+            name: name.to_owned(),
+            cap,
+        })
+    }
+
+    fn rewind(&mut self) -> Result<BufReader<&File>, Error> {
+        self.file.rewind().map_err(|source| Error::Io {
+            path: self.name.clone(),
+            source,
+        })?;
+        Ok(BufReader::with_capacity(64 * 1024, &self.file))
+    }
+}
+
+/// Reads the next line (with its newline) into `line`: `false` at the end. A line over `cap`
+/// bytes is refused as soon as the cap is passed.
+fn next_line(
+    reader: &mut impl BufRead,
+    line: &mut Vec<u8>,
+    cap: usize,
+    n: u64,
+    name: &Path,
+) -> Result<bool, Error> {
+    line.clear();
+    let limit = u64::try_from(cap).unwrap_or(u64::MAX).saturating_add(1);
+    let read = reader
+        .take(limit)
+        .read_until(b'\n', line)
+        .map_err(|source| Error::Io {
+            path: name.to_owned(),
+            source,
+        })?;
+    if read as u64 == limit && line.last() != Some(&b'\n') {
+        return Err(import_error(
+            n,
+            format!(
+                "longer than {cap} bytes, the longest line an import reads under this file-size limit"
+            ),
+        ));
+    }
+    Ok(read > 0)
+}
+
 impl<B: Backend> Store<B> {
-    /// Imports an export file: verifies all of it, then applies it in one transaction. On any
-    /// problem nothing is changed and the error names the line.
+    /// Imports the export file `file`, every user in it: [`Self::import_from`] an
+    /// [`ImportSource`] opened with this store's limits.
+    ///
+    /// # Errors
+    /// As [`Self::import_from`].
     pub fn import(
         &self,
         file: &Path,
         conflict: Conflict,
         progress: &mut dyn FnMut(Progress),
     ) -> Result<Summary, Error> {
-        let verified = self.verify_export(file, progress)?;
+        let mut source = ImportSource::open(file, self.limits())?;
+        self.import_from(&mut source, &[], conflict, progress)
+    }
+
+    /// Imports an export: verifies all of it, then applies the files of `users` (every user when
+    /// empty) in one transaction. On any problem nothing is changed and the error names the
+    /// line. Files of other users are verified (checksums, format) but neither checked against
+    /// this store's policies nor imported.
+    ///
+    /// # Errors
+    /// [`Error::Import`] for a refused file or a conflict (a user of `users` without files in
+    /// it is refused too); [`Error::Io`] if it cannot be read; storage errors.
+    pub fn import_from(
+        &self,
+        source: &mut ImportSource,
+        users: &[String],
+        conflict: Conflict,
+        progress: &mut dyn FnMut(Progress),
+    ) -> Result<Summary, Error> {
+        let verified = self.verify(source, users, progress)?;
         self.backend.write(|txn| {
             let mut digest = Sha256::new();
             let mut summary = Summary::default();
-            let mut users = BTreeSet::new();
+            let mut imported = BTreeSet::new();
             let mut done = 0;
             let mut apply_line = |n: u64, raw: &[u8], line: Line| -> Result<(), Error> {
                 let Line::File {
@@ -48,6 +187,9 @@ impl<B: Backend> Store<B> {
                     return Ok(());
                 };
                 digest.update(raw);
+                if !selected(users, &user) {
+                    return Ok(());
+                }
                 let path = MemoryPath::parse(&path).map_err(|e| import_error(n, e.to_string()))?;
                 let meta = FileMeta::times(created_ms, modified_ms, accessed_ms);
                 let entry = Entry {
@@ -56,7 +198,7 @@ impl<B: Backend> Store<B> {
                     path,
                     content,
                 };
-                users.insert(entry.user.clone());
+                imported.insert(entry.user.clone());
                 self.apply(txn, &entry, conflict, &mut summary)
                     .map_err(|reason| import_error(n, reason))?;
                 done += 1;
@@ -67,7 +209,7 @@ impl<B: Backend> Store<B> {
                 });
                 Ok(())
             };
-            for_each_line(file, &mut apply_line)?;
+            for_each_line(source, &mut apply_line)?;
             // The file must not have changed since it was verified.
             if hex(&digest.finalize()) != verified.files_digest {
                 return Err(import_error(
@@ -75,15 +217,30 @@ impl<B: Backend> Store<B> {
                     "the file changed while it was being imported",
                 ));
             }
-            summary.users = users.len() as u64;
+            summary.users = imported.len() as u64;
             Ok((summary, Finish::Commit))
         })
     }
 
-    /// Pass one of [`Self::import`]: everything but the database.
-    fn verify_export(
+    /// Pass one of [`Self::import_from`], alone: reads and checks everything but the database
+    /// (a dry run). Returns what would be imported into an empty store.
+    ///
+    /// # Errors
+    /// As [`Self::import_from`], conflicts with existing files aside.
+    pub fn verify_import(
         &self,
-        file: &Path,
+        source: &mut ImportSource,
+        users: &[String],
+        progress: &mut dyn FnMut(Progress),
+    ) -> Result<Summary, Error> {
+        let verified = self.verify(source, users, progress)?;
+        Ok(verified.selected)
+    }
+
+    fn verify(
+        &self,
+        source: &mut ImportSource,
+        users: &[String],
         progress: &mut dyn FnMut(Progress),
     ) -> Result<Verified, Error> {
         let mut seen_header = false;
@@ -92,8 +249,11 @@ impl<B: Backend> Store<B> {
         let mut files_digest = Sha256::new();
         let mut files = 0u64;
         let mut bytes = 0u64;
-        let mut users: BTreeMap<String, UserPlan> = BTreeMap::new();
+        let mut everyone = BTreeSet::new();
+        let mut plans: BTreeMap<String, UserPlan> = BTreeMap::new();
+        let mut selected_summary = Summary::default();
         let limits = *self.limits();
+        let latest = self.now_ms().saturating_add(MAX_CLOCK_SKEW_MS);
         let mut check = |n: u64, raw: &[u8], line: Line| -> Result<(), Error> {
             if trailer.is_some() {
                 return Err(import_error(n, "content after the trailer"));
@@ -132,7 +292,9 @@ impl<B: Backend> Store<B> {
                     path,
                     content,
                     sha256,
-                    ..
+                    created_ms,
+                    modified_ms,
+                    accessed_ms,
                 } => {
                     if sha256_hex(content.as_bytes()) != sha256 {
                         return Err(import_error(
@@ -152,32 +314,56 @@ impl<B: Backend> Store<B> {
                     if parsed.is_root() {
                         return Err(import_error(n, "/memories itself cannot be a file"));
                     }
-                    let settings = self.settings(&user);
-                    let (guarded, _) = exec::guard(settings.secrets, &content).map_err(|m| {
-                        import_error(n, format!("{path}: {}", m.trim_start_matches("Error: ")))
-                    })?;
-                    if let Some(m) =
-                        exec::check_limits(&limits, &path, &guarded, None, Default::default())
-                    {
-                        return Err(import_error(n, m.trim_start_matches("Error: ").to_owned()));
-                    }
-                    users
-                        .entry(user.clone())
-                        .or_default()
-                        .add(n, parsed, guarded.len() as u64)?;
-                    let plan = &users[&user];
-                    if plan.files > limits.max_files || plan.bytes > limits.max_bytes {
-                        return Err(import_error(
-                            n,
-                            format!(
-                                "user {user:?} would exceed the quota ({} files, {} bytes)",
-                                limits.max_files, limits.max_bytes
-                            ),
-                        ));
+                    for (field, ms) in [
+                        ("created_ms", created_ms),
+                        ("modified_ms", modified_ms),
+                        ("accessed_ms", accessed_ms),
+                    ] {
+                        if !(0..=latest).contains(&ms) {
+                            return Err(import_error(
+                                n,
+                                format!(
+                                    "{path}: {field} {ms} is out of range (0, 1970-01-01, to a day after this machine's clock, {})",
+                                    crate::time::utc(latest)
+                                ),
+                            ));
+                        }
                     }
                     files += 1;
                     bytes += content.len() as u64;
                     files_digest.update(raw);
+                    everyone.insert(user.clone());
+                    if selected(users, &user) {
+                        let settings = self.settings(&user);
+                        let (guarded, _) =
+                            exec::guard(settings.secrets, &content).map_err(|m| {
+                                import_error(
+                                    n,
+                                    format!("{path}: {}", m.trim_start_matches("Error: ")),
+                                )
+                            })?;
+                        if let Some(m) =
+                            exec::check_limits(&limits, &path, &guarded, None, Default::default())
+                        {
+                            return Err(import_error(
+                                n,
+                                m.trim_start_matches("Error: ").to_owned(),
+                            ));
+                        }
+                        let plan = plans.entry(user.clone()).or_default();
+                        plan.add(n, parsed, guarded.len() as u64)?;
+                        if plan.files > limits.max_files || plan.bytes > limits.max_bytes {
+                            return Err(import_error(
+                                n,
+                                format!(
+                                    "user {user:?} would exceed the quota ({} files, {} bytes)",
+                                    limits.max_files, limits.max_bytes
+                                ),
+                            ));
+                        }
+                        selected_summary.files += 1;
+                        selected_summary.bytes += guarded.len() as u64;
+                    }
                     progress(Progress {
                         phase: "verifying",
                         done: files,
@@ -192,9 +378,9 @@ impl<B: Backend> Store<B> {
             all.update(raw);
             Ok(())
         };
-        let lines = for_each_line(file, &mut check)?;
+        let lines = for_each_line(source, &mut check)?;
         if lines == 0 {
-            return Err(import_error(1, "the file is empty"));
+            return Err(import_error(0, "the file is empty"));
         }
         let Some((
             n,
@@ -207,7 +393,7 @@ impl<B: Backend> Store<B> {
         )) = trailer
         else {
             return Err(import_error(
-                lines + 1,
+                0,
                 "the file ends without a trailer (truncated?)",
             ));
         };
@@ -217,18 +403,26 @@ impl<B: Backend> Store<B> {
                 "the digest does not match the lines before it (changed or reordered)",
             ));
         }
-        if (want_files, want_users, want_bytes) != (files, users.len() as u64, bytes) {
+        if (want_files, want_users, want_bytes) != (files, everyone.len() as u64, bytes) {
             return Err(import_error(
                 n,
                 format!(
                     "the trailer counts {want_files} files, {want_users} users, {want_bytes} bytes; the file holds {files}, {}, {bytes}",
-                    users.len()
+                    everyone.len()
                 ),
             ));
         }
+        if let Some(missing) = users.iter().find(|u| !everyone.contains(*u)) {
+            return Err(import_error(
+                0,
+                format!("the file holds no files of user {missing:?}"),
+            ));
+        }
+        selected_summary.users = plans.len() as u64;
         Ok(Verified {
-            files,
+            files: selected_summary.files,
             files_digest: hex(&files_digest.finalize()),
+            selected: selected_summary,
         })
     }
 
@@ -264,11 +458,9 @@ impl<B: Backend> Store<B> {
                 }
                 Conflict::Replace => Some(meta),
             },
+            // A file where a directory is, or below a file, is a conflict whatever the policy:
+            // neither skipping nor replacing a single file resolves it.
             (Some(Node::Dir(_)), _) | (None, Some(_)) => {
-                if conflict == Conflict::Skip {
-                    summary.skipped += 1;
-                    return Ok(());
-                }
                 let why = match in_the_way {
                     Some(parent) => format!("{parent} is a file"),
                     None => format!("{path} is a directory"),
@@ -301,9 +493,16 @@ impl<B: Backend> Store<B> {
 }
 
 struct Verified {
+    /// Files of the selected users.
     files: u64,
-    /// Digest of the file lines, to detect a file that changes between the two passes.
+    /// Digest of every file line, to detect a file that changes between the two passes.
     files_digest: String,
+    /// What would be imported into an empty store.
+    selected: Summary,
+}
+
+fn selected(users: &[String], user: &str) -> bool {
+    users.is_empty() || users.iter().any(|u| u == user)
 }
 
 /// Per-user bookkeeping of the verify pass: duplicates, file/directory clashes, quotas.
@@ -342,21 +541,24 @@ impl UserPlan {
     }
 }
 
-/// Calls `f` with each line's number, raw bytes (with its newline) and parsed value; returns
-/// the number of lines.
-/// Called with each line's number, raw bytes and parsed value.
+/// Called with each line's number, raw bytes (with its newline) and parsed value.
 type LineVisit<'v> = &'v mut dyn FnMut(u64, &[u8], Line) -> Result<(), Error>;
 
-fn for_each_line(file: &Path, f: LineVisit<'_>) -> Result<u64, Error> {
-    let mut reader = BufReader::new(File::open(file).map_err(io_error(file))?);
+/// The UTF-8 byte order mark some editors put at the start of a text file.
+const BOM: &[u8] = b"\xef\xbb\xbf";
+
+/// Calls `f` with each line of `source`, from its start; returns the number of lines. A UTF-8
+/// byte order mark before the first line is skipped (and not part of the digest).
+fn for_each_line(source: &mut ImportSource, f: LineVisit<'_>) -> Result<u64, Error> {
+    let (cap, name) = (source.cap, source.name.clone());
+    let mut reader = source.rewind()?;
     let mut raw = Vec::new();
     let mut n = 0;
-    loop {
-        raw.clear();
-        if reader.read_until(b'\n', &mut raw).map_err(io_error(file))? == 0 {
-            return Ok(n);
-        }
+    while next_line(&mut reader, &mut raw, cap, n + 1, &name)? {
         n += 1;
+        if n == 1 && raw.starts_with(BOM) {
+            raw.drain(..BOM.len());
+        }
         if raw.last() != Some(&b'\n') {
             return Err(import_error(n, "the last line has no newline (truncated?)"));
         }
@@ -365,4 +567,5 @@ fn for_each_line(file: &Path, f: LineVisit<'_>) -> Result<u64, Error> {
             .map_err(|e| import_error(n, format!("not a valid export line: {e}")))?;
         f(n, &raw, line)?;
     }
+    Ok(n)
 }

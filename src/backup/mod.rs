@@ -5,7 +5,6 @@
 //! line, every checksum, the trailer, every path and limit), then applied in one write
 //! transaction: all or nothing. Both go through the same path rules, limits, secrets policy and
 //! transactions as the six commands.
-
 //!
 //! - `export`: [`Store::export`], the JSON Lines writer.
 //! - `import`: [`Store::import`], the two passes (verify, then apply) and the conflict policy.
@@ -15,6 +14,10 @@ mod dir;
 mod export;
 mod import;
 
+pub use export::ExportFile;
+pub use import::ImportSource;
+
+use std::fmt;
 use std::io;
 use std::path::{Path, PathBuf};
 
@@ -23,6 +26,7 @@ use sha2::{Digest, Sha256};
 
 use crate::error::Error;
 use crate::layout::FileMeta;
+use crate::limits::Limits;
 use crate::path::MemoryPath;
 
 /// The `format` of an export's header line.
@@ -106,6 +110,56 @@ pub struct Skipped {
     /// Why it was left out.
     pub reason: String,
 }
+
+/// `path: reason`, the path with control and format characters escaped (safe for a terminal).
+impl fmt::Display for Skipped {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "{}: {}", escape_path(&self.path), self.reason)
+    }
+}
+
+/// A host file name made safe to print: control characters (ESC, CR, LF, …), format
+/// characters (bidi overrides, zero-width), line separators and backslashes escaped as `\u{…}`/`\\`; bytes that
+/// are not UTF-8 as `\x..`.
+pub(crate) fn escape_path(path: &Path) -> String {
+    use std::os::unix::ffi::OsStrExt;
+    use unicode_properties::{GeneralCategory, UnicodeGeneralCategory};
+    let mut out = String::new();
+    for chunk in path.as_os_str().as_bytes().utf8_chunks() {
+        for c in chunk.valid().chars() {
+            if c == '\\' {
+                out.push_str("\\\\");
+            } else if c.is_control()
+                || matches!(
+                    c.general_category(),
+                    GeneralCategory::Format
+                        | GeneralCategory::LineSeparator
+                        | GeneralCategory::ParagraphSeparator
+                )
+            {
+                out.extend(c.escape_unicode());
+            } else {
+                out.push(c);
+            }
+        }
+        for b in chunk.invalid() {
+            out.push_str(&format!("\\x{b:02x}"));
+        }
+    }
+    out
+}
+
+/// The longest line an import reads: a file line whose content is at the file-size limit,
+/// JSON-escaped at worst six bytes per byte (`\u0000`), plus its path, user and other fields.
+/// Past it the import stops reading, so input without newlines (`/dev/zero`) stays bounded.
+pub(crate) fn max_line_bytes(limits: &Limits) -> usize {
+    let file = usize::try_from(limits.max_file_bytes).unwrap_or(usize::MAX);
+    file.saturating_mul(6).saturating_add(64 * 1024)
+}
+
+/// The latest time an import accepts: this long after the importing machine's clock (for
+/// clocks that disagree a little). A time far in the future would make a file immune to expiry.
+pub(crate) const MAX_CLOCK_SKEW_MS: i64 = 24 * 3600 * 1000;
 
 fn hex(bytes: &[u8]) -> String {
     bytes.iter().map(|b| format!("{b:02x}")).collect()

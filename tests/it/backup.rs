@@ -200,12 +200,21 @@ fn ten_thousand_files_across_users_round_trip() {
     let part = dir.path().join("part.jsonl");
     let s = a
         .export(
-            &["user2".into(), "nobody".into()],
+            &["user2".into()],
             std::fs::File::create(&part).unwrap(),
             &mut |_| {},
         )
         .unwrap();
     assert_eq!((s.files, s.users), (2_500, 1));
+    // A user without files is not silently an empty backup.
+    let err = a
+        .export(
+            &["user2".into(), "nobody".into()],
+            std::io::sink(),
+            &mut |_| {},
+        )
+        .unwrap_err();
+    assert_eq!(err.to_string(), "no such user: \"nobody\" has no files");
 }
 
 fn segment() -> impl Strategy<Value = String> {
@@ -294,8 +303,8 @@ fn hostile_or_damaged_exports_change_nothing() {
         |l, _| {
             l.truncate(4);
         },
-        5,
-        "without a trailer",
+        0,
+        "the file ends without a trailer",
     );
     refused(
         |l, _| {
@@ -455,10 +464,10 @@ fn a_truncated_final_line_is_refused() {
     assert!(matches!(err, Error::Import { line: 6, .. }), "{err}");
     assert!(b.users().unwrap().is_empty());
     std::fs::write(&file, b"").unwrap();
-    assert!(matches!(
-        b.import(&file, Conflict::Refuse, &mut |_| {}),
-        Err(Error::Import { line: 1, .. })
-    ));
+    // A refusal of the file as a whole names no line ("line 0" would mean nothing).
+    let err = b.import(&file, Conflict::Refuse, &mut |_| {}).unwrap_err();
+    assert!(matches!(err, Error::Import { line: 0, .. }), "{err}");
+    assert_eq!(err.to_string(), "the file is empty");
     let missing = b
         .import(&dir.path().join("missing"), Conflict::Refuse, &mut |_| {})
         .unwrap_err();
@@ -669,24 +678,289 @@ fn to_dir_refuses_symlinks_and_existing_files() {
         &store,
         &[("u".into(), "/memories/d/f.md".into(), "x".into())],
     );
-    // A symlink where a directory must go: refused, the link's target is untouched.
+    // A directory that is not empty is refused (nothing merges into it), whatever it holds: a
+    // symlink where a directory must go, or as the file itself.
     let target = tmp.path().join("target");
     std::fs::create_dir(&target).unwrap();
     let out = tmp.path().join("out");
     std::fs::create_dir(&out).unwrap();
     symlink(&target, out.join("d")).unwrap();
     let err = store.export_dir("u", &out, &mut |_| {}).unwrap_err();
-    assert!(err.to_string().contains("not a directory"), "{err}");
+    assert!(err.to_string().contains("is not empty"), "{err}");
     assert_eq!(std::fs::read_dir(&target).unwrap().count(), 0);
-    // A symlink as the file itself.
     let out2 = tmp.path().join("out2");
     std::fs::create_dir_all(out2.join("d")).unwrap();
     symlink(tmp.path().join("elsewhere"), out2.join("d/f.md")).unwrap();
     assert!(store.export_dir("u", &out2, &mut |_| {}).is_err());
     assert!(!tmp.path().join("elsewhere").exists());
+    let out2b = tmp.path().join("out2b");
+    std::fs::create_dir_all(out2b.join("other")).unwrap();
+    let err = store.export_dir("u", &out2b, &mut |_| {}).unwrap_err();
+    assert!(err.to_string().contains("is not empty"), "{err}");
+    assert_eq!(tree_of(&out2b), vec![]);
+    // A regular file is not blamed on symbolic links.
+    let file = tmp.path().join("file");
+    std::fs::write(&file, "x").unwrap();
+    let err = store.export_dir("u", &file, &mut |_| {}).unwrap_err();
+    assert!(
+        err.to_string().ends_with("exists and is not a directory"),
+        "{err}"
+    );
     // DIR itself a symlink.
     let out3 = tmp.path().join("out3");
     symlink(&target, &out3).unwrap();
-    assert!(store.export_dir("u", &out3, &mut |_| {}).is_err());
+    let err = store.export_dir("u", &out3, &mut |_| {}).unwrap_err();
+    assert!(err.to_string().contains("symbolic link"), "{err}");
     assert_eq!(std::fs::read_dir(&target).unwrap().count(), 0);
+    // A user without files: refused, nothing created.
+    let out4 = tmp.path().join("out4");
+    let err = store.export_dir("nobody", &out4, &mut |_| {}).unwrap_err();
+    assert_eq!(err.to_string(), "no such user: \"nobody\" has no files");
+    assert!(!out4.exists());
+}
+
+#[test]
+fn a_failed_export_to_dir_removes_what_it_wrote() {
+    let tmp = tempfile::tempdir().unwrap();
+    let store = Store::in_memory().unwrap();
+    // Deep enough that the second file's host path passes PATH_MAX (4,096 bytes), while the
+    // first one's does not: the export fails half-way.
+    let mut base = tmp.path().to_owned();
+    for i in 0..16 {
+        base.push(format!("{i:0200}"));
+    }
+    std::fs::create_dir_all(&base).unwrap();
+    let long = vec!["n".repeat(250); 4].join("/");
+    fill(
+        &store,
+        &[
+            ("u".into(), "/memories/a/ok.md".into(), "x".into()),
+            ("u".into(), format!("/memories/b/{long}"), "y".into()),
+        ],
+    );
+    let out = base.join("out");
+    let err = store.export_dir("u", &out, &mut |_| {}).unwrap_err();
+    assert!(err.to_string().contains("File name too long"), "{err}");
+    assert!(!out.exists(), "left behind: {:?}", tree_of(&out));
+    // Into an existing empty directory: it stays, empty.
+    std::fs::create_dir(&out).unwrap();
+    store.export_dir("u", &out, &mut |_| {}).unwrap_err();
+    assert_eq!(std::fs::read_dir(&out).unwrap().count(), 0);
+}
+
+#[test]
+fn skip_existing_still_refuses_a_file_directory_clash() {
+    let dir = tempfile::tempdir().unwrap();
+    let a = Store::in_memory().unwrap();
+    fill(
+        &a,
+        &[
+            ("u".into(), "/memories/x".into(), "a file".into()),
+            (
+                "u".into(),
+                "/memories/same".into(),
+                "from the backup".into(),
+            ),
+        ],
+    );
+    let file = dir.path().join("x.jsonl");
+    export_to(&a, &file);
+    // The target has a directory where the backup has the file /memories/x.
+    let b = Store::in_memory().unwrap();
+    fill(
+        &b,
+        &[
+            ("u".into(), "/memories/x/inside".into(), "in the way".into()),
+            ("u".into(), "/memories/same".into(), "kept".into()),
+        ],
+    );
+    let before = everything(&b);
+    for conflict in [Conflict::Skip, Conflict::Replace] {
+        let err = b.import(&file, conflict, &mut |_| {}).unwrap_err();
+        assert!(
+            err.to_string().contains("/memories/x is a directory"),
+            "{conflict:?}: {err}"
+        );
+        assert_eq!(everything(&b), before);
+    }
+}
+
+/// An export of one file whose times are `times`, sealed (checksums and digest recomputed).
+fn export_with_times(dir: &Path, times: [i64; 3]) -> PathBuf {
+    let a = Store::in_memory().unwrap();
+    fill(&a, &[("u".into(), "/memories/t".into(), "t".into())]);
+    let file = dir.join("t.jsonl");
+    export_to(&a, &file);
+    let export = Export::read(&file);
+    let mut l = export.parsed.clone();
+    for (field, ms) in ["created_ms", "modified_ms", "accessed_ms"]
+        .iter()
+        .zip(times)
+    {
+        l[1][field] = json!(ms);
+    }
+    export.reseal(&mut l);
+    std::fs::write(&file, export.render(&l)).unwrap();
+    file
+}
+
+#[test]
+fn import_times_are_bounded() {
+    let dir = tempfile::tempdir().unwrap();
+    let now = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .unwrap()
+        .as_millis() as i64;
+    for (times, field) in [
+        ([now, now, i64::MAX], "accessed_ms"),
+        ([now, now + 2 * 86_400_000, now], "modified_ms"),
+        ([-1, now, now], "created_ms"),
+    ] {
+        let file = export_with_times(dir.path(), times);
+        let b = Store::in_memory().unwrap();
+        let err = b.import(&file, Conflict::Refuse, &mut |_| {}).unwrap_err();
+        assert!(
+            matches!(&err, Error::Import { line: 2, reason } if reason.contains(field) && reason.contains("out of range")),
+            "{err}"
+        );
+        assert!(b.users().unwrap().is_empty());
+    }
+    // Old times and a little clock skew are fine.
+    let file = export_with_times(dir.path(), [0, 1, now + 3_600_000]);
+    let b = Store::in_memory().unwrap();
+    b.import(&file, Conflict::Refuse, &mut |_| {}).unwrap();
+}
+
+#[test]
+fn a_byte_order_mark_before_the_header_is_skipped() {
+    let dir = tempfile::tempdir().unwrap();
+    let a = Store::in_memory().unwrap();
+    fill(&a, &sample());
+    let file = dir.path().join("x.jsonl");
+    export_to(&a, &file);
+    let mut text = b"\xef\xbb\xbf".to_vec();
+    text.extend(std::fs::read(&file).unwrap());
+    std::fs::write(&file, &text).unwrap();
+    let b = Store::in_memory().unwrap();
+    b.import(&file, Conflict::Refuse, &mut |_| {}).unwrap();
+    assert_eq!(everything(&a), everything(&b));
+    // Elsewhere it is not JSON, and said so with its line.
+    let lines: Vec<&[u8]> = text[3..].split_inclusive(|&b| b == b'\n').collect();
+    let mut bad = lines[0].to_vec();
+    bad.extend(b"\xef\xbb\xbf");
+    bad.extend(lines[1..].concat());
+    std::fs::write(&file, &bad).unwrap();
+    let err = Store::in_memory()
+        .unwrap()
+        .import(&file, Conflict::Refuse, &mut |_| {})
+        .unwrap_err();
+    assert!(matches!(err, Error::Import { line: 2, .. }), "{err}");
+}
+
+#[test]
+fn import_of_chosen_users_leaves_the_others_alone() {
+    let dir = tempfile::tempdir().unwrap();
+    let a = Store::in_memory().unwrap();
+    fill(&a, &sample());
+    let file = dir.path().join("x.jsonl");
+    export_to(&a, &file);
+    let b = Store::in_memory().unwrap();
+    fill(
+        &b,
+        &[(
+            "bob@example.com".into(),
+            "/memories/a.md".into(),
+            "bob's newer a".into(),
+        )],
+    );
+    let before_bob = everything(&b);
+    let mut source = memkv::ImportSource::open(&file, b.limits()).unwrap();
+    let s = b
+        .import_from(
+            &mut source,
+            &["alice".into()],
+            Conflict::Replace,
+            &mut |_| {},
+        )
+        .unwrap();
+    assert_eq!((s.files, s.users, s.replaced), (2, 1, 0));
+    let after = everything(&b);
+    assert_eq!(after.len(), 2);
+    assert_eq!(after[0], everything(&a)[0]);
+    assert_eq!(after[1], before_bob[0]);
+    // A user the file does not hold: refused, nothing changes.
+    let err = b
+        .import_from(
+            &mut source,
+            &["alice".into(), "carol".into()],
+            Conflict::Replace,
+            &mut |_| {},
+        )
+        .unwrap_err();
+    assert_eq!(err.to_string(), "the file holds no files of user \"carol\"");
+    assert_eq!(everything(&b), after);
+}
+
+#[test]
+fn from_dir_skips_a_file_over_the_limit_unread_and_escapes_names() {
+    let tmp = tempfile::tempdir().unwrap();
+    let src = tmp.path().join("memories");
+    std::fs::create_dir(&src).unwrap();
+    std::fs::write(src.join("small.md"), "small").unwrap();
+    // Sparse: 256 MiB of nothing, skipped on its size alone.
+    let big = std::fs::File::create(src.join("big.md")).unwrap();
+    big.set_len(256 << 20).unwrap();
+    // A name that would drive a terminal: escape, carriage return, line feed, bidi override.
+    let evil = "evil\u{1b}[2J\r\nx\u{202e}.md";
+    std::fs::write(src.join(evil), "x").unwrap();
+    // A modification time in the future is taken as now.
+    let future = std::fs::File::create(src.join("future.md")).unwrap();
+    future
+        .set_modified(std::time::SystemTime::now() + std::time::Duration::from_secs(1 << 30))
+        .unwrap();
+    drop(future);
+
+    let store = Store::in_memory().unwrap();
+    let (s, skipped) = store
+        .import_dir(&src, "dana", false, Conflict::Refuse, &mut |_| {})
+        .unwrap();
+    assert_eq!(s.files, 2);
+    let shown: Vec<String> = skipped.iter().map(ToString::to_string).collect();
+    assert_eq!(shown.len(), 2, "{shown:?}");
+    assert!(
+        shown.contains(&format!(
+            "big.md: larger than the file-size limit ({} bytes)",
+            store.limits().max_file_bytes
+        )),
+        "{shown:?}"
+    );
+    let evil_shown = shown.iter().find(|s| s.starts_with("evil")).unwrap();
+    assert!(
+        evil_shown.starts_with(r"evil\u{1b}[2J\u{d}\u{a}x\u{202e}.md: "),
+        "{evil_shown}"
+    );
+    assert!(!evil_shown.chars().any(char::is_control));
+    let now = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .unwrap()
+        .as_millis() as i64;
+    let dana = store.user("dana").unwrap();
+    let future = dana
+        .files()
+        .unwrap()
+        .into_iter()
+        .find(|f| f.path.to_string() == "/memories/future.md")
+        .unwrap();
+    assert!(future.modified_ms <= now, "{}", future.modified_ms);
+    // --strict refuses it, naming the file (escaped).
+    let strict = Store::in_memory().unwrap();
+    let err = strict
+        .import_dir(&src, "dana", true, Conflict::Refuse, &mut |_| {})
+        .unwrap_err()
+        .to_string();
+    assert!(
+        err.contains("big.md: larger than the file-size limit"),
+        "{err}"
+    );
+    assert!(strict.users().unwrap().is_empty());
 }
