@@ -52,7 +52,23 @@ pub fn cat(global: &Global, args: &CatArgs) -> Result {
             io::stdout().lock().write_all(content.as_bytes())?;
             Ok(())
         }
-        None => Err(format!("{}: no such file for user {:?}", args.path, args.user).into()),
+        None => {
+            let dir = memkv::MemoryPath::parse(&args.path).is_ok_and(|p| {
+                p.is_root()
+                    || user
+                        .files()
+                        .is_ok_and(|files| files.iter().any(|f| f.path.ancestors().any(|a| a == p)))
+            });
+            let (path, user) = (&args.path, &args.user);
+            Err(if dir {
+                format!(
+                    "{path}: a directory of user {user:?}, not a file (list it with `memkv tree`)"
+                )
+            } else {
+                format!("{path}: no such file for user {user:?}")
+            }
+            .into())
+        }
     }
 }
 

@@ -88,6 +88,9 @@ fn parse_user_ttl(text: &str) -> Result<(String, Option<Duration>), String> {
         "off" => None,
         d => Some(parse_duration(d)?),
     };
+    if user.is_empty() {
+        return Err(format!("{text:?}: the user name is empty"));
+    }
     Ok((user.to_owned(), ttl))
 }
 
@@ -111,7 +114,7 @@ pub enum Commands {
     Export(ExportArgs),
     /// Restore a backup in one transaction (all or nothing), or import a plain directory tree
     Import(ImportArgs),
-    /// Delete expired files and list them
+    /// Delete expired files and list them (needs --ttl or --user-ttl)
     Expire(ExpireArgs),
     /// Verify the database against memkv's invariants
     Check,
@@ -138,9 +141,10 @@ pub struct ImportArgs {
     /// Import a plain directory tree (e.g. the SDK handler's memories/ folder) as --user's /memories
     #[arg(long, value_name = "DIR", requires = "user")]
     pub from_dir: Option<PathBuf>,
-    /// The user, with --from-dir
+    /// Only these users of the file (repeatable; default: everyone); with --from-dir, the one
+    /// user whose /memories the tree becomes
     #[arg(long, short)]
-    pub user: Option<String>,
+    pub user: Vec<String>,
     /// With --from-dir: refuse the whole import if any file would be skipped
     #[arg(long, requires = "from_dir")]
     pub strict: bool,
@@ -241,5 +245,7 @@ mod tests {
             Ok(("x@y".into(), Some(Duration::from_secs(3600))))
         );
         assert!(parse_user_ttl("nobody").is_err());
+        assert!(parse_user_ttl("=off").is_err());
+        assert!(parse_user_ttl("=1h").is_err());
     }
 }

@@ -1,11 +1,12 @@
 //! `export`, `import` and `expire`: long operations, with progress on a terminal.
 
-use std::fs::{self, File};
+use std::fs;
 use std::io::{self, IsTerminal, Write};
 
 use indicatif::{ProgressBar, ProgressStyle};
-use memkv::{Conflict, Progress, Summary};
+use memkv::{Conflict, ExportFile, ImportSource, Progress, Summary};
 
+use crate::Usage;
 use crate::admin::{open_for_writing, open_read_only};
 use crate::args::{ExpireArgs, ExportArgs, Global, ImportArgs};
 
@@ -62,38 +63,27 @@ fn summary_line(verb: &str, s: &Summary) -> String {
 }
 
 pub fn export(global: &Global, args: &ExportArgs) -> Result {
+    if args.to_dir.is_some() && args.user.len() != 1 {
+        return Err(
+            Usage("--to-dir exports one user's tree: give exactly one --user".into()).into(),
+        );
+    }
     let store = open_read_only(global)?;
     let bar = Bar::new();
     let summary = if let Some(dir) = &args.to_dir {
-        let [user] = args.user.as_slice() else {
-            return Err("--to-dir exports one user's tree: give exactly one --user".into());
-        };
-        store.export_dir(user, dir, &mut |p| bar.update(p))?
+        store.export_dir(&args.user[0], dir, &mut |p| bar.update(p))?
     } else if let Some(path) = &args.output {
-        // Write beside the target and rename when complete: a failed export leaves no half file.
-        let tmp = path.with_extension("memkv-export-partial");
-        let result = File::create(&tmp)
-            .map_err(|e| format!("{}: {e}", tmp.display()).into())
-            .and_then(|f| {
-                let s = store.export(&args.user, &f, &mut |p| bar.update(p))?;
-                f.sync_all()?;
-                Ok::<_, Box<dyn std::error::Error>>(s)
-            });
-        match result {
-            Ok(s) => {
-                fs::rename(&tmp, path)?;
-                s
-            }
-            Err(e) => {
-                let _ = fs::remove_file(&tmp);
-                return Err(e);
-            }
-        }
+        // A private temporary file beside the target, renamed over it once complete: a failed
+        // export leaves no half file, and never overwrites the database itself.
+        let mut file = ExportFile::create(path, Some(&global.db_path()?))?;
+        let summary = store.export(&args.user, &mut file, &mut |p| bar.update(p))?;
+        file.finish()?;
+        summary
     } else {
         store.export(&args.user, io::stdout().lock(), &mut |p| bar.update(p))?
     };
     bar.finish();
-    eprintln!("{}", summary_line("exported", &summary));
+    note!("{}", summary_line("exported", &summary));
     Ok(())
 }
 
@@ -105,70 +95,80 @@ pub fn import(global: &Global, args: &ImportArgs) -> Result {
     } else {
         Conflict::Refuse
     };
+    // The limits and policies of the command line, on an empty store: for the line cap, and
+    // for a dry run when the database does not exist yet.
+    let scratch = global.builder().in_memory()?;
+    // Read a pipe, a process substitution or standard input to its end before the database is
+    // opened: nothing waits on a writer while the database is locked.
+    let mut source = match &args.file {
+        Some(file) if file.as_os_str() == "-" => Some(ImportSource::stdin(scratch.limits())?),
+        Some(file) => Some(ImportSource::open(file, scratch.limits())?),
+        None => None,
+    };
+    let dir_user = match (&args.from_dir, args.user.as_slice()) {
+        (Some(_), [user]) => Some(user.as_str()),
+        (Some(_), _) => {
+            return Err(Usage(
+                "--from-dir imports one user's tree: give exactly one --user".into(),
+            )
+            .into());
+        }
+        (None, _) => None,
+    };
     let path = global.db_path()?;
-    if let Some(parent) = path.parent().filter(|p| !p.as_os_str().is_empty()) {
-        fs::create_dir_all(parent)?;
+    if fs::symlink_metadata(&path).is_err_and(|e| e.kind() == io::ErrorKind::NotFound) {
+        // A refused import must not leave a new database (or its folders) behind: check it all
+        // against an empty store first.
+        match (&mut source, &args.from_dir, dir_user) {
+            (Some(source), _, _) => {
+                scratch.verify_import(source, &args.user, &mut |_| {})?;
+            }
+            (None, Some(dir), Some(user)) => {
+                scratch.import_dir(dir, user, args.strict, conflict, &mut |_| {})?;
+            }
+            _ => unreachable!("clap requires a source"),
+        }
+        if let Some(parent) = path.parent().filter(|p| !p.as_os_str().is_empty()) {
+            fs::create_dir_all(parent)
+                .map_err(|e| format!("cannot create {}: {e}", parent.display()))?;
+        }
     }
+    drop(scratch);
     let store = global.builder().open(&path)?;
     let bar = Bar::new();
-    let summary = match (&args.file, &args.from_dir) {
-        (Some(file), _) if file.as_os_str() == "-" => {
-            // The import reads its input twice (verify, then apply): keep stdin in a file.
-            let spool = Spool::from_stdin()?;
-            store.import(&spool.0, conflict, &mut |p| bar.update(p))?
+    let summary = match (&mut source, &args.from_dir, dir_user) {
+        (Some(source), _, _) => {
+            store.import_from(source, &args.user, conflict, &mut |p| bar.update(p))?
         }
-        (Some(file), _) => store.import(file, conflict, &mut |p| bar.update(p))?,
-        (None, Some(dir)) => {
-            let user = args.user.as_deref().expect("clap requires --user");
+        (None, Some(dir), Some(user)) => {
             let (summary, skipped) =
                 store.import_dir(dir, user, args.strict, conflict, &mut |p| bar.update(p))?;
             bar.finish();
-            let mut err = io::stderr().lock();
             for s in &skipped {
-                writeln!(err, "skipped {}: {}", s.path.display(), s.reason)?;
+                note!("skipped {s}");
             }
             summary
         }
-        (None, None) => unreachable!("clap requires a source"),
+        _ => unreachable!("clap requires a source"),
     };
     bar.finish();
-    eprintln!("{}", summary_line("imported", &summary));
+    note!("{}", summary_line("imported", &summary));
     Ok(())
 }
 
-/// Standard input copied to a private temporary file, removed when dropped.
-struct Spool(std::path::PathBuf);
-
-impl Spool {
-    fn from_stdin() -> Result<Self> {
-        use std::os::unix::fs::OpenOptionsExt;
-        let path = std::env::temp_dir().join(format!(
-            "memkv-import-{}-{}.jsonl",
-            std::process::id(),
-            std::time::SystemTime::now()
-                .duration_since(std::time::UNIX_EPOCH)
-                .map_or(0, |d| d.as_nanos())
-        ));
-        let mut file = fs::OpenOptions::new()
-            .write(true)
-            .create_new(true)
-            .mode(0o600)
-            .open(&path)
-            .map_err(|e| format!("{}: {e}", path.display()))?;
-        let spool = Spool(path);
-        io::copy(&mut io::stdin().lock(), &mut file)?;
-        Ok(spool)
-    }
-}
-
-impl Drop for Spool {
-    fn drop(&mut self) {
-        let _ = fs::remove_file(&self.0);
-    }
-}
-
 pub fn expire(global: &Global, args: &ExpireArgs) -> Result {
-    let store = open_for_writing(global)?;
+    if global.ttl.is_none() && global.user_ttl.iter().all(|(_, ttl)| ttl.is_none()) {
+        return Err(Usage(
+            "nothing can expire without a time-to-live: give --ttl DURATION or --user-ttl NAME=DURATION".into(),
+        )
+        .into());
+    }
+    // A dry run changes nothing, not even the format of an older database.
+    let store = if args.dry_run {
+        open_read_only(global)?
+    } else {
+        open_for_writing(global)?
+    };
     let expired = store.expire(args.dry_run)?;
     let mut out = io::stdout().lock();
     for f in &expired {
@@ -181,12 +181,13 @@ pub fn expire(global: &Global, args: &ExpireArgs) -> Result {
             f.path
         )?;
     }
+    out.flush()?;
     let bytes: u64 = expired.iter().map(|f| f.size).sum();
     let verb = if args.dry_run {
         "would delete"
     } else {
         "deleted"
     };
-    eprintln!("{verb} {} expired files, {bytes} bytes", expired.len());
+    note!("{verb} {} expired files, {bytes} bytes", expired.len());
     Ok(())
 }

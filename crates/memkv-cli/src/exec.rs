@@ -30,7 +30,7 @@ pub fn run(global: &Global, args: &ExecArgs) -> Result<(), Box<dyn std::error::E
                 let (answer, errors) = protocol::answer_line(&user, &line);
                 for e in errors {
                     failures += 1;
-                    eprintln!("memkv: {e}");
+                    note!("memkv: {e}");
                 }
                 answer
             }

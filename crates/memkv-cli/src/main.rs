@@ -1,19 +1,65 @@
 //! `memkv`: the command-line front end. It translates arguments into library calls and prints
 //! what they return; every rule lives in the `memkv` crate.
 
+/// Writes a line to standard error, ignoring failure: a closed stderr must never make the
+/// process panic (as `eprintln!` would).
+macro_rules! note {
+    ($($arg:tt)*) => {{
+        use std::io::Write as _;
+        let _ = writeln!(std::io::stderr(), $($arg)*);
+    }};
+}
+
 mod admin;
 mod args;
 mod backup;
 mod exec;
 
+use std::io;
 use std::process::ExitCode;
 
 use clap::Parser;
 
 use args::{Cli, Commands};
 
-/// Exit codes: 0 success, 1 a runtime failure (database, I/O), 2 bad usage (from clap).
+/// Exit codes: 0 success; 1 a runtime failure (database, I/O); 2 bad usage (clap's, and
+/// [`Usage`]); 141 (128 + SIGPIPE, what a shell reports for a process killed by a closed pipe)
+/// when the reader of standard output went away, as in `memkv export | head`: quietly, but
+/// never 0, because the output is incomplete.
 const EXIT_FAILURE: u8 = 1;
+const EXIT_USAGE: u8 = 2;
+const EXIT_BROKEN_PIPE: u8 = 141;
+
+/// A command line that clap accepts but that makes no sense (exit 2, like clap's own errors).
+#[derive(Debug)]
+pub struct Usage(pub String);
+
+impl std::fmt::Display for Usage {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(&self.0)
+    }
+}
+
+impl std::error::Error for Usage {}
+
+/// Whether `e` is, or was caused by, writing to a pipe whose reader has gone.
+fn is_broken_pipe(e: &(dyn std::error::Error + 'static)) -> bool {
+    let mut cause = Some(e);
+    while let Some(e) = cause {
+        if let Some(io) = e.downcast_ref::<io::Error>()
+            && io.kind() == io::ErrorKind::BrokenPipe
+        {
+            return true;
+        }
+        if let Some(memkv::Error::Output(io)) = e.downcast_ref::<memkv::Error>()
+            && io.kind() == io::ErrorKind::BrokenPipe
+        {
+            return true;
+        }
+        cause = e.source();
+    }
+    false
+}
 
 fn main() -> ExitCode {
     let cli = Cli::parse();
@@ -30,14 +76,19 @@ fn main() -> ExitCode {
     };
     match result {
         Ok(()) => ExitCode::SUCCESS,
+        Err(e) if is_broken_pipe(e.as_ref()) => ExitCode::from(EXIT_BROKEN_PIPE),
         Err(e) => {
-            eprintln!("memkv: {e}");
+            note!("memkv: {e}");
             if matches!(e.downcast_ref(), Some(memkv::Error::Locked { .. })) {
-                eprintln!(
+                note!(
                     "hint: one process may write at a time; read-only commands (users, tree, cat, stats, check, export) can run beside a writer started with --shared"
                 );
             }
-            ExitCode::from(EXIT_FAILURE)
+            if e.downcast_ref::<Usage>().is_some() {
+                ExitCode::from(EXIT_USAGE)
+            } else {
+                ExitCode::from(EXIT_FAILURE)
+            }
         }
     }
 }

@@ -161,7 +161,10 @@ fn exec_is_interactive_and_a_second_process_is_refused() {
     assert!(out.status.success());
     assert_eq!(String::from_utf8(out.stdout).unwrap().lines().count(), 4);
     // Writers are refused while it runs.
-    let out = memkv(&db).args(["expire"]).output().unwrap();
+    let out = memkv(&db)
+        .args(["--ttl", "30d", "expire"])
+        .output()
+        .unwrap();
     assert_eq!(out.status.code(), Some(1));
     assert!(String::from_utf8_lossy(&out.stderr).contains("open in another process"));
 
