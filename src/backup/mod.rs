@@ -96,7 +96,8 @@ pub enum Conflict {
     /// Refuse the whole import (the default).
     #[default]
     Refuse,
-    /// Keep the existing file, import the rest.
+    /// Keep the existing file, import the rest (a directory, or a file in the way of a path,
+    /// still refuses: skipping it would silently drop the file).
     Skip,
     /// Overwrite the existing file (a directory, or a file in the way of a path, still refuses).
     Replace,

@@ -281,7 +281,10 @@ fn import_reads_pipes_before_locking_the_database() {
         br#"{"command":"create","path":"/memories/x","file_text":"meanwhile"}"#,
     );
     assert!(ok(&out).contains(r#""is_error":false"#));
-    std::fs::write(&fifo, std::fs::read(&backup).unwrap()).unwrap();
+    // Opening the pipe for writing waits for its reader: from a thread, so that an import that
+    // died early fails the test below instead of hanging it.
+    let (fifo_w, text) = (fifo.clone(), std::fs::read(&backup).unwrap());
+    std::thread::spawn(move || std::fs::write(fifo_w, text));
     let status = wait_within(&mut import.0, Duration::from_secs(20));
     let mut err = String::new();
     std::io::Read::read_to_string(import.0.stderr.as_mut().unwrap(), &mut err).unwrap();
