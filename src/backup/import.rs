@@ -87,6 +87,11 @@ impl ImportSource {
         let mut n = 0;
         while next_line(&mut reader, &mut line, cap, n + 1, name)? {
             n += 1;
+            // Input that is not an export at all (`yes`, random bytes) stops at its first line
+            // rather than filling the temporary directory.
+            if n == 1 && !matches!(parse_line(1, &mut line.clone())?, Line::Header { .. }) {
+                return Err(import_error(1, NOT_A_HEADER));
+            }
             out.write_all(&line).map_err(tmp_error)?;
         }
         out.flush().map_err(tmp_error)?;
@@ -282,10 +287,7 @@ impl<B: Backend> Store<B> {
                     seen_header = true;
                 }
                 _ if !seen_header => {
-                    return Err(import_error(
-                        n,
-                        "the first line is not a memkv export header",
-                    ));
+                    return Err(import_error(n, NOT_A_HEADER));
                 }
                 Line::File {
                     user,
@@ -556,16 +558,22 @@ fn for_each_line(source: &mut ImportSource, f: LineVisit<'_>) -> Result<u64, Err
     let mut n = 0;
     while next_line(&mut reader, &mut raw, cap, n + 1, &name)? {
         n += 1;
-        if n == 1 && raw.starts_with(BOM) {
-            raw.drain(..BOM.len());
-        }
-        if raw.last() != Some(&b'\n') {
-            return Err(import_error(n, "the last line has no newline (truncated?)"));
-        }
-        let text = std::str::from_utf8(&raw).map_err(|_| import_error(n, "not UTF-8"))?;
-        let line: Line = serde_json::from_str(text)
-            .map_err(|e| import_error(n, format!("not a valid export line: {e}")))?;
+        let line = parse_line(n, &mut raw)?;
         f(n, &raw, line)?;
     }
     Ok(n)
 }
+
+/// Parses line `n` (with its newline); a byte order mark before line 1 is removed from `raw`.
+fn parse_line(n: u64, raw: &mut Vec<u8>) -> Result<Line, Error> {
+    if n == 1 && raw.starts_with(BOM) {
+        raw.drain(..BOM.len());
+    }
+    if raw.last() != Some(&b'\n') {
+        return Err(import_error(n, "the last line has no newline (truncated?)"));
+    }
+    let text = std::str::from_utf8(raw).map_err(|_| import_error(n, "not UTF-8"))?;
+    serde_json::from_str(text).map_err(|e| import_error(n, format!("not a valid export line: {e}")))
+}
+
+const NOT_A_HEADER: &str = "the first line is not a memkv export header";

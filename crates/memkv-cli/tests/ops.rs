@@ -317,6 +317,18 @@ fn import_of_endless_input_stops_soon() {
     );
     fails(&out, 1, "line 1: longer than");
     assert!(!db.exists());
+    // Endless lines that are not an export stop at the first.
+    let out = run_within(
+        Command::new("bash")
+            .arg("-c")
+            .arg(r#"yes | "$0" --db "$1" import -"#)
+            .arg(env!("CARGO_BIN_EXE_memkv"))
+            .arg(&db)
+            .env_remove("MEMKV_DB"),
+        Duration::from_secs(20),
+    );
+    fails(&out, 1, "line 1: not a valid export line");
+    assert!(!db.exists());
 }
 
 #[test]
