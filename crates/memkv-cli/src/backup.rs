@@ -95,16 +95,6 @@ pub fn import(global: &Global, args: &ImportArgs) -> Result {
     } else {
         Conflict::Refuse
     };
-    // The limits and policies of the command line, on an empty store: for the line cap, and
-    // for a dry run when the database does not exist yet.
-    let scratch = global.builder().in_memory()?;
-    // Read a pipe, a process substitution or standard input to its end before the database is
-    // opened: nothing waits on a writer while the database is locked.
-    let mut source = match &args.file {
-        Some(file) if file.as_os_str() == "-" => Some(ImportSource::stdin(scratch.limits())?),
-        Some(file) => Some(ImportSource::open(file, scratch.limits())?),
-        None => None,
-    };
     let dir_user = match (&args.from_dir, args.user.as_slice()) {
         (Some(_), [user]) => Some(user.as_str()),
         (Some(_), _) => {
@@ -114,6 +104,16 @@ pub fn import(global: &Global, args: &ImportArgs) -> Result {
             .into());
         }
         (None, _) => None,
+    };
+    // The limits and policies of the command line, on an empty store: for the line cap, and
+    // for a dry run when the database does not exist yet.
+    let scratch = global.builder().in_memory()?;
+    // Read a pipe, a process substitution or standard input to its end before the database is
+    // opened: nothing waits on a writer while the database is locked.
+    let mut source = match &args.file {
+        Some(file) if file.as_os_str() == "-" => Some(ImportSource::stdin(scratch.limits())?),
+        Some(file) => Some(ImportSource::open(file, scratch.limits())?),
+        None => None,
     };
     let path = global.db_path()?;
     if fs::symlink_metadata(&path).is_err_and(|e| e.kind() == io::ErrorKind::NotFound) {
