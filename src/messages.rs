@@ -205,14 +205,13 @@ pub fn too_many_lines(path: &str, max_lines: u64) -> String {
 
 /// A `create` over the per-user file quota.
 pub fn quota_files(limit: u64) -> String {
-    let files = if limit == 1 { "file" } else { "files" };
-    format!("Error: Memory quota exceeded: at most {limit} {files}")
+    // PROTOCOL.md's template, byte for byte, even for a limit of 1.
+    format!("Error: Memory quota exceeded: at most {limit} files")
 }
 
 /// A write over the per-user byte quota.
 pub fn quota_bytes(limit: u64) -> String {
-    let bytes = if limit == 1 { "byte" } else { "bytes" };
-    format!("Error: Memory quota exceeded: at most {limit} {bytes} in total")
+    format!("Error: Memory quota exceeded: at most {limit} bytes in total")
 }
 
 // ---- malformed input ---------------------------------------------------------------------

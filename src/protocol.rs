@@ -150,7 +150,7 @@ pub fn max_message_bytes(limits: &Limits) -> usize {
 }
 
 /// Answers `message` for `user`. A storage failure is answered to the model with
-/// [`messages::storage_failure`] (nothing was applied) and also returned, for the operator; in
+/// the storage-failure message (nothing was applied) and also returned, for the operator; in
 /// an array, each block is answered on its own, in order.
 pub fn answer<B: Backend>(user: &UserHandle<'_, B>, message: Message) -> (Response, Vec<Error>) {
     let mut errors = Vec::new();

@@ -538,8 +538,10 @@ fn a_closed_pipe_ends_an_export_quietly() {
     assert_ne!(ok(&bash), "101\n");
 }
 
+/// PROTOCOL.md pins the template `at most {limit} files` byte for byte, so the model reads it
+/// unchanged even for a limit of 1.
 #[test]
-fn quota_of_one_file_reads_in_the_singular() {
+fn quota_of_one_file_keeps_the_protocol_template() {
     let dir = tempfile::tempdir().unwrap();
     let db = dir.path().join("memkv.redb");
     let out = run_with_input(
@@ -547,7 +549,7 @@ fn quota_of_one_file_reads_in_the_singular() {
         b"{\"command\":\"create\",\"path\":\"/memories/a\",\"file_text\":\"\"}\n{\"command\":\"create\",\"path\":\"/memories/b\",\"file_text\":\"\"}\n",
     );
     assert!(
-        ok(&out).contains("Error: Memory quota exceeded: at most 1 file\""),
+        ok(&out).contains("Error: Memory quota exceeded: at most 1 files\""),
         "{}",
         String::from_utf8_lossy(&out.stdout)
     );
