@@ -101,8 +101,9 @@ pub enum Error {
     /// Writing an export failed (a full disk, a closed pipe: see [`std::io::Error::kind`]).
     #[error("writing the export: {0}")]
     Output(#[source] std::io::Error),
-    /// A stored record that memkv cannot decode: the database was damaged or edited by hand.
-    #[error("corrupt record in the database: {0}")]
+    /// The database is damaged: a stored record memkv cannot decode, a page the storage engine
+    /// refuses (or panics on), data edited by hand.
+    #[error("the database is damaged: {0}")]
     Corrupt(String),
     /// The storage engine or the disk failed.
     #[error("storage error: {0}")]

@@ -11,14 +11,19 @@
 //! user's keys. The layout of the keys and values inside a space is in `crate::layout`; both
 //! are covered by [`FORMAT_VERSION`] and written down in `docs/design.md`.
 
+mod create;
+mod health;
+
 use std::ops::ControlFlow;
 use std::path::{Path, PathBuf};
+use std::sync::{Arc, PoisonError, RwLock};
 
 use redb::{
     ConcurrencyMode, Database, DatabaseError, ReadOnlyDatabase, ReadOnlyTable, ReadTransaction,
     ReadableDatabase, ReadableTable, Table, TableDefinition, TableHandle, WriteTransaction,
 };
 
+use self::health::Health;
 use super::{Backend, Finish, ReadTxn, Space, Visit, WriteTxn};
 use crate::error::Error;
 
@@ -72,14 +77,43 @@ fn builder_for(shared: bool) -> redb::Builder {
     b
 }
 
+/// How the database was opened: how to open it again after a failure.
+#[derive(Debug)]
+enum Origin {
+    /// A file, for writing.
+    File { path: PathBuf, shared: bool },
+    /// A file, read-only.
+    ReadOnlyFile { path: PathBuf },
+    /// Memory or a caller's storage backend, which redb owns: never reopened.
+    Fixed,
+}
+
 enum Db {
     Write(Database),
     Read(ReadOnlyDatabase),
 }
 
+impl Db {
+    fn close(self) {
+        // Closing releases the file and its locks at once, even while read transactions live;
+        // its own error adds nothing to the failure that led here.
+        let _ = match self {
+            Db::Write(db) => db.close(),
+            Db::Read(db) => db.close(),
+        };
+    }
+}
+
 /// The embedded default backend: one redb file (or memory), one writer at a time.
+///
+/// After an I/O error or a panic inside redb (see `health`), the file is closed and opened again
+/// before the next transaction, so a full disk or a transient failure does not outlive its
+/// cause.
 pub struct RedbBackend {
-    db: Db,
+    /// `None` while closed after a failure that a reopen has not repaired yet.
+    db: RwLock<Option<Arc<Db>>>,
+    origin: Origin,
+    health: Arc<Health>,
     location: String,
 }
 
@@ -100,22 +134,41 @@ fn table_names(names: impl Iterator<Item = impl TableHandle>) -> Vec<String> {
 }
 
 impl RedbBackend {
-    /// Opens the database at `path` for writing, creating the file if it does not exist.
-    /// `shared` lets read-only processes open it meanwhile (at a second flush per commit).
+    /// Opens the database at `path` for writing, creating the file if it does not exist (or if
+    /// it holds no committed data: an interrupted creation). `shared` lets read-only processes
+    /// open it meanwhile (at a second flush per commit).
     pub fn create(path: &Path, shared: bool) -> Result<Self, Error> {
-        let db = builder_for(shared)
-            .create(path)
-            .map_err(|e| open_error(e, path))?;
-        Self::init(db, &path.display().to_string())
+        Self::ensure_and_open(path, shared, true)
     }
 
     /// Opens an existing database for writing; a missing file is [`Error::NotFound`].
     pub fn open(path: &Path, shared: bool) -> Result<Self, Error> {
-        check_exists(path)?;
-        let db = builder_for(shared)
-            .open(path)
-            .map_err(|e| open_error(e, path))?;
-        Self::init(db, &path.display().to_string())
+        Self::ensure_and_open(path, shared, false)
+    }
+
+    fn ensure_and_open(path: &Path, shared: bool, create: bool) -> Result<Self, Error> {
+        let health = Arc::new(Health::default());
+        create::ensure(path, create, |tmp| {
+            let location = tmp.display().to_string();
+            let db = health.guard(|| {
+                builder_for(false)
+                    .create(tmp)
+                    .map_err(|e| open_error(e, tmp))
+            })?;
+            let backend = Self::init(db, Origin::Fixed, &location)?;
+            backend.close();
+            Ok(())
+        })?;
+        let db = health.guard(|| {
+            builder_for(shared)
+                .open(path)
+                .map_err(|e| open_error(e, path))
+        })?;
+        let origin = Origin::File {
+            path: path.to_owned(),
+            shared,
+        };
+        Self::init(db, origin, &path.display().to_string())
     }
 
     /// Opens an existing database read-only. Works while another process writes to it, and
@@ -123,113 +176,197 @@ impl RedbBackend {
     /// died mid-write is repaired first (by a brief writable open) when no other process has it.
     pub fn open_read_only(path: &Path) -> Result<Self, Error> {
         check_exists(path)?;
-        let db = match reader().open_read_only(path) {
-            // A process died mid-write: the file needs redb's repair, which only a writer can do.
-            // Do it now when no other process writes (a running writer repaired it already).
-            Err(DatabaseError::RepairAborted) => {
-                drop(
-                    builder_for(false)
-                        .open(path)
-                        .map_err(|e| open_error(e, path))?,
-                );
-                reader().open_read_only(path)
-            }
-            other => other,
-        }
-        .map_err(|e| open_error(e, path))?;
         let location = path.display().to_string();
-        let txn = db.begin_read().map_err(Error::storage)?;
-        let tables = table_names(txn.list_tables().map_err(Error::storage)?);
-        if !tables.iter().any(|t| t == META.name()) {
+        if create::holds_no_data(path).unwrap_or(false) {
             return Err(Error::NotMemkv {
                 location,
-                reason: "it has no memkv tables".into(),
+                reason: "it holds no committed data (its creation was interrupted); open it \
+                         once for writing to initialise it"
+                    .into(),
             });
         }
-        let found = txn
-            .open_table(META)
-            .map_err(Error::storage)?
-            .get(FORMAT_KEY)
-            .map_err(Error::storage)?
-            .map_or(0, |v| v.value());
-        check_version(found, &location)?;
-        if found < FORMAT_VERSION {
-            return Err(Error::NeedsMigration {
-                location,
-                found,
-                supported: FORMAT_VERSION,
-            });
-        }
-        drop(txn);
+        let health = Arc::new(Health::default());
+        let db = health.guard(|| open_read_only_db(path))?;
+        health.guard(|| {
+            let txn = db.begin_read().map_err(|e| health.fail(e))?;
+            let tables = table_names(txn.list_tables().map_err(|e| health.fail(e))?);
+            if !tables.iter().any(|t| t == META.name()) {
+                return Err(Error::NotMemkv {
+                    location: location.clone(),
+                    reason: "it has no memkv tables".into(),
+                });
+            }
+            let found = txn
+                .open_table(META)
+                .map_err(|e| health.fail(e))?
+                .get(FORMAT_KEY)
+                .map_err(|e| health.fail(e))?
+                .map_or(0, |v| v.value());
+            check_version(found, &location)?;
+            if found < FORMAT_VERSION {
+                return Err(Error::NeedsMigration {
+                    location: location.clone(),
+                    found,
+                    supported: FORMAT_VERSION,
+                });
+            }
+            Ok(())
+        })?;
         Ok(RedbBackend {
-            db: Db::Read(db),
+            db: RwLock::new(Some(Arc::new(Db::Read(db)))),
+            origin: Origin::ReadOnlyFile {
+                path: path.to_owned(),
+            },
+            health,
             location,
         })
     }
 
     /// A database on any redb storage backend (an encrypted or remote block store, or a backend
     /// that fails on purpose in tests). `location` names it in messages. The backend is used
-    /// exclusively by this process.
+    /// exclusively by this process. redb owns it, so after an I/O error it is not reopened:
+    /// every later transaction fails until the store is opened again.
     pub fn with_storage(storage: impl redb::StorageBackend, location: &str) -> Result<Self, Error> {
-        let db = Database::builder()
-            .create_with_backend(storage)
-            .map_err(Error::storage)?;
-        Self::init(db, location)
+        let health = Health::default();
+        let db = health.guard(|| {
+            Database::builder()
+                .create_with_backend(storage)
+                .map_err(|e| health.fail(e))
+        })?;
+        Self::init(db, Origin::Fixed, location)
     }
 
     /// A database that lives in memory and is gone when dropped (tests, ephemeral agents).
     pub fn in_memory() -> Result<Self, Error> {
+        let health = Health::default();
         let db = Database::builder()
             .create_with_backend(redb::backends::InMemoryBackend::new())
-            .map_err(Error::storage)?;
-        Self::init(db, "memory")
+            .map_err(|e| health.fail(e))?;
+        Self::init(db, Origin::Fixed, "memory")
     }
 
     /// Checks the format version, or stamps it into a new, empty database; converts the table
     /// layout of formats 1 and 2 (the logical migration is `crate::migrate`'s).
-    fn init(db: Database, location: &str) -> Result<Self, Error> {
-        let txn = db.begin_write().map_err(Error::storage)?;
-        let tables = table_names(txn.list_tables().map_err(Error::storage)?);
-        let has_meta = tables.iter().any(|t| t == META.name());
-        if !has_meta && !tables.is_empty() {
-            return Err(Error::NotMemkv {
-                location: location.to_owned(),
-                reason: format!("it holds other tables ({})", tables.join(", ")),
-            });
-        }
-        let found = {
-            let mut meta = txn.open_table(META).map_err(Error::storage)?;
-            let found = meta
-                .get(FORMAT_KEY)
-                .map_err(Error::storage)?
-                .map(|v| v.value());
-            match found {
-                Some(found) => check_version(found, location)?,
-                None => {
-                    meta.insert(FORMAT_KEY, FORMAT_VERSION)
-                        .map_err(Error::storage)?;
-                }
+    fn init(db: Database, origin: Origin, location: &str) -> Result<Self, Error> {
+        let health = Arc::new(Health::default());
+        let h = &health;
+        h.guard(|| {
+            let txn = db.begin_write().map_err(|e| h.fail(e))?;
+            let tables = table_names(txn.list_tables().map_err(|e| h.fail(e))?);
+            let has_meta = tables.iter().any(|t| t == META.name());
+            if !has_meta && !tables.is_empty() {
+                return Err(Error::NotMemkv {
+                    location: location.to_owned(),
+                    reason: format!("it holds other tables ({})", tables.join(", ")),
+                });
             }
-            found
-        };
-        let legacy = consolidate_legacy_tables(&txn, &tables)?;
-        let complete = tables.iter().any(|t| t == DATA.name());
-        txn.open_table(DATA).map_err(Error::storage)?;
-        if found.is_some() && complete && !legacy {
-            // Nothing changed: don't spend a disk flush on opening.
-            txn.abort().map_err(Error::storage)?;
-        } else {
-            txn.commit().map_err(Error::storage)?;
-        }
+            let found = {
+                let mut meta = txn.open_table(META).map_err(|e| h.fail(e))?;
+                let found = meta
+                    .get(FORMAT_KEY)
+                    .map_err(|e| h.fail(e))?
+                    .map(|v| v.value());
+                match found {
+                    Some(found) => check_version(found, location)?,
+                    None => {
+                        meta.insert(FORMAT_KEY, FORMAT_VERSION)
+                            .map_err(|e| h.fail(e))?;
+                    }
+                }
+                found
+            };
+            let legacy = consolidate_legacy_tables(&txn, &tables, h)?;
+            let complete = tables.iter().any(|t| t == DATA.name());
+            txn.open_table(DATA).map_err(|e| h.fail(e))?;
+            if found.is_some() && complete && !legacy {
+                // Nothing changed: don't spend a disk flush on opening.
+                txn.abort().map_err(|e| h.fail(e))
+            } else {
+                txn.commit().map_err(|e| h.fail(e))
+            }
+        })?;
         Ok(RedbBackend {
-            db: Db::Write(db),
+            db: RwLock::new(Some(Arc::new(Db::Write(db)))),
+            origin,
+            health,
             location: location.to_owned(),
         })
     }
+
+    /// Closes the file now (and its locks), whatever handles are left.
+    fn close(self) {
+        let slot = self.db.into_inner().unwrap_or_else(PoisonError::into_inner);
+        if let Some(db) = slot.and_then(|db| Arc::try_unwrap(db).ok()) {
+            db.close();
+        }
+    }
+
+    /// The open database, reopened first if a failure left it unusable.
+    fn current(&self) -> Result<Arc<Db>, Error> {
+        if self.health.failed() {
+            self.reopen()?;
+        }
+        let slot = self.db.read().unwrap_or_else(PoisonError::into_inner);
+        slot.clone().ok_or_else(|| {
+            Error::storage("the database was closed after a failure and could not be reopened")
+        })
+    }
+
+    /// Closes the database and opens it again (a file only). On failure it stays closed and the
+    /// next transaction tries again.
+    fn reopen(&self) -> Result<(), Error> {
+        let (path, writer) = match &self.origin {
+            Origin::File { path, shared } => (path, Some(*shared)),
+            Origin::ReadOnlyFile { path } => (path, None),
+            Origin::Fixed => return Ok(()),
+        };
+        let mut slot = self.db.write().unwrap_or_else(PoisonError::into_inner);
+        if !self.health.failed() {
+            return Ok(()); // another thread reopened it meanwhile
+        }
+        if let Some(old) = slot.take() {
+            // A writer still using it keeps it open; the open below then fails until it is done.
+            if let Ok(old) = Arc::try_unwrap(old) {
+                health::quietly(|| old.close());
+            }
+        }
+        let db = self.health.guard(|| match writer {
+            Some(shared) => builder_for(shared)
+                .open(path)
+                .map(Db::Write)
+                .map_err(|e| open_error(e, path)),
+            None => open_read_only_db(path).map(Db::Read),
+        })?;
+        *slot = Some(Arc::new(db));
+        self.health.healed();
+        Ok(())
+    }
+}
+
+/// Opens `path` with redb read-only, repairing it first if a writer died mid-write.
+fn open_read_only_db(path: &Path) -> Result<ReadOnlyDatabase, Error> {
+    match reader().open_read_only(path) {
+        // A process died mid-write: the file needs redb's repair, which only a writer can do.
+        // Do it now when no other process writes (a running writer repaired it already).
+        Err(DatabaseError::RepairAborted) => {
+            drop(
+                builder_for(false)
+                    .open(path)
+                    .map_err(|e| open_error(e, path))?,
+            );
+            reader().open_read_only(path)
+        }
+        other => other,
+    }
+    .map_err(|e| open_error(e, path))
 }
 
 /// Moves the per-space tables of formats 1 and 2 into `memkv_data`; true if there were any.
-fn consolidate_legacy_tables(txn: &WriteTransaction, tables: &[String]) -> Result<bool, Error> {
+fn consolidate_legacy_tables(
+    txn: &WriteTransaction,
+    tables: &[String],
+    h: &Health,
+) -> Result<bool, Error> {
     let mut any = false;
     for (name, space) in LEGACY {
         if !tables.iter().any(|t| t == name) {
@@ -238,18 +375,18 @@ fn consolidate_legacy_tables(txn: &WriteTransaction, tables: &[String]) -> Resul
         any = true;
         let old_def: TableDefinition<&[u8], &[u8]> = TableDefinition::new(name);
         {
-            let old = txn.open_table(old_def).map_err(Error::storage)?;
-            let mut data = txn.open_table(DATA).map_err(Error::storage)?;
-            for entry in old.iter().map_err(Error::storage)? {
-                let (k, v) = entry.map_err(Error::storage)?;
+            let old = txn.open_table(old_def).map_err(|e| h.fail(e))?;
+            let mut data = txn.open_table(DATA).map_err(|e| h.fail(e))?;
+            for entry in old.iter().map_err(|e| h.fail(e))? {
+                let (k, v) = entry.map_err(|e| h.fail(e))?;
                 let k = k.value();
                 let user = user_of(k)?;
                 let key = full_key(user, space, &k[4 + user.len()..]);
                 data.insert(key.as_slice(), v.value())
-                    .map_err(Error::storage)?;
+                    .map_err(|e| h.fail(e))?;
             }
         }
-        txn.delete_table(old_def).map_err(Error::storage)?;
+        txn.delete_table(old_def).map_err(|e| h.fail(e))?;
     }
     Ok(any)
 }
@@ -340,59 +477,77 @@ type Bytes = &'static [u8];
 
 fn get_in(
     table: &impl ReadableTable<Bytes, Bytes>,
+    h: &Health,
     space: Space,
     user: &str,
     key: &[u8],
 ) -> Result<Option<Vec<u8>>, Error> {
-    let k = full_key(user, space, key);
-    let v = table.get(k.as_slice()).map_err(Error::storage)?;
-    Ok(v.map(|v| v.value().to_vec()))
+    h.guard(|| {
+        let k = full_key(user, space, key);
+        let v = table.get(k.as_slice()).map_err(|e| h.fail(e))?;
+        Ok(v.map(|v| v.value().to_vec()))
+    })
 }
 
 /// Scans `[start, end)` of one space within one user's partition.
 fn scan_in(
     table: &impl ReadableTable<Bytes, Bytes>,
+    h: &Health,
     space: Space,
     user: &str,
     start: &[u8],
     end: Option<&[u8]>,
     visit: Visit<'_>,
 ) -> Result<(), Error> {
-    let prefix_len = 4 + user.len() + 1;
-    let lower = full_key(user, space, start);
-    let upper = match end {
-        Some(end) => full_key(user, space, end),
-        // Every key of this user and space is below the next space byte.
-        None => after_prefix(&lower[..prefix_len]).expect("space bytes are below 0xFF"),
-    };
-    let range = table
-        .range::<&[u8]>(lower.as_slice()..upper.as_slice())
-        .map_err(Error::storage)?;
-    for entry in range {
-        let (k, v) = entry.map_err(Error::storage)?;
-        if visit(&k.value()[prefix_len..], v.value())?.is_break() {
-            break;
+    h.guard(|| {
+        let prefix_len = 4 + user.len() + 1;
+        let lower = full_key(user, space, start);
+        let upper = match end {
+            Some(end) => full_key(user, space, end),
+            // Every key of this user and space is below the next space byte.
+            None => after_prefix(&lower[..prefix_len]).expect("space bytes are below 0xFF"),
+        };
+        let range = table
+            .range::<&[u8]>(lower.as_slice()..upper.as_slice())
+            .map_err(|e| h.fail(e))?;
+        for entry in range {
+            let (k, v) = entry.map_err(|e| h.fail(e))?;
+            let key = k
+                .value()
+                .get(prefix_len..)
+                .ok_or_else(|| Error::Corrupt("a stored key lies outside its range".into()))?;
+            if visit(key, v.value())?.is_break() {
+                break;
+            }
         }
-    }
-    Ok(())
+        Ok(())
+    })
 }
 
 fn users_in(
     table: &impl ReadableTable<Bytes, Bytes>,
+    h: &Health,
     space: Space,
     visit: &mut dyn FnMut(&str) -> Result<ControlFlow<()>, Error>,
 ) -> Result<(), Error> {
     let mut next: Vec<u8> = Vec::new();
     loop {
-        let first = table
-            .range::<&[u8]>(next.as_slice()..)
-            .map_err(Error::storage)?
-            .next();
-        let Some(entry) = first else { return Ok(()) };
-        let (k, _) = entry.map_err(Error::storage)?;
-        let user = user_of(k.value())?.to_owned();
+        let first = h.guard(|| {
+            let first = table
+                .range::<&[u8]>(next.as_slice()..)
+                .map_err(|e| h.fail(e))?
+                .next();
+            match first {
+                None => Ok(None),
+                Some(entry) => {
+                    let (k, _) = entry.map_err(|e| h.fail(e))?;
+                    Ok(Some(user_of(k.value())?.to_owned()))
+                }
+            }
+        })?;
+        let Some(user) = first else { return Ok(()) };
         let mut has_space = false;
-        scan_in(table, space, &user, &[], None, &mut |_, _| {
+        scan_in(table, h, space, &user, &[], None, &mut |_, _| {
             has_space = true;
             Ok(ControlFlow::Break(()))
         })?;
@@ -401,7 +556,11 @@ fn users_in(
         }
         // Skip the rest of this user's keys.
         match after_prefix(&user_prefix(&user)) {
-            Some(after) => next = after,
+            Some(after) if after > next => next = after,
+            // A damaged page can hand back keys out of order; never loop on them.
+            Some(_) => {
+                return Err(Error::Corrupt("stored keys are out of order".into()));
+            }
             None => return Ok(()),
         }
     }
@@ -409,68 +568,131 @@ fn users_in(
 
 /// A read-only snapshot over redb.
 pub struct RedbRead {
+    /// Dropped under [`Health::guard`] (see `Drop`); `None` only while dropping.
+    inner: Option<ReadTables>,
+    health: Arc<Health>,
+}
+
+struct ReadTables {
     data: ReadOnlyTable<Bytes, Bytes>,
     meta: ReadOnlyTable<&'static str, u64>,
     _txn: ReadTransaction,
 }
 
-/// Reads are the same over a snapshot's tables and a write transaction's.
-macro_rules! impl_read_txn {
-    ($t:ty) => {
-        impl ReadTxn for $t {
-            fn format_version(&self) -> Result<u64, Error> {
-                let v = self.meta.get(FORMAT_KEY).map_err(Error::storage)?;
-                Ok(v.map_or(0, |v| v.value()))
-            }
-
-            fn get(&self, space: Space, user: &str, key: &[u8]) -> Result<Option<Vec<u8>>, Error> {
-                get_in(&self.data, space, user, key)
-            }
-
-            fn scan(
-                &self,
-                space: Space,
-                user: &str,
-                start: &[u8],
-                end: Option<&[u8]>,
-                visit: Visit<'_>,
-            ) -> Result<(), Error> {
-                scan_in(&self.data, space, user, start, end, visit)
-            }
-
-            fn users(
-                &self,
-                space: Space,
-                visit: &mut dyn FnMut(&str) -> Result<ControlFlow<()>, Error>,
-            ) -> Result<(), Error> {
-                users_in(&self.data, space, visit)
-            }
+impl Drop for RedbRead {
+    fn drop(&mut self) {
+        if let Some(inner) = self.inner.take() {
+            health::quietly(|| drop(inner));
         }
-    };
+    }
 }
 
-impl_read_txn!(RedbRead);
-impl_read_txn!(RedbWrite<'_>);
+impl RedbRead {
+    fn tables(&self) -> &ReadTables {
+        self.inner.as_ref().expect("present until dropped")
+    }
+}
+
+impl ReadTxn for RedbRead {
+    fn format_version(&self) -> Result<u64, Error> {
+        let h = &*self.health;
+        h.guard(|| {
+            let v = self.tables().meta.get(FORMAT_KEY).map_err(|e| h.fail(e))?;
+            Ok(v.map_or(0, |v| v.value()))
+        })
+    }
+
+    fn get(&self, space: Space, user: &str, key: &[u8]) -> Result<Option<Vec<u8>>, Error> {
+        get_in(&self.tables().data, &self.health, space, user, key)
+    }
+
+    fn scan(
+        &self,
+        space: Space,
+        user: &str,
+        start: &[u8],
+        end: Option<&[u8]>,
+        visit: Visit<'_>,
+    ) -> Result<(), Error> {
+        scan_in(
+            &self.tables().data,
+            &self.health,
+            space,
+            user,
+            start,
+            end,
+            visit,
+        )
+    }
+
+    fn users(
+        &self,
+        space: Space,
+        visit: &mut dyn FnMut(&str) -> Result<ControlFlow<()>, Error>,
+    ) -> Result<(), Error> {
+        users_in(&self.tables().data, &self.health, space, visit)
+    }
+}
 
 /// The tables of one write transaction, opened once for all of it.
 pub struct RedbWrite<'t> {
     data: Table<'t, Bytes, Bytes>,
     meta: Table<'t, &'static str, u64>,
+    health: &'t Health,
+}
+
+impl ReadTxn for RedbWrite<'_> {
+    fn format_version(&self) -> Result<u64, Error> {
+        let h = self.health;
+        h.guard(|| {
+            let v = self.meta.get(FORMAT_KEY).map_err(|e| h.fail(e))?;
+            Ok(v.map_or(0, |v| v.value()))
+        })
+    }
+
+    fn get(&self, space: Space, user: &str, key: &[u8]) -> Result<Option<Vec<u8>>, Error> {
+        get_in(&self.data, self.health, space, user, key)
+    }
+
+    fn scan(
+        &self,
+        space: Space,
+        user: &str,
+        start: &[u8],
+        end: Option<&[u8]>,
+        visit: Visit<'_>,
+    ) -> Result<(), Error> {
+        scan_in(&self.data, self.health, space, user, start, end, visit)
+    }
+
+    fn users(
+        &self,
+        space: Space,
+        visit: &mut dyn FnMut(&str) -> Result<ControlFlow<()>, Error>,
+    ) -> Result<(), Error> {
+        users_in(&self.data, self.health, space, visit)
+    }
 }
 
 impl WriteTxn for RedbWrite<'_> {
     fn put(&mut self, space: Space, user: &str, key: &[u8], value: &[u8]) -> Result<(), Error> {
-        let k = full_key(user, space, key);
-        self.data
-            .insert(k.as_slice(), value)
-            .map_err(Error::storage)?;
-        Ok(())
+        let h = self.health;
+        h.guard(|| {
+            let k = full_key(user, space, key);
+            self.data
+                .insert(k.as_slice(), value)
+                .map_err(|e| h.fail(e))?;
+            Ok(())
+        })
     }
 
     fn remove(&mut self, space: Space, user: &str, key: &[u8]) -> Result<(), Error> {
-        let k = full_key(user, space, key);
-        self.data.remove(k.as_slice()).map_err(Error::storage)?;
-        Ok(())
+        let h = self.health;
+        h.guard(|| {
+            let k = full_key(user, space, key);
+            self.data.remove(k.as_slice()).map_err(|e| h.fail(e))?;
+            Ok(())
+        })
     }
 
     fn remove_range(
@@ -480,18 +702,24 @@ impl WriteTxn for RedbWrite<'_> {
         start: &[u8],
         end: &[u8],
     ) -> Result<(), Error> {
-        let lower = full_key(user, space, start);
-        let upper = full_key(user, space, end);
-        self.data
-            .retain_in::<&[u8], _>(lower.as_slice()..upper.as_slice(), |_, _| false)
-            .map_err(Error::storage)
+        let h = self.health;
+        h.guard(|| {
+            let lower = full_key(user, space, start);
+            let upper = full_key(user, space, end);
+            self.data
+                .retain_in::<&[u8], _>(lower.as_slice()..upper.as_slice(), |_, _| false)
+                .map_err(|e| h.fail(e))
+        })
     }
 
     fn set_format_version(&mut self, version: u64) -> Result<(), Error> {
-        self.meta
-            .insert(FORMAT_KEY, version)
-            .map_err(Error::storage)?;
-        Ok(())
+        let h = self.health;
+        h.guard(|| {
+            self.meta
+                .insert(FORMAT_KEY, version)
+                .map_err(|e| h.fail(e))?;
+            Ok(())
+        })
     }
 }
 
@@ -503,17 +731,25 @@ impl Backend for RedbBackend {
     }
 
     fn begin_read(&self) -> Result<RedbRead, Error> {
-        let txn = match &self.db {
-            Db::Write(db) => db.begin_read(),
-            Db::Read(db) => db.begin_read(),
-        }
-        .map_err(Error::storage)?;
-        let data = txn.open_table(DATA).map_err(Error::storage)?;
-        let meta = txn.open_table(META).map_err(Error::storage)?;
+        let db = self.current()?;
+        let h = &*self.health;
+        let inner = h.guard(|| {
+            let txn = match &*db {
+                Db::Write(db) => db.begin_read(),
+                Db::Read(db) => db.begin_read(),
+            }
+            .map_err(|e| h.fail(e))?;
+            let data = txn.open_table(DATA).map_err(|e| h.fail(e))?;
+            let meta = txn.open_table(META).map_err(|e| h.fail(e))?;
+            Ok(ReadTables {
+                data,
+                meta,
+                _txn: txn,
+            })
+        })?;
         Ok(RedbRead {
-            data,
-            meta,
-            _txn: txn,
+            inner: Some(inner),
+            health: Arc::clone(&self.health),
         })
     }
 
@@ -521,196 +757,42 @@ impl Backend for RedbBackend {
         &self,
         f: impl FnOnce(&mut dyn WriteTxn) -> Result<(R, Finish), Error>,
     ) -> Result<R, Error> {
-        let Db::Write(db) = &self.db else {
+        let db = self.current()?;
+        let Db::Write(db) = &*db else {
             return Err(Error::ReadOnly);
         };
-        let txn = db.begin_write().map_err(Error::storage)?;
-        let outcome = {
-            let mut tables = RedbWrite {
-                data: txn.open_table(DATA).map_err(Error::storage)?,
-                meta: txn.open_table(META).map_err(Error::storage)?,
-            };
-            f(&mut tables)
-        };
-        match outcome {
-            Ok((value, Finish::Commit)) => {
-                txn.commit().map_err(Error::storage)?;
-                Ok(value)
+        let h = &*self.health;
+        let txn = h.guard(|| db.begin_write().map_err(|e| h.fail(e)))?;
+        let opened = h.guard(|| {
+            Ok(RedbWrite {
+                data: txn.open_table(DATA).map_err(|e| h.fail(e))?,
+                meta: txn.open_table(META).map_err(|e| h.fail(e))?,
+                health: h,
+            })
+        });
+        let mut tables = opened?;
+        let outcome = f(&mut tables);
+        health::quietly(|| drop(tables));
+        h.guard(|| {
+            match outcome {
+                Ok((value, Finish::Commit)) => {
+                    txn.commit().map_err(|e| h.fail(e))?;
+                    Ok(value)
+                }
+                Ok((value, Finish::Abort)) => {
+                    txn.abort().map_err(|e| h.fail(e))?;
+                    Ok(value)
+                }
+                Err(e) => {
+                    // The transaction is dropped uncommitted either way; its own error adds
+                    // nothing.
+                    let _ = txn.abort();
+                    Err(e)
+                }
             }
-            Ok((value, Finish::Abort)) => {
-                txn.abort().map_err(Error::storage)?;
-                Ok(value)
-            }
-            Err(e) => {
-                // The transaction is dropped uncommitted either way; its own error adds nothing.
-                let _ = txn.abort();
-                Err(e)
-            }
-        }
+        })
     }
 }
 
 #[cfg(test)]
-mod tests {
-    use super::*;
-
-    fn collect(
-        txn: &dyn ReadTxn,
-        space: Space,
-        user: &str,
-        start: &[u8],
-        end: Option<&[u8]>,
-    ) -> Vec<Vec<u8>> {
-        let mut out = Vec::new();
-        txn.scan(space, user, start, end, &mut |k, _| {
-            out.push(k.to_vec());
-            Ok(ControlFlow::Continue(()))
-        })
-        .unwrap();
-        out
-    }
-
-    fn commit(b: &RedbBackend, f: impl FnOnce(&mut dyn WriteTxn)) {
-        b.write(|w| {
-            f(w);
-            Ok(((), Finish::Commit))
-        })
-        .unwrap();
-    }
-
-    #[test]
-    fn users_and_spaces_are_partitioned_exactly() {
-        let b = RedbBackend::in_memory().unwrap();
-        commit(&b, |w| {
-            // "a" + key "b…" must never be confused with user "ab".
-            w.put(Space::Contents, "a", b"bx", b"1").unwrap();
-            w.put(Space::Contents, "ab", b"x", b"2").unwrap();
-            w.put(Space::Contents, "ab", b"y", b"3").unwrap();
-            w.put(Space::Nodes, "ab", b"x", b"n").unwrap();
-            w.put(Space::Nodes, "zed", b"k", b"4").unwrap();
-        });
-        let r = b.begin_read().unwrap();
-        assert_eq!(
-            collect(&r, Space::Contents, "a", b"", None),
-            vec![b"bx".to_vec()]
-        );
-        assert_eq!(
-            collect(&r, Space::Contents, "ab", b"", None),
-            vec![b"x".to_vec(), b"y".to_vec()]
-        );
-        assert_eq!(
-            collect(&r, Space::Contents, "ab", b"x", Some(b"y")),
-            vec![b"x".to_vec()]
-        );
-        assert_eq!(
-            collect(&r, Space::Nodes, "ab", b"", None),
-            vec![b"x".to_vec()]
-        );
-        assert_eq!(r.get(Space::Contents, "a", b"x").unwrap(), None);
-        assert_eq!(
-            r.get(Space::Nodes, "ab", b"x").unwrap(),
-            Some(b"n".to_vec())
-        );
-        let mut users = Vec::new();
-        r.users(Space::Contents, &mut |u| {
-            users.push(u.to_owned());
-            Ok(ControlFlow::Continue(()))
-        })
-        .unwrap();
-        assert_eq!(users, ["a", "ab"]);
-    }
-
-    #[test]
-    fn aborted_writes_leave_no_trace_and_ranges_remove() {
-        let b = RedbBackend::in_memory().unwrap();
-        commit(&b, |w| {
-            for k in [b"a1", b"a2", b"b1"] {
-                w.put(Space::Nodes, "u", k, b"v").unwrap();
-            }
-        });
-        let seen = b
-            .write(|w| {
-                w.remove_range(Space::Nodes, "u", b"a", b"b").unwrap();
-                Ok((collect(w, Space::Nodes, "u", b"", None), Finish::Abort))
-            })
-            .unwrap();
-        assert_eq!(seen, vec![b"b1".to_vec()]);
-        let failed: Result<(), Error> = b.write(|w| {
-            w.remove(Space::Nodes, "u", b"a1").unwrap();
-            Err(Error::Corrupt("stop".into()))
-        });
-        assert!(failed.is_err());
-        let r = b.begin_read().unwrap();
-        assert_eq!(collect(&r, Space::Nodes, "u", b"", None).len(), 3);
-    }
-
-    #[test]
-    fn refuses_unknown_format_and_foreign_files() {
-        let dir = tempfile::tempdir().unwrap();
-        let path = dir.path().join("db");
-        drop(RedbBackend::create(&path, false).unwrap());
-        {
-            let db = Database::open(&path).unwrap();
-            let w = db.begin_write().unwrap();
-            w.open_table(META).unwrap().insert(FORMAT_KEY, 99).unwrap();
-            w.commit().unwrap();
-        }
-        let err = RedbBackend::open(&path, false).unwrap_err();
-        assert!(
-            matches!(
-                err,
-                Error::UnsupportedFormat {
-                    found: 99,
-                    supported: FORMAT_VERSION,
-                    ..
-                }
-            ),
-            "{err}"
-        );
-        let err = RedbBackend::open_read_only(&path).unwrap_err();
-        assert!(
-            matches!(err, Error::UnsupportedFormat { found: 99, .. }),
-            "{err}"
-        );
-
-        let foreign = dir.path().join("foreign");
-        {
-            let db = Database::create(&foreign).unwrap();
-            let w = db.begin_write().unwrap();
-            w.open_table(TableDefinition::<&str, u64>::new("other"))
-                .unwrap()
-                .insert("x", 1)
-                .unwrap();
-            w.commit().unwrap();
-        }
-        assert!(matches!(
-            RedbBackend::open(&foreign, false),
-            Err(Error::NotMemkv { .. })
-        ));
-        assert!(matches!(
-            RedbBackend::open_read_only(&foreign),
-            Err(Error::NotMemkv { .. })
-        ));
-
-        let garbage = dir.path().join("garbage");
-        std::fs::write(&garbage, vec![0x42u8; 10_000]).unwrap();
-        assert!(RedbBackend::open(&garbage, false).is_err());
-        assert_eq!(std::fs::read(&garbage).unwrap(), vec![0x42u8; 10_000]);
-        assert!(matches!(
-            RedbBackend::open(&dir.path().join("missing"), false),
-            Err(Error::NotFound { .. })
-        ));
-    }
-
-    #[test]
-    fn read_only_handles_do_not_write() {
-        let dir = tempfile::tempdir().unwrap();
-        let path = dir.path().join("db");
-        drop(RedbBackend::create(&path, false).unwrap());
-        let r = RedbBackend::open_read_only(&path).unwrap();
-        assert!(matches!(
-            r.write(|_| Ok(((), Finish::Commit))),
-            Err(Error::ReadOnly)
-        ));
-    }
-}
+mod tests;

@@ -62,6 +62,7 @@ fn is_broken_pipe(e: &(dyn std::error::Error + 'static)) -> bool {
 }
 
 fn main() -> ExitCode {
+    quiet_storage_panics();
     let cli = Cli::parse();
     let result = match &cli.command {
         Commands::Exec(a) => exec::run(&cli.global, a),
@@ -91,4 +92,20 @@ fn main() -> ExitCode {
             }
         }
     }
+}
+
+/// redb panics on some damaged pages instead of returning an error; the library catches those
+/// panics and reports the damage as an error, which is printed like any other. Only the default
+/// hook's "thread 'main' panicked at …" for them is left out here; every other panic is reported
+/// as usual.
+fn quiet_storage_panics() {
+    let default = std::panic::take_hook();
+    std::panic::set_hook(Box::new(move |info| {
+        let in_redb = info
+            .location()
+            .is_some_and(|l| l.file().replace('\\', "/").contains("/redb-"));
+        if !in_redb {
+            default(info);
+        }
+    }));
 }

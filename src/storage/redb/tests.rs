@@ -1,0 +1,228 @@
+//! Unit tests of the redb backend.
+
+use super::*;
+
+fn collect(
+    txn: &dyn ReadTxn,
+    space: Space,
+    user: &str,
+    start: &[u8],
+    end: Option<&[u8]>,
+) -> Vec<Vec<u8>> {
+    let mut out = Vec::new();
+    txn.scan(space, user, start, end, &mut |k, _| {
+        out.push(k.to_vec());
+        Ok(ControlFlow::Continue(()))
+    })
+    .unwrap();
+    out
+}
+
+fn commit(b: &RedbBackend, f: impl FnOnce(&mut dyn WriteTxn)) {
+    b.write(|w| {
+        f(w);
+        Ok(((), Finish::Commit))
+    })
+    .unwrap();
+}
+
+#[test]
+fn users_and_spaces_are_partitioned_exactly() {
+    let b = RedbBackend::in_memory().unwrap();
+    commit(&b, |w| {
+        // "a" + key "b…" must never be confused with user "ab".
+        w.put(Space::Contents, "a", b"bx", b"1").unwrap();
+        w.put(Space::Contents, "ab", b"x", b"2").unwrap();
+        w.put(Space::Contents, "ab", b"y", b"3").unwrap();
+        w.put(Space::Nodes, "ab", b"x", b"n").unwrap();
+        w.put(Space::Nodes, "zed", b"k", b"4").unwrap();
+    });
+    let r = b.begin_read().unwrap();
+    assert_eq!(
+        collect(&r, Space::Contents, "a", b"", None),
+        vec![b"bx".to_vec()]
+    );
+    assert_eq!(
+        collect(&r, Space::Contents, "ab", b"", None),
+        vec![b"x".to_vec(), b"y".to_vec()]
+    );
+    assert_eq!(
+        collect(&r, Space::Contents, "ab", b"x", Some(b"y")),
+        vec![b"x".to_vec()]
+    );
+    assert_eq!(
+        collect(&r, Space::Nodes, "ab", b"", None),
+        vec![b"x".to_vec()]
+    );
+    assert_eq!(r.get(Space::Contents, "a", b"x").unwrap(), None);
+    assert_eq!(
+        r.get(Space::Nodes, "ab", b"x").unwrap(),
+        Some(b"n".to_vec())
+    );
+    let mut users = Vec::new();
+    r.users(Space::Contents, &mut |u| {
+        users.push(u.to_owned());
+        Ok(ControlFlow::Continue(()))
+    })
+    .unwrap();
+    assert_eq!(users, ["a", "ab"]);
+}
+
+#[test]
+fn aborted_writes_leave_no_trace_and_ranges_remove() {
+    let b = RedbBackend::in_memory().unwrap();
+    commit(&b, |w| {
+        for k in [b"a1", b"a2", b"b1"] {
+            w.put(Space::Nodes, "u", k, b"v").unwrap();
+        }
+    });
+    let seen = b
+        .write(|w| {
+            w.remove_range(Space::Nodes, "u", b"a", b"b").unwrap();
+            Ok((collect(w, Space::Nodes, "u", b"", None), Finish::Abort))
+        })
+        .unwrap();
+    assert_eq!(seen, vec![b"b1".to_vec()]);
+    let failed: Result<(), Error> = b.write(|w| {
+        w.remove(Space::Nodes, "u", b"a1").unwrap();
+        Err(Error::Corrupt("stop".into()))
+    });
+    assert!(failed.is_err());
+    let r = b.begin_read().unwrap();
+    assert_eq!(collect(&r, Space::Nodes, "u", b"", None).len(), 3);
+}
+
+#[test]
+fn refuses_unknown_format_and_foreign_files() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("db");
+    drop(RedbBackend::create(&path, false).unwrap());
+    {
+        let db = Database::open(&path).unwrap();
+        let w = db.begin_write().unwrap();
+        w.open_table(META).unwrap().insert(FORMAT_KEY, 99).unwrap();
+        w.commit().unwrap();
+    }
+    let err = RedbBackend::open(&path, false).unwrap_err();
+    assert!(
+        matches!(
+            err,
+            Error::UnsupportedFormat {
+                found: 99,
+                supported: FORMAT_VERSION,
+                ..
+            }
+        ),
+        "{err}"
+    );
+    let err = RedbBackend::open_read_only(&path).unwrap_err();
+    assert!(
+        matches!(err, Error::UnsupportedFormat { found: 99, .. }),
+        "{err}"
+    );
+
+    let foreign = dir.path().join("foreign");
+    {
+        let db = Database::create(&foreign).unwrap();
+        let w = db.begin_write().unwrap();
+        w.open_table(TableDefinition::<&str, u64>::new("other"))
+            .unwrap()
+            .insert("x", 1)
+            .unwrap();
+        w.commit().unwrap();
+    }
+    assert!(matches!(
+        RedbBackend::open(&foreign, false),
+        Err(Error::NotMemkv { .. })
+    ));
+    assert!(matches!(
+        RedbBackend::open_read_only(&foreign),
+        Err(Error::NotMemkv { .. })
+    ));
+
+    let garbage = dir.path().join("garbage");
+    std::fs::write(&garbage, vec![0x42u8; 10_000]).unwrap();
+    assert!(RedbBackend::open(&garbage, false).is_err());
+    assert_eq!(std::fs::read(&garbage).unwrap(), vec![0x42u8; 10_000]);
+    assert!(matches!(
+        RedbBackend::open(&dir.path().join("missing"), false),
+        Err(Error::NotFound { .. })
+    ));
+}
+
+#[test]
+fn read_only_handles_do_not_write() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("db");
+    drop(RedbBackend::create(&path, false).unwrap());
+    let r = RedbBackend::open_read_only(&path).unwrap();
+    assert!(matches!(
+        r.write(|_| Ok(((), Finish::Commit))),
+        Err(Error::ReadOnly)
+    ));
+}
+
+#[test]
+fn a_file_left_by_an_interrupted_creation_is_initialised_again() {
+    let dir = tempfile::tempdir().unwrap();
+    // What a process killed while redb created the file leaves: zeros (sized, or empty), or
+    // a header written without its magic number (which redb writes last).
+    let mut header_only = vec![0u8; 8192];
+    header_only[9..320].fill(0x5A);
+    for (name, bytes) in [
+        ("zeros", vec![0u8; 1 << 20]),
+        ("empty", Vec::new()),
+        ("short", vec![0u8; 100]),
+        ("header-only", header_only),
+    ] {
+        let path = dir.path().join(name);
+        std::fs::write(&path, &bytes).unwrap();
+        let err = RedbBackend::open_read_only(&path).unwrap_err();
+        assert!(
+            err.to_string().contains("holds no committed data"),
+            "{name}: {err}"
+        );
+        assert_eq!(std::fs::read(&path).unwrap(), bytes, "{name}");
+        let b = if name == "empty" {
+            RedbBackend::create(&path, false)
+        } else {
+            RedbBackend::open(&path, false)
+        }
+        .unwrap_or_else(|e| panic!("{name}: {e}"));
+        commit(&b, |w| w.put(Space::Nodes, "u", b"k", b"v").unwrap());
+        drop(b);
+        let r = RedbBackend::open_read_only(&path).unwrap();
+        assert_eq!(
+            r.begin_read()
+                .unwrap()
+                .get(Space::Nodes, "u", b"k")
+                .unwrap(),
+            Some(b"v".to_vec())
+        );
+    }
+    // No temporary file is left behind.
+    let mut names: Vec<String> = std::fs::read_dir(dir.path())
+        .unwrap()
+        .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+        .collect();
+    names.sort();
+    assert_eq!(names, ["empty", "header-only", "short", "zeros"]);
+}
+
+#[test]
+fn a_file_with_data_is_never_taken_for_an_interrupted_creation() {
+    let dir = tempfile::tempdir().unwrap();
+    // No magic number, but data after the header: not ours to overwrite.
+    let mut bytes = vec![0u8; 8192];
+    bytes[4000] = 1;
+    let path = dir.path().join("data");
+    std::fs::write(&path, &bytes).unwrap();
+    assert!(RedbBackend::create(&path, false).is_err());
+    assert!(RedbBackend::open_read_only(&path).is_err());
+    assert_eq!(std::fs::read(&path).unwrap(), bytes);
+    // A new database appears whole, under its name only.
+    let path = dir.path().join("new.redb");
+    drop(RedbBackend::create(&path, false).unwrap());
+    assert!(!create::holds_no_data(&path).unwrap());
+    assert_eq!(std::fs::read_dir(dir.path()).unwrap().count(), 2);
+}
