@@ -65,6 +65,12 @@ pub trait Backend: Send + Sync {
         &self,
         f: impl FnOnce(&mut dyn WriteTxn) -> Result<(R, Finish), Error>,
     ) -> Result<R, Error>;
+
+    /// Checks the stored bytes beneath the records (page checksums, say) without changing
+    /// anything, for `Store::check`; the problems found, as sentences. By default, none.
+    fn verify_storage(&self) -> Result<Vec<String>, Error> {
+        Ok(Vec::new())
+    }
 }
 
 /// Reads, within one transaction.

@@ -13,6 +13,7 @@
 
 mod create;
 mod health;
+mod verify;
 
 use std::ops::ControlFlow;
 use std::path::{Path, PathBuf};
@@ -728,6 +729,14 @@ impl Backend for RedbBackend {
 
     fn location(&self) -> &str {
         &self.location
+    }
+
+    /// redb's page checksums, on a file (see `verify`); nothing for memory or a caller's storage.
+    fn verify_storage(&self) -> Result<Vec<String>, Error> {
+        match &self.origin {
+            Origin::File { path, .. } | Origin::ReadOnlyFile { path } => verify::pages(path),
+            Origin::Fixed => Ok(Vec::new()),
+        }
     }
 
     fn begin_read(&self) -> Result<RedbRead, Error> {

@@ -103,7 +103,11 @@ pub fn check(global: &Global) -> Result {
     let problems = store.check()?;
     let mut out = io::stdout().lock();
     for (user, problem) in &problems {
-        writeln!(out, "{user}: {problem}")?;
+        if user.is_empty() {
+            writeln!(out, "{problem}")?; // the file itself
+        } else {
+            writeln!(out, "{user}: {problem}")?;
+        }
     }
     if problems.is_empty() {
         writeln!(out, "ok: every invariant holds")?;
