@@ -436,8 +436,10 @@ pub(crate) fn check_limits(
     if old.is_none() && user.files + 1 > limits.max_files {
         return Some(messages::quota_files(limits.max_files));
     }
-    let bytes_after = (user.bytes - old.map_or(0, |m| m.size)).saturating_add(size);
-    if bytes_after > limits.max_bytes {
+    let bytes_after = (user.bytes.saturating_sub(old.map_or(0, |m| m.size))).saturating_add(size);
+    // A write that does not add bytes is always allowed, so that a user over a lowered quota
+    // can still shrink and edit what they have.
+    if bytes_after > limits.max_bytes && bytes_after > user.bytes {
         return Some(messages::quota_bytes(limits.max_bytes));
     }
     None
@@ -549,16 +551,12 @@ fn str_replace<T: WriteTxn + ?Sized>(
     if old_str.is_empty() {
         return fail(messages::empty_old_str());
     }
-    let starts: Vec<usize> = content.match_indices(old_str).map(|(i, _)| i).collect();
-    let at = match starts.as_slice() {
-        [] => return fail(messages::no_match(old_str, raw)),
-        [at] => *at,
-        _ => {
-            let mut lines: Vec<usize> = starts
-                .iter()
-                .map(|&i| 1 + content[..i].bytes().filter(|&b| b == b'\n').count())
-                .collect();
-            lines.dedup();
+    let mut matches = content.match_indices(old_str).map(|(i, _)| i);
+    let at = match (matches.next(), matches.next()) {
+        (None, _) => return fail(messages::no_match(old_str, raw)),
+        (Some(at), None) => at,
+        (Some(first), Some(second)) => {
+            let lines = match_lines(&content, [first, second].into_iter().chain(matches));
             return fail(messages::multiple_matches(old_str, &lines));
         }
     };
@@ -582,6 +580,30 @@ fn str_replace<T: WriteTxn + ?Sized>(
     let snippet = messages::numbered_lines(from, shown.iter().copied());
     let message = messages::edited_with_snippet(&snippet);
     ok(messages::with_redactions(message, &stored.redacted))
+}
+
+/// The distinct 1-based line numbers on which the matches at `starts` (ascending) begin, with
+/// how many there are in all: at most [`messages::MAX_LISTED_LINES`] are kept. One pass over
+/// the content, however many matches.
+fn match_lines(content: &str, starts: impl Iterator<Item = usize>) -> (Vec<usize>, usize) {
+    let (mut listed, mut total) = (Vec::new(), 0);
+    let (mut line, mut scanned) = (1, 0);
+    let mut last = 0;
+    for start in starts {
+        line += content.as_bytes()[scanned..start]
+            .iter()
+            .filter(|&&b| b == b'\n')
+            .count();
+        scanned = start;
+        if line != last {
+            last = line;
+            total += 1;
+            if listed.len() < messages::MAX_LISTED_LINES {
+                listed.push(line);
+            }
+        }
+    }
+    (listed, total)
 }
 
 fn insert<T: WriteTxn + ?Sized>(

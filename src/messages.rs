@@ -120,12 +120,25 @@ pub fn no_match(old_str: &str, path: &str) -> String {
 }
 
 /// `old_str` occurs more than once; `lines` are the distinct 1-based lines where matches start.
-pub fn multiple_matches(old_str: &str, lines: &[usize]) -> String {
-    let lines: Vec<String> = lines.iter().map(usize::to_string).collect();
+pub fn multiple_matches(old_str: &str, (lines, total): &(Vec<usize>, usize)) -> String {
+    let list: Vec<String> = lines.iter().map(usize::to_string).collect();
+    let mut list = list.join(", ");
+    if *total > lines.len() {
+        list.push_str(&more_lines(total - lines.len()));
+    }
     format!(
-        "No replacement was performed. Multiple occurrences of old_str `{old_str}` in lines: {}. Please ensure it is unique",
-        lines.join(", ")
+        "No replacement was performed. Multiple occurrences of old_str `{old_str}` in lines: {list}. Please ensure it is unique"
     )
+}
+
+/// At most this many line numbers are listed for multiple matches (PROTOCOL.md sets no bound;
+/// tens of thousands of matches would make a reply of hundreds of kilobytes).
+pub const MAX_LISTED_LINES: usize = 100;
+
+/// memkv's own suffix after the [`MAX_LISTED_LINES`] listed line numbers when there are more:
+/// `1, 2, …, 100 and 4,900 more`.
+fn more_lines(n: usize) -> String {
+    format!(" and {} more", thousands(n as u64))
 }
 
 /// `str_replace` succeeded; `snippet` is already formatted with [`numbered_line`].

@@ -103,7 +103,8 @@ impl MemoryPath {
         if normalized.chars().any(is_forbidden_char) {
             return Err(PathError::ControlCharacter);
         }
-        if normalized.len() > MAX_PATH_BYTES
+        // The length of the canonical path: a trailing `/` does not count.
+        if ROOT.len() + rest.len() > MAX_PATH_BYTES
             || segments.len() > MAX_DEPTH
             || segments.iter().any(|s| s.len() > MAX_SEGMENT_BYTES)
         {
@@ -215,7 +216,8 @@ impl fmt::Debug for MemoryPath {
 }
 
 /// C0, DEL, C1, category Cf (zero-width, bidi controls, BOM …), and the line/paragraph separators.
-fn is_forbidden_char(c: char) -> bool {
+/// Refused in paths and in user ids alike.
+pub(crate) fn is_forbidden_char(c: char) -> bool {
     if c.is_ascii() {
         return c.is_ascii_control();
     }
@@ -358,6 +360,16 @@ mod tests {
         let long = format!("/memories/{}", vec!["b".repeat(200); 6].join("/"));
         assert!(long.len() > MAX_PATH_BYTES);
         assert_eq!(err(&long), PathError::TooLong);
+        // The limit applies to the canonical path: a trailing `/` does not count toward it.
+        let base = format!("/memories/{}/", vec!["d".repeat(200); 4].join("/"));
+        let exact = format!("{base}{}", "e".repeat(MAX_PATH_BYTES - base.len()));
+        assert_eq!(exact.len(), MAX_PATH_BYTES);
+        assert_eq!(MemoryPath::parse(&exact).unwrap().to_string(), exact);
+        assert_eq!(
+            MemoryPath::parse(&format!("{exact}/")).unwrap().to_string(),
+            exact
+        );
+        assert_eq!(err(&format!("{exact}f/")), PathError::TooLong);
     }
 
     #[test]

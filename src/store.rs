@@ -289,11 +289,12 @@ impl<B: Backend> Store<B> {
         &self.limits
     }
 
-    /// The handle of user `id`. Any non-empty string of at most 256 bytes without control
-    /// characters is a user id (`alice@example.com`, `.`, `team/a` …); ids are compared exactly.
+    /// The handle of user `id`. Any non-empty string of at most 256 bytes without control or
+    /// format characters and without whitespace at either end is a user id
+    /// (`alice@example.com`, `.`, `team/a`, `Zoë Ng` …); ids are compared exactly.
     ///
     /// # Errors
-    /// [`Error::InvalidUser`] for an empty, over-long or control-character id.
+    /// [`Error::InvalidUser`] for an id that breaks these rules (see `validate_user`).
     pub fn user(&self, id: &str) -> Result<UserHandle<'_, B>, Error> {
         validate_user(id)?;
         Ok(UserHandle {
@@ -661,14 +662,20 @@ impl<B: Backend> UserHandle<'_, B> {
     }
 }
 
-/// The rules for user ids: non-empty, at most [`MAX_USER_ID_BYTES`], no control characters.
+/// The rules for user ids, in one place: non-empty, at most [`MAX_USER_ID_BYTES`], no control
+/// or format characters (C0, DEL, C1, category Cf: zero-width, bidi controls, BOM …), no line or
+/// paragraph separator (U+2028, U+2029; the same set the path rules refuse), and no whitespace at
+/// either end, so that every id prints unambiguously in `users` and logs.
 pub(crate) fn validate_user(id: &str) -> Result<(), Error> {
     let reason = if id.is_empty() {
         "must not be empty"
     } else if id.len() > MAX_USER_ID_BYTES {
         "longer than 256 bytes"
-    } else if id.chars().any(char::is_control) {
-        "contains a control character"
+    } else if id.chars().any(crate::path::is_forbidden_char) {
+        "contains a control or format character (such as a zero-width space, a bidi control, \
+         a byte order mark or a line separator)"
+    } else if id.starts_with(char::is_whitespace) || id.ends_with(char::is_whitespace) {
+        "starts or ends with whitespace"
     } else {
         return Ok(());
     };

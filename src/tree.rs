@@ -368,6 +368,9 @@ impl<'t, T: WriteTxn + ?Sized> Tree<'t, T> {
                 )?;
             }
         }
+        // Removing the last file drops the user's totals with their last-write time; a move
+        // writes no content, so the time it had is the time it keeps.
+        let last_write_ms = self.read().totals()?.last_write_ms;
         self.remove(from, node)?;
         self.put_node(to, &node)?;
         for (k, v) in nodes {
@@ -379,7 +382,7 @@ impl<'t, T: WriteTxn + ?Sized> Tree<'t, T> {
         for (k, v) in accesses {
             self.txn.put(Space::Access, self.user, &k, &v)?;
         }
-        self.adjust_ancestors(to, Totals::default(), node.weight(), None)
+        self.adjust_ancestors(to, Totals::default(), node.weight(), Some(last_write_ms))
     }
 
     fn put_node(&mut self, path: &MemoryPath, node: &Node) -> Result<(), Error> {

@@ -6,6 +6,7 @@ mod expiry;
 mod faults;
 mod format;
 mod golden;
+mod hardening;
 mod isolation;
 mod model;
 mod secrets;

@@ -1,0 +1,206 @@
+//! Defects found by the hardening review (issue 7) in the core: each test failed before its fix.
+
+use std::time::{Duration, Instant};
+
+use memkv::{Error, Store};
+use serde_json::json;
+
+fn run(store: &Store, user: &str, input: serde_json::Value) -> memkv::ToolOutput {
+    store.user(user).unwrap().execute_json(&input).unwrap()
+}
+
+#[track_caller]
+fn ok(store: &Store, user: &str, input: serde_json::Value) -> String {
+    let out = run(store, user, input.clone());
+    let shown: String = input.to_string().chars().take(200).collect();
+    assert!(!out.is_error, "{shown}…: {}", out.content);
+    out.content
+}
+
+#[test]
+fn moving_every_file_of_a_user_keeps_their_last_write_time() {
+    let store = Store::in_memory().unwrap();
+    ok(
+        &store,
+        "u",
+        json!({"command": "create", "path": "/memories/a/x.md", "file_text": "x"}),
+    );
+    ok(
+        &store,
+        "u",
+        json!({"command": "create", "path": "/memories/a/y.md", "file_text": "y"}),
+    );
+    let before = store.users().unwrap()[0].last_write_ms;
+    assert!(before > 1_700_000_000_000, "{before}");
+    // The whole tree moves: the user's totals are dropped and made again in one transaction.
+    ok(
+        &store,
+        "u",
+        json!({"command": "rename", "old_path": "/memories/a", "new_path": "/memories/b"}),
+    );
+    assert_eq!(store.users().unwrap()[0].last_write_ms, before);
+    ok(
+        &store,
+        "u",
+        json!({"command": "rename", "old_path": "/memories/b/x.md", "new_path": "/memories/x.md"}),
+    );
+    ok(
+        &store,
+        "u",
+        json!({"command": "rename", "old_path": "/memories/b", "new_path": "/memories/c"}),
+    );
+    assert_eq!(store.users().unwrap()[0].last_write_ms, before);
+    assert!(store.check().unwrap().is_empty());
+}
+
+#[test]
+fn user_ids_refuse_invisible_and_ambiguous_characters() {
+    let store = Store::in_memory().unwrap();
+    for bad in [
+        "a\u{200B}b",  // zero-width space
+        "a\u{200D}b",  // zero-width joiner
+        "\u{FEFF}bob", // byte order mark
+        "bob\u{202E}", // right-to-left override
+        "a\u{2066}b",  // left-to-right isolate
+        "a\u{2028}b",  // line separator
+        "a\u{2029}b",  // paragraph separator
+        "a\u{0}b",
+        "a\nb",
+        "a\u{85}b", // C1 next line
+        " bob",
+        "bob ",
+        "bob\t",
+        "\u{3000}bob", // ideographic space
+        "bob\u{A0}",   // no-break space
+        "",
+    ] {
+        let err = store.user(bad).unwrap_err();
+        assert!(matches!(err, Error::InvalidUser { .. }), "{bad:?}: {err}");
+        // The same rule everywhere a user id comes in.
+        assert!(
+            store.execute_batch(&[(
+                bad.to_owned(),
+                memkv::Command::Delete {
+                    path: "/memories/x".into()
+                }
+            )])[0]
+                .is_err(),
+            "{bad:?}"
+        );
+    }
+    assert_eq!(
+        store.user("\u{200B}").unwrap_err().to_string(),
+        "invalid user id \"\\u{200b}\": contains a control or format character (such as a \
+         zero-width space, a bidi control, a byte order mark or a line separator)"
+    );
+    assert_eq!(
+        store.user(" bob").unwrap_err().to_string(),
+        "invalid user id \" bob\": starts or ends with whitespace"
+    );
+    for good in [
+        "bob",
+        "a@example.com",
+        "Zoë Ng",
+        "team/a",
+        ".",
+        "/memories",
+        "日本語",
+        "a b",
+    ] {
+        assert!(store.user(good).is_ok(), "{good:?}");
+    }
+}
+
+#[test]
+fn a_user_over_a_lowered_quota_can_still_shrink_and_edit() {
+    let dir = tempfile::tempdir().unwrap();
+    let db = dir.path().join("db");
+    let store = Store::open(&db).unwrap();
+    let text: String = (0..100).map(|i| format!("line {i:03}\n")).collect(); // 900 bytes
+    ok(
+        &store,
+        "u",
+        json!({"command": "create", "path": "/memories/big.md", "file_text": text}),
+    );
+    drop(store);
+    let store = Store::builder().max_bytes(500).open(&db).unwrap();
+    // Smaller: allowed, though still over the quota.
+    ok(
+        &store,
+        "u",
+        json!({"command": "str_replace", "path": "/memories/big.md", "old_str": "line 000\nline 001\n", "new_str": ""}),
+    );
+    // Same size: allowed.
+    ok(
+        &store,
+        "u",
+        json!({"command": "str_replace", "path": "/memories/big.md", "old_str": "line 002", "new_str": "LINE 002"}),
+    );
+    ok(
+        &store,
+        "u",
+        json!({"command": "rename", "old_path": "/memories/big.md", "new_path": "/memories/b.md"}),
+    );
+    // Anything that adds bytes is refused while over the quota.
+    let refused = [
+        json!({"command": "insert", "path": "/memories/b.md", "insert_line": 0, "insert_text": "more"}),
+        json!({"command": "create", "path": "/memories/new.md", "file_text": "x"}),
+    ];
+    for input in refused {
+        let out = run(&store, "u", input.clone());
+        assert_eq!(
+            out.content, "Error: Memory quota exceeded: at most 500 bytes in total",
+            "{input}"
+        );
+        assert!(out.is_error);
+    }
+    assert_eq!(store.user("u").unwrap().totals().unwrap(), (1, 882));
+    assert!(store.check().unwrap().is_empty());
+}
+
+#[test]
+fn str_replace_with_many_matches_is_fast_and_lists_a_bounded_number_of_lines() {
+    let store = Store::builder()
+        .max_file_bytes(1 << 20)
+        .in_memory()
+        .unwrap();
+    // 25,000 lines of two matches each: 50,000 matches on 25,000 distinct lines.
+    let text = "ab ab\n".repeat(25_000);
+    ok(
+        &store,
+        "u",
+        json!({"command": "create", "path": "/memories/m.md", "file_text": text}),
+    );
+    let start = Instant::now();
+    let out = run(
+        &store,
+        "u",
+        json!({"command": "str_replace", "path": "/memories/m.md", "old_str": "ab", "new_str": "x"}),
+    );
+    let took = start.elapsed();
+    assert!(took < Duration::from_secs(1), "{took:?}");
+    assert!(out.is_error);
+    let listed: Vec<String> = (1..=100).map(|n| n.to_string()).collect();
+    assert_eq!(
+        out.content,
+        format!(
+            "No replacement was performed. Multiple occurrences of old_str `ab` in lines: {} and 24,900 more. Please ensure it is unique",
+            listed.join(", ")
+        )
+    );
+    // Below the bound, every line is listed as PROTOCOL.md says, each once.
+    ok(
+        &store,
+        "u",
+        json!({"command": "create", "path": "/memories/s.md", "file_text": "ab ab\nc\nab\n"}),
+    );
+    let out = run(
+        &store,
+        "u",
+        json!({"command": "str_replace", "path": "/memories/s.md", "old_str": "ab", "new_str": "x"}),
+    );
+    assert_eq!(
+        out.content,
+        "No replacement was performed. Multiple occurrences of old_str `ab` in lines: 1, 3. Please ensure it is unique"
+    );
+}
