@@ -12,17 +12,49 @@ use crate::path::PathError;
 #[derive(Debug, thiserror::Error)]
 #[non_exhaustive]
 pub enum Error {
-    /// Another process has the database open. memkv allows one process per database file.
-    #[error("{path}: the database is open in another process (one process at a time may use it)")]
+    /// Another process has the database open. memkv allows one process per redb file.
+    #[error(
+        "{location}: the database is open in another process (one process at a time may use it)"
+    )]
     Locked {
-        /// The database file.
-        path: PathBuf,
+        /// The database (a path, or a URL without credentials).
+        location: String,
     },
-    /// The database file does not exist (and the operation does not create one).
-    #[error("{path}: no such database")]
+    /// The database does not exist (and the operation does not create one).
+    #[error("{location}: no such database")]
     NotFound {
-        /// The database file.
-        path: PathBuf,
+        /// The database (a path, or a URL without credentials).
+        location: String,
+    },
+    /// The database kept aborting the transaction for the sake of concurrent writers
+    /// (serialization failures, deadlocks) and memkv gave up after a bounded number of retries.
+    /// Nothing was changed; the command may be sent again.
+    #[error(
+        "{location}: the database is busy (the transaction was retried {attempts} times); nothing was changed, try again"
+    )]
+    Busy {
+        /// The database.
+        location: String,
+        /// How many times the transaction ran.
+        attempts: u32,
+    },
+    /// The connection was lost while the database committed: the command may or may not have
+    /// been applied. memkv never re-runs it on its own; look (`view`) before sending it again.
+    #[error(
+        "{location}: the connection was lost during the commit; the command may or may not have been applied"
+    )]
+    OutcomeUnknown {
+        /// The database.
+        location: String,
+    },
+    /// This build cannot open a database of that kind (a `postgres://` URL without the
+    /// `postgres` feature).
+    #[error("{location}: {reason}")]
+    Unsupported {
+        /// The database (a URL without credentials).
+        location: String,
+        /// Why.
+        reason: String,
     },
     /// The database was written with a storage format this build cannot read.
     #[error(

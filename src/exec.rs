@@ -20,8 +20,8 @@ use crate::limits::{Limits, Settings};
 use crate::messages;
 use crate::path::MemoryPath;
 use crate::secrets::{self, SecretPolicy};
-use crate::storage::{Backend, Finish, ReadTxn, WriteTxn};
-use crate::tree::{Tree, TreeRead};
+use crate::storage::{Backend, Fetch, Finish, ReadTxn, WriteTxn};
+use crate::tree::{self, Tree, TreeRead};
 
 /// Runs `command` for `user` in its own transaction.
 pub(crate) fn execute<B: Backend + ?Sized>(
@@ -34,6 +34,13 @@ pub(crate) fn execute<B: Backend + ?Sized>(
     if let Command::View { path, view_range } = command {
         let txn = backend.begin_read()?;
         let tree = TreeRead::new(&txn, user);
+        if let Ok(parsed) = MemoryPath::parse(path) {
+            let mut fetches = Vec::new();
+            tree::path_fetches(user, &parsed, true, false, &mut fetches);
+            fetches.push(tree::children_fetch(user, &parsed));
+            fetches.extend(tree::unused_fetch(user, settings.expiry_cutoff(now_ms)));
+            tree.prefetch(&fetches, false)?;
+        }
         let expired = Expired::load(&tree, settings.expiry_cutoff(now_ms))?;
         let (output, viewed) = view(&tree, &settings.limits, &expired, path, *view_range)?;
         drop(txn);
@@ -46,7 +53,9 @@ pub(crate) fn execute<B: Backend + ?Sized>(
         }
         return Ok(output);
     }
-    backend.write(|txn| {
+    let fetches = write_fetches(user, settings, command, now_ms);
+    backend.write(&[user], |txn| {
+        txn.prefetch(&fetches, false)?;
         let mut tree = Tree::new(txn, user);
         sweep(&mut tree, settings.expiry_cutoff(now_ms))?;
         let output = write(&mut tree, settings, command, now_ms)?;
@@ -69,7 +78,7 @@ fn record_access<B: Backend + ?Sized>(
     now_ms: i64,
     granularity_ms: i64,
 ) -> Result<(), Error> {
-    let result = backend.write(|txn| {
+    let result = backend.write(&[user], |txn| {
         let mut tree = Tree::new(txn, user);
         // Another writer may have changed the file since the read.
         if let Some(Node::File(meta)) = tree.read().node(path)?
@@ -84,6 +93,34 @@ fn record_access<B: Backend + ?Sized>(
         Err(Error::ReadOnly) => Ok(()),
         other => other,
     }
+}
+
+/// What the write `command` of `user` reads before its first write, for
+/// [`ReadTxn::prefetch`]: a backend with round trips fetches it all in one.
+pub(crate) fn write_fetches(
+    user: &str,
+    settings: &Settings,
+    command: &Command,
+    now_ms: i64,
+) -> Vec<Fetch> {
+    let mut out = Vec::new();
+    let mut add = |raw: &str, content: bool, subtree: bool| {
+        if let Ok(path) = MemoryPath::parse(raw) {
+            tree::path_fetches(user, &path, content, subtree, &mut out);
+        }
+    };
+    match command {
+        Command::View { .. } => {}
+        Command::Create { path, .. } => add(path, false, false),
+        Command::StrReplace { path, .. } | Command::Insert { path, .. } => add(path, true, false),
+        Command::Delete { path } => add(path, false, true),
+        Command::Rename { old_path, new_path } => {
+            add(old_path, true, true);
+            add(new_path, false, false);
+        }
+    }
+    out.extend(tree::unused_fetch(user, settings.expiry_cutoff(now_ms)));
+    out
 }
 
 /// Deletes the user's files last used at or before `cutoff_ms`; returns them with their sizes.
@@ -327,7 +364,13 @@ fn view_dir<T: ReadTxn + ?Sized>(
         }
         Ok(ControlFlow::Continue(()))
     })?;
-    // Each child's line, then (for directories) its own visible children.
+    // Each child's line, then (for directories) its own visible children: fetched at once.
+    let grandchildren: Vec<Fetch> = children
+        .iter()
+        .filter(|(_, node)| matches!(node, Node::Dir(_)))
+        .map(|(name, _)| tree::children_fetch(tree.user(), &dir.child(name)))
+        .collect();
+    tree.prefetch(&grandchildren, true)?;
     for (name, node) in children {
         let child_path = dir.child(&name);
         let Some(node) = expired.visible(&child_path, node) else {

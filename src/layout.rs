@@ -18,6 +18,14 @@
 use serde::{Deserialize, Serialize};
 use sha2::{Digest, Sha256};
 
+/// The logical layout version: what memkv stores (the spaces, keys and records below), whatever
+/// the backend. Bump it on any change here, add the step to `crate::migrate`, and say in
+/// `docs/design.md` how older data is treated. Every backend records it and refuses a newer one.
+/// (Versions 1 and 2 predate the PostgreSQL backend and exist only in redb files.)
+pub const LAYOUT_VERSION: u64 = 4;
+/// The oldest layout version this build migrates on open (see `crate::migrate`).
+pub const OLDEST_MIGRATABLE: u64 = 1;
+
 use crate::error::Error;
 use crate::path::MemoryPath;
 

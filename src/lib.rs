@@ -42,7 +42,9 @@
 //!   written once over the seam; `limits` and `secrets`: what every write is checked against.
 //! - `group`: group commit, so that concurrent writers share transactions and flushes.
 //! - [`storage`]: the narrow transactional seam; [`storage::redb`] is the embedded default and
-//!   holds every table definition and the [format version](storage::redb::FORMAT_VERSION);
+//!   holds every table definition and its [arrangement version](storage::redb::REDB_FORMAT);
+//!   `postgres` (feature `postgres`) the same in PostgreSQL; the logical layout version is
+//!   `layout::LAYOUT_VERSION`;
 //!   `migrate` upgrades older formats on open; `check` verifies every invariant.
 //! - `backup`: export, import, and plain-directory migration ([`Store::export`] into an
 //!   [`ExportFile`] or any writer, [`Store::import_from`] an [`ImportSource`],

@@ -9,21 +9,21 @@ use std::ops::ControlFlow;
 use serde::Deserialize;
 
 use crate::error::Error;
+use crate::layout::LAYOUT_VERSION as FORMAT_VERSION;
 use crate::layout::{self, FileMeta, Node, Totals, UserTotals};
 use crate::path::MemoryPath;
-use crate::storage::redb::FORMAT_VERSION;
 use crate::storage::{Backend, Finish, ReadTxn, Space, WriteTxn};
 
 /// Brings the data in `backend` to [`FORMAT_VERSION`]. A read-only backend holding older data is
 /// refused with [`Error::NeedsMigration`]. The backend has already refused unknown versions.
 pub(crate) fn upgrade<B: Backend>(backend: &B) -> Result<(), Error> {
-    let found = backend.begin_read()?.format_version()?;
+    let found = backend.begin_read()?.layout_version()?;
     if found == FORMAT_VERSION {
         return Ok(());
     }
-    let result = backend.write(|txn| {
+    let result = backend.write(&[], |txn| {
         // Re-read inside the write transaction: another process may have migrated meanwhile.
-        let mut version = txn.format_version()?;
+        let mut version = txn.layout_version()?;
         while version < FORMAT_VERSION {
             match version {
                 1 => v1_to_v2(txn)?,
@@ -41,7 +41,7 @@ pub(crate) fn upgrade<B: Backend>(backend: &B) -> Result<(), Error> {
             }
             version += 1;
         }
-        txn.set_format_version(FORMAT_VERSION)?;
+        txn.set_layout_version(FORMAT_VERSION)?;
         Ok(((), Finish::Commit))
     });
     match result {

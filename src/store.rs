@@ -1,6 +1,7 @@
 //! The public face of the crate: a [`Store`] and per-user [`UserHandle`]s.
 
 use std::collections::BTreeSet;
+use std::ffi::OsStr;
 use std::ops::ControlFlow;
 use std::path::Path;
 use std::sync::Arc;
@@ -20,7 +21,7 @@ use crate::migrate;
 use crate::path::MemoryPath;
 use crate::secrets::SecretPolicy;
 use crate::storage::redb::RedbBackend;
-use crate::storage::{Backend, Finish, ReadTxn, Space};
+use crate::storage::{AnyBackend, Backend, Finish, ReadTxn, Space, is_postgres_url};
 use crate::tree::{Tree, TreeRead};
 
 /// Longest accepted user id, in UTF-8 bytes.
@@ -145,44 +146,51 @@ impl StoreBuilder {
         self
     }
 
-    /// Opens the redb database at `path` for writing, creating it if it does not exist. A
-    /// database in an older storage format is migrated, in one transaction.
+    /// Opens the database at `db` for writing, creating it if it does not exist: a redb file at
+    /// a path, or a PostgreSQL database at a `postgres://` / `postgresql://` URL (with the
+    /// `postgres` feature; its tables are created on first use). Data in an older layout is
+    /// migrated, in one transaction.
     ///
     /// # Errors
-    /// [`Error::Locked`] if another process has it open for writing, [`Error::UnsupportedFormat`]
-    /// or [`Error::NotMemkv`] if it is not a database this build can use, [`Error::Storage`] on
-    /// I/O failure.
-    pub fn open(self, path: impl AsRef<Path>) -> Result<Store, Error> {
-        let backend = RedbBackend::create(path.as_ref(), self.shared)?;
+    /// [`Error::Locked`] if another process has the redb file open for writing,
+    /// [`Error::UnsupportedFormat`] or [`Error::NotMemkv`] if it is not a database this build can
+    /// use, [`Error::Storage`] on I/O or connection failure.
+    pub fn open(self, db: impl AsRef<OsStr>) -> Result<Store, Error> {
+        let backend = self.connect(db.as_ref(), Mode::Create)?;
         self.backend(backend)
     }
 
-    /// Opens an existing redb database for writing; [`Error::NotFound`] if there is none.
-    pub fn open_existing(self, path: impl AsRef<Path>) -> Result<Store, Error> {
-        let backend = RedbBackend::open(path.as_ref(), self.shared)?;
+    /// Opens an existing database for writing; [`Error::NotFound`] if there is none (for
+    /// PostgreSQL: if memkv's tables have not been created, e.g. by `memkv init`).
+    pub fn open_existing(self, db: impl AsRef<OsStr>) -> Result<Store, Error> {
+        let backend = self.connect(db.as_ref(), Mode::Existing)?;
         self.backend(backend)
     }
 
     /// Opens an existing database read-only: works while a process that opened it with
-    /// [`Self::shared`] writes to it, and every command sees the latest commit. Writes fail with [`Error::ReadOnly`]; a database
-    /// that needs a migration is refused with [`Error::NeedsMigration`].
-    pub fn open_read_only(self, path: impl AsRef<Path>) -> Result<Store, Error> {
-        self.backend(RedbBackend::open_read_only(path.as_ref())?)
+    /// [`Self::shared`] writes to it, and every command sees the latest commit. Writes fail with
+    /// [`Error::ReadOnly`]; a database that needs a migration is refused with
+    /// [`Error::NeedsMigration`].
+    pub fn open_read_only(self, db: impl AsRef<OsStr>) -> Result<Store, Error> {
+        let backend = self.connect(db.as_ref(), Mode::ReadOnly)?;
+        self.backend(backend)
     }
 
-    /// A store on any redb storage backend (see [`RedbBackend::with_storage`]).
-    pub fn storage(
-        self,
-        storage: impl redb::StorageBackend,
-        location: &str,
-    ) -> Result<Store, Error> {
-        let backend = RedbBackend::with_storage(storage, location)?;
-        self.backend(backend)
+    fn connect(&self, db: &OsStr, mode: Mode) -> Result<AnyBackend, Error> {
+        if let Some(url) = db.to_str().filter(|d| is_postgres_url(d)) {
+            return postgres_backend(url, mode);
+        }
+        let path = Path::new(db);
+        Ok(AnyBackend::Redb(match mode {
+            Mode::Create => RedbBackend::create(path, self.shared)?,
+            Mode::Existing => RedbBackend::open(path, self.shared)?,
+            Mode::ReadOnly => RedbBackend::open_read_only(path)?,
+        }))
     }
 
     /// A store in memory, gone when dropped.
     pub fn in_memory(self) -> Result<Store, Error> {
-        self.backend(RedbBackend::in_memory()?)
+        self.backend(AnyBackend::Redb(RedbBackend::in_memory()?))
     }
 
     /// A store over any [`Backend`]; migrates older formats when the backend is writable.
@@ -199,12 +207,39 @@ impl StoreBuilder {
     }
 }
 
+/// How [`StoreBuilder::connect`] opens a database.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Mode {
+    Create,
+    Existing,
+    ReadOnly,
+}
+
+#[cfg(feature = "postgres")]
+fn postgres_backend(url: &str, mode: Mode) -> Result<AnyBackend, Error> {
+    use crate::storage::postgres::{Access, PgBackend};
+    let access = match mode {
+        Mode::Create => Access::Create,
+        Mode::Existing => Access::Existing,
+        Mode::ReadOnly => Access::ReadOnly,
+    };
+    Ok(AnyBackend::Postgres(PgBackend::connect(url, access)?))
+}
+
+#[cfg(not(feature = "postgres"))]
+fn postgres_backend(url: &str, _mode: Mode) -> Result<AnyBackend, Error> {
+    Err(Error::Unsupported {
+        location: crate::storage::redact_url(url),
+        reason: "this memkv was built without PostgreSQL support (cargo feature `postgres`)".into(),
+    })
+}
+
 /// A memory store: many users' `/memories` trees in one database.
 ///
 /// `Store` is `Sync`: share it between threads by reference or in an `Arc`. Reads run in
 /// parallel; writes are serialized by the backend, one transaction per command.
 #[derive(Debug)]
-pub struct Store<B = RedbBackend> {
+pub struct Store<B = AnyBackend> {
     pub(crate) backend: B,
     limits: Limits,
     expiry: Expiry,
@@ -267,23 +302,24 @@ impl Store {
         StoreBuilder::default()
     }
 
-    /// Opens (or creates) the redb database at `path` with default limits.
-    pub fn open(path: impl AsRef<Path>) -> Result<Store, Error> {
-        Self::builder().open(path)
+    /// Opens (or creates) the database at `db` (a redb file path or a `postgres://` URL) with
+    /// default limits.
+    pub fn open(db: impl AsRef<OsStr>) -> Result<Store, Error> {
+        Self::builder().open(db)
     }
 
     /// An in-memory store with default limits.
     pub fn in_memory() -> Result<Store, Error> {
         Self::builder().in_memory()
     }
-
-    /// Where the database lives (a path, or `memory`).
-    pub fn location(&self) -> &str {
-        self.backend.location()
-    }
 }
 
 impl<B: Backend> Store<B> {
+    /// Where the database lives (a path, `memory`, or a URL without its password).
+    pub fn location(&self) -> &str {
+        self.backend.location()
+    }
+
     /// The limits every command is checked against.
     pub fn limits(&self) -> &Limits {
         &self.limits
@@ -384,11 +420,18 @@ impl<B: Backend> Store<B> {
             [request] => return vec![alone(request)],
             _ => {}
         }
-        let applied = self.backend.write(|txn| {
+        let mut lock: Vec<&str> = batch.iter().map(|r| r.user.as_str()).collect();
+        lock.sort_unstable();
+        lock.dedup();
+        let applied = self.backend.write(&lock, |txn| {
             let mut outputs = Vec::with_capacity(batch.len());
             for r in batch {
                 let settings = self.settings(&r.user);
                 let now = self.now_ms();
+                txn.prefetch(
+                    &exec::write_fetches(&r.user, &settings, &r.command, now),
+                    false,
+                )?;
                 let mut tree = Tree::new(txn, &r.user);
                 exec::sweep(&mut tree, settings.expiry_cutoff(now))?;
                 outputs.push(exec::write(&mut tree, &settings, &r.command, now)?);
@@ -397,8 +440,18 @@ impl<B: Backend> Store<B> {
         });
         match applied {
             Ok(outputs) => outputs.into_iter().map(Ok).collect(),
-            // A storage failure (in a command or in the commit) sank the shared transaction:
-            // give every command a transaction of its own, so each fails or succeeds alone.
+            // The shared commit may have been applied: re-running a command (an `insert`, say)
+            // could apply it twice. Every caller learns that the outcome is unknown.
+            Err(Error::OutcomeUnknown { location }) => batch
+                .iter()
+                .map(|_| {
+                    Err(Error::OutcomeUnknown {
+                        location: location.clone(),
+                    })
+                })
+                .collect(),
+            // Any other failure rolled the shared transaction back: give every command a
+            // transaction of its own, so each fails or succeeds alone.
             Err(_) => batch.iter().map(alone).collect(),
         }
     }
@@ -501,7 +554,7 @@ impl<B: Backend> Store<B> {
                 let txn = self.backend.begin_read()?;
                 TreeRead::new(&txn, &user.user).unused_since(cutoff)?
             } else {
-                self.backend.write(|txn| {
+                self.backend.write(&[&user.user], |txn| {
                     let swept = exec::sweep(&mut Tree::new(txn, &user.user), Some(cutoff))?;
                     Ok((swept, Finish::Commit))
                 })?
@@ -523,7 +576,7 @@ impl<B: Backend> Store<B> {
 
 /// One user's `/memories`. Cheap to create; borrow of the [`Store`].
 #[derive(Debug, Clone)]
-pub struct UserHandle<'s, B = RedbBackend> {
+pub struct UserHandle<'s, B = AnyBackend> {
     store: &'s Store<B>,
     id: Arc<str>,
 }
@@ -532,7 +585,7 @@ pub struct UserHandle<'s, B = RedbBackend> {
 /// for async tasks and worker threads. [`Self::handle`] gives the borrowed [`UserHandle`] with
 /// every command method.
 #[derive(Debug)]
-pub struct OwnedUserHandle<B = RedbBackend> {
+pub struct OwnedUserHandle<B = AnyBackend> {
     store: Arc<Store<B>>,
     id: Arc<str>,
 }

@@ -14,7 +14,7 @@ use std::ops::ControlFlow;
 use crate::error::Error;
 use crate::layout::{self, FileMeta, Node, Totals, UserTotals};
 use crate::path::{MemoryPath, PathError};
-use crate::storage::{ReadTxn, Space, WriteTxn};
+use crate::storage::{Fetch, ReadTxn, Space, WriteTxn};
 
 /// Called for each child of a directory, with its name and node.
 pub type ChildVisit<'v> = &'v mut dyn FnMut(&str, Node) -> Result<ControlFlow<()>, Error>;
@@ -33,10 +33,86 @@ pub struct TreeRead<'t, T: ?Sized> {
     user: &'t str,
 }
 
+/// What a command on `path` reads first, for [`ReadTxn::prefetch`]: the user's totals, the index
+/// nodes of `path` and its ancestors, with `content` its content, and with `subtree` everything
+/// below it (what a `delete` or `rename` of a directory moves).
+pub fn path_fetches(
+    user: &str,
+    path: &MemoryPath,
+    content: bool,
+    subtree: bool,
+    out: &mut Vec<Fetch>,
+) {
+    let get = |space, key| Fetch::Get {
+        space,
+        user: user.to_owned(),
+        key,
+    };
+    let range = |space, (start, end): (Vec<u8>, Vec<u8>)| Fetch::Range {
+        space,
+        user: user.to_owned(),
+        start,
+        end: Some(end),
+    };
+    if !out
+        .iter()
+        .any(|f| matches!(f, Fetch::Get { space: Space::Totals, user: u, .. } if u == user))
+    {
+        out.push(get(Space::Totals, Vec::new()));
+    }
+    for n in 1..=path.segments().len() {
+        out.push(get(Space::Nodes, layout::prefix_node_key(path, n)));
+    }
+    if path.is_root() {
+        return;
+    }
+    if content {
+        out.push(get(Space::Contents, layout::content_key(path)));
+    }
+    if subtree {
+        out.push(range(Space::Nodes, layout::subtree_nodes(path)));
+        out.push(range(Space::Contents, layout::subtree_contents(path)));
+    }
+}
+
+/// The children of `dir`, for [`ReadTxn::prefetch`].
+pub fn children_fetch(user: &str, dir: &MemoryPath) -> Fetch {
+    let start = layout::children_prefix(dir);
+    let end = layout::prefix_end(&start);
+    Fetch::Range {
+        space: Space::Nodes,
+        user: user.to_owned(),
+        start,
+        end: Some(end),
+    }
+}
+
+/// The access entries of files last used at or before `cutoff_ms` (what
+/// [`TreeRead::unused_since`] reads), for [`ReadTxn::prefetch`].
+pub fn unused_fetch(user: &str, cutoff_ms: Option<i64>) -> Option<Fetch> {
+    let cutoff = cutoff_ms.filter(|c| *c >= 0)?;
+    Some(Fetch::Range {
+        space: Space::Access,
+        user: user.to_owned(),
+        start: Vec::new(),
+        end: Some(layout::access_prefix(cutoff.saturating_add(1)).to_vec()),
+    })
+}
+
 impl<'t, T: ReadTxn + ?Sized> TreeRead<'t, T> {
     /// The user's tree in `txn`.
     pub fn new(txn: &'t T, user: &'t str) -> Self {
         TreeRead { txn, user }
+    }
+
+    /// The user.
+    pub fn user(&self) -> &str {
+        self.user
+    }
+
+    /// Announces reads to the backend (see [`ReadTxn::prefetch`]).
+    pub fn prefetch(&self, fetches: &[Fetch], last: bool) -> Result<(), Error> {
+        self.txn.prefetch(fetches, last)
     }
 
     /// The user's totals (zero when the user has no files).

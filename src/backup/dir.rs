@@ -70,7 +70,7 @@ impl<B: Backend> Store<B> {
             });
         }
         let total = entries.len() as u64;
-        let summary = self.backend.write(|txn| {
+        let summary = self.backend.write(&[user], |txn| {
             let mut summary = Summary::default();
             for (i, (rel, entry)) in entries.iter().enumerate() {
                 self.apply(txn, entry, conflict, &mut summary)

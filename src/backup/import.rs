@@ -173,7 +173,8 @@ impl<B: Backend> Store<B> {
         progress: &mut dyn FnMut(Progress),
     ) -> Result<Summary, Error> {
         let verified = self.verify(source, users, progress)?;
-        self.backend.write(|txn| {
+        let lock: Vec<&str> = verified.users.iter().map(String::as_str).collect();
+        self.backend.write(&lock, |txn| {
             let mut digest = Sha256::new();
             let mut summary = Summary::default();
             let mut imported = BTreeSet::new();
@@ -425,6 +426,7 @@ impl<B: Backend> Store<B> {
             files: selected_summary.files,
             files_digest: hex(&files_digest.finalize()),
             selected: selected_summary,
+            users: plans.into_keys().collect(),
         })
     }
 
@@ -501,6 +503,8 @@ struct Verified {
     files_digest: String,
     /// What would be imported into an empty store.
     selected: Summary,
+    /// The users it writes to (locked by the import).
+    users: Vec<String>,
 }
 
 fn selected(users: &[String], user: &str) -> bool {

@@ -2,14 +2,30 @@
 //!
 //! The six commands are written once, in `crate::tree` and `crate::exec`, against these
 //! traits. A backend only has to store bytes under `(space, user, key)` in key order and give
-//! all-or-nothing transactions; it never sees paths or commands. [`redb`] is the embedded default
-//! and today's only implementation; a networked database can slot in by implementing the same
-//! three traits.
+//! all-or-nothing transactions; it never sees paths or commands. [`redb`] is the embedded default;
+//! `postgres` (cargo feature `postgres`) keeps the same bytes in PostgreSQL. [`AnyBackend`] picks
+//! one at run time from a location (a file path or a `postgres://` URL).
 //!
 //! Keys within one user and space are compared as plain bytes. User ids are opaque strings that a
 //! backend must keep apart exactly (no normalization, no concatenation that could alias).
+//!
+//! Made for a networked database as well as an embedded one:
+//! - [`Backend::write`] may run its closure more than once (a serialization failure or a deadlock
+//!   is retried inside the backend, with backoff, a bounded number of times; then
+//!   [`Error::Busy`]). A commit whose outcome is unknown is [`Error::OutcomeUnknown`] and is never
+//!   retried.
+//! - A writer names the users (stores) it touches; the backend locks them in sorted order before
+//!   anything else, so writers of one store serialize across processes and batches never
+//!   deadlock. redb has one writer at a time anyway.
+//! - [`ReadTxn::prefetch`] announces the keys and ranges a command will read, so a backend with
+//!   round trips fetches them in one; later reads of them are served from that fetch.
 
+mod any;
+#[cfg(feature = "postgres")]
+pub mod postgres;
 pub mod redb;
+
+pub use any::{AnyBackend, AnyRead, is_postgres_url};
 
 use std::ops::ControlFlow;
 
@@ -36,6 +52,31 @@ impl Space {
 /// Called for each entry of a scan, in key order; return `ControlFlow::Break(())` to stop.
 pub type Visit<'v> = &'v mut dyn FnMut(&[u8], &[u8]) -> Result<ControlFlow<()>, Error>;
 
+/// One read announced to [`ReadTxn::prefetch`].
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Fetch {
+    /// The value under one key.
+    Get {
+        /// The keyspace.
+        space: Space,
+        /// The user (store).
+        user: String,
+        /// The key.
+        key: Vec<u8>,
+    },
+    /// Every entry with `start <= key < end` (`None` = to the end of the user's space).
+    Range {
+        /// The keyspace.
+        space: Space,
+        /// The user (store).
+        user: String,
+        /// First key.
+        start: Vec<u8>,
+        /// Bound (exclusive).
+        end: Option<Vec<u8>>,
+    },
+}
+
 /// How a write transaction ends.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Finish {
@@ -58,12 +99,20 @@ pub trait Backend: Send + Sync {
     /// Begins a consistent read-only snapshot.
     fn begin_read(&self) -> Result<Self::Read<'_>, Error>;
 
-    /// Runs `f` in one write transaction (one at a time; a second caller waits), then commits
-    /// it, durably, if `f` says [`Finish::Commit`], and discards it if `f` says
-    /// [`Finish::Abort`] or fails. A read-only backend returns [`Error::ReadOnly`].
+    /// Runs `f` in one write transaction, then commits it, durably, if `f` says
+    /// [`Finish::Commit`], and discards it if `f` says [`Finish::Abort`] or fails. Writers of
+    /// the same user wait for each other: the backend locks every user of `lock` (in sorted
+    /// order) before `f` runs. A read-only backend returns [`Error::ReadOnly`].
+    ///
+    /// `f` may run more than once: a transaction the database aborted (a serialization failure,
+    /// a deadlock, a connection lost before the commit) is discarded and re-run, a bounded number
+    /// of times, after which the backend returns [`Error::Busy`]. `f` must therefore derive
+    /// everything from the transaction it is given. A connection lost *during* the commit is
+    /// [`Error::OutcomeUnknown`]: the changes may or may not be stored, and nothing re-runs them.
     fn write<R>(
         &self,
-        f: impl FnOnce(&mut dyn WriteTxn) -> Result<(R, Finish), Error>,
+        lock: &[&str],
+        f: impl FnMut(&mut dyn WriteTxn) -> Result<(R, Finish), Error>,
     ) -> Result<R, Error>;
 
     /// Checks the stored bytes beneath the records (page checksums, say) without changing
@@ -75,8 +124,18 @@ pub trait Backend: Send + Sync {
 
 /// Reads, within one transaction.
 pub trait ReadTxn {
-    /// The storage format version the data was written in (see `docs/design.md`).
-    fn format_version(&self) -> Result<u64, Error>;
+    /// The logical layout version the data was written in (`crate::layout::LAYOUT_VERSION`;
+    /// 0 for an empty database).
+    fn layout_version(&self) -> Result<u64, Error>;
+
+    /// Announces reads that are about to follow, so that a backend with round trips fetches them
+    /// at once; later `get`s and `scan`s inside them are then served from the fetch. `last` says
+    /// that no read outside them follows in this snapshot. A hint: the embedded backend ignores
+    /// it, and reads outside a prefetch still work.
+    fn prefetch(&self, fetches: &[Fetch], last: bool) -> Result<(), Error> {
+        let _ = (fetches, last);
+        Ok(())
+    }
 
     /// The value under `key`.
     fn get(&self, space: Space, user: &str, key: &[u8]) -> Result<Option<Vec<u8>>, Error>;
@@ -114,6 +173,65 @@ pub trait WriteTxn: ReadTxn {
         start: &[u8],
         end: &[u8],
     ) -> Result<(), Error>;
-    /// Records that the data is now in storage format `version`.
-    fn set_format_version(&mut self, version: u64) -> Result<(), Error>;
+    /// Records that the data is now in layout version `version`.
+    fn set_layout_version(&mut self, version: u64) -> Result<(), Error>;
+}
+
+/// `url` without its password (in the user info or a `password=` parameter), for messages,
+/// logs and `location()`.
+pub fn redact_url(url: &str) -> String {
+    let (scheme, rest) = match url.split_once("://") {
+        Some(parts) => parts,
+        None => return url.to_owned(),
+    };
+    let authority_end = rest.find(['/', '?']).unwrap_or(rest.len());
+    let (authority, tail) = rest.split_at(authority_end);
+    let authority = match authority.rsplit_once('@') {
+        Some((userinfo, host)) => {
+            let user = userinfo.split_once(':').map_or(userinfo, |(u, _)| u);
+            format!("{user}@{host}")
+        }
+        None => authority.to_owned(),
+    };
+    let tail = match tail.split_once('?') {
+        Some((path, query)) => {
+            let kept: Vec<&str> = query
+                .split('&')
+                .filter(|p| !p.to_ascii_lowercase().starts_with("password="))
+                .collect();
+            if kept.is_empty() {
+                path.to_owned()
+            } else {
+                format!("{path}?{}", kept.join("&"))
+            }
+        }
+        None => tail.to_owned(),
+    };
+    format!("{scheme}://{authority}{tail}")
+}
+
+#[cfg(test)]
+mod tests {
+    use super::redact_url;
+
+    #[test]
+    fn passwords_never_reach_a_location() {
+        for (url, want) in [
+            ("postgres://u:secret@h:5432/db", "postgres://u@h:5432/db"),
+            (
+                "postgresql://u:p%40ss@h/db?sslmode=require",
+                "postgresql://u@h/db?sslmode=require",
+            ),
+            (
+                "postgres://h/db?password=secret&user=u",
+                "postgres://h/db?user=u",
+            ),
+            ("postgres://h/db?PASSWORD=secret", "postgres://h/db"),
+            ("postgres://u@h/db", "postgres://u@h/db"),
+            ("postgres://u:a:b@c@h/db", "postgres://u@h/db"),
+        ] {
+            assert_eq!(redact_url(url), want);
+            assert!(!redact_url(url).contains("secret"));
+        }
+    }
 }

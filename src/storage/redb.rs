@@ -8,8 +8,10 @@
 //! ```
 //!
 //! The length prefix keeps users apart: no user id, however spelled, is a prefix of another
-//! user's keys. The layout of the keys and values inside a space is in `crate::layout`; both
-//! are covered by [`FORMAT_VERSION`] and written down in `docs/design.md`.
+//! user's keys. The layout of the keys and values inside a space is in `crate::layout`, versioned
+//! by `crate::layout::LAYOUT_VERSION` (stored under `format_version` in `memkv_meta`, the name it
+//! has always had); how redb holds them is versioned by [`REDB_FORMAT`] (stored under
+//! `redb_format`). Both are written down in `docs/design.md`.
 
 mod create;
 mod health;
@@ -28,17 +30,19 @@ use self::health::Health;
 use super::{Backend, Finish, ReadTxn, Space, Visit, WriteTxn};
 use crate::error::Error;
 
-/// The storage format this build reads and writes. Bump it on any change to the tables below or
-/// to `crate::layout`, and say in `docs/design.md` how older files are treated.
-pub const FORMAT_VERSION: u64 = 4;
-/// The oldest format this build migrates on open (see `crate::migrate`).
-pub const OLDEST_MIGRATABLE: u64 = 1;
+use crate::layout::{LAYOUT_VERSION, OLDEST_MIGRATABLE};
+
+/// How this backend arranges the layout in redb tables (physical, not logical). 1 = every space
+/// in one table, `memkv_data`. Bump it on any change to the tables below; a file with a newer
+/// one is refused. Files without the key are 1 (or older arrangements, converted on open).
+pub const REDB_FORMAT: u64 = 1;
 
 /// Every space, since format 3.
 const DATA: TableDefinition<&[u8], &[u8]> = TableDefinition::new("memkv_data");
 /// `format_version -> u64`.
 const META: TableDefinition<&str, u64> = TableDefinition::new("memkv_meta");
 const FORMAT_KEY: &str = "format_version";
+const REDB_FORMAT_KEY: &str = "redb_format";
 
 /// Formats 1 and 2 kept each space in a table of its own, keyed `len | user | key`.
 const LEGACY: [(&str, Space); 4] = [
@@ -204,11 +208,13 @@ impl RedbBackend {
                 .map_err(|e| health.fail(e))?
                 .map_or(0, |v| v.value());
             check_version(found, &location)?;
-            if found < FORMAT_VERSION {
+            let meta = txn.open_table(META).map_err(|e| health.fail(e))?;
+            check_redb_format(&meta, &location, &health)?;
+            if found < LAYOUT_VERSION {
                 return Err(Error::NeedsMigration {
                     location: location.clone(),
                     found,
-                    supported: FORMAT_VERSION,
+                    supported: LAYOUT_VERSION,
                 });
             }
             Ok(())
@@ -270,16 +276,23 @@ impl RedbBackend {
                 match found {
                     Some(found) => check_version(found, location)?,
                     None => {
-                        meta.insert(FORMAT_KEY, FORMAT_VERSION)
+                        meta.insert(FORMAT_KEY, LAYOUT_VERSION)
                             .map_err(|e| h.fail(e))?;
                     }
                 }
-                found
+                check_redb_format(&meta, location, h)?;
+                let stamped = meta.get(REDB_FORMAT_KEY).map_err(|e| h.fail(e))?.is_some();
+                if !stamped {
+                    meta.insert(REDB_FORMAT_KEY, REDB_FORMAT)
+                        .map_err(|e| h.fail(e))?;
+                }
+                (found, stamped)
             };
+            let (found, stamped) = found;
             let legacy = consolidate_legacy_tables(&txn, &tables, h)?;
             let complete = tables.iter().any(|t| t == DATA.name());
             txn.open_table(DATA).map_err(|e| h.fail(e))?;
-            if found.is_some() && complete && !legacy {
+            if found.is_some() && stamped && complete && !legacy {
                 // Nothing changed: don't spend a disk flush on opening.
                 txn.abort().map_err(|e| h.fail(e))
             } else {
@@ -397,28 +410,49 @@ fn check_exists(path: &Path) -> Result<(), Error> {
         Ok(())
     } else {
         Err(Error::NotFound {
-            path: path.to_owned(),
+            location: path.display().to_string(),
         })
     }
 }
 
 /// Versions this build reads, or migrates, pass; others are refused before anything is touched.
 fn check_version(found: u64, location: &str) -> Result<(), Error> {
-    if (OLDEST_MIGRATABLE..=FORMAT_VERSION).contains(&found) {
+    if (OLDEST_MIGRATABLE..=LAYOUT_VERSION).contains(&found) {
         Ok(())
     } else {
         Err(Error::UnsupportedFormat {
             location: location.to_owned(),
             found,
-            supported: FORMAT_VERSION,
+            supported: LAYOUT_VERSION,
         })
     }
+}
+
+/// A file whose tables are arranged in a way this build does not know is refused.
+fn check_redb_format(
+    meta: &impl ReadableTable<&'static str, u64>,
+    location: &str,
+    health: &Health,
+) -> Result<(), Error> {
+    let found = meta
+        .get(REDB_FORMAT_KEY)
+        .map_err(|e| health.fail(e))?
+        .map_or(REDB_FORMAT, |v| v.value());
+    if found > REDB_FORMAT {
+        return Err(Error::NotMemkv {
+            location: location.to_owned(),
+            reason: format!(
+                "its redb tables are in arrangement {found}, this memkv knows {REDB_FORMAT}; use a newer memkv"
+            ),
+        });
+    }
+    Ok(())
 }
 
 fn open_error(e: DatabaseError, path: &Path) -> Error {
     match e {
         DatabaseError::DatabaseAlreadyOpen => Error::Locked {
-            path: PathBuf::from(path),
+            location: path.display().to_string(),
         },
         DatabaseError::UpgradeRequired(v) => Error::NotMemkv {
             location: path.display().to_string(),
@@ -595,7 +629,7 @@ impl RedbRead {
 }
 
 impl ReadTxn for RedbRead {
-    fn format_version(&self) -> Result<u64, Error> {
+    fn layout_version(&self) -> Result<u64, Error> {
         let h = &*self.health;
         h.guard(|| {
             let v = self.tables().meta.get(FORMAT_KEY).map_err(|e| h.fail(e))?;
@@ -643,7 +677,7 @@ pub struct RedbWrite<'t> {
 }
 
 impl ReadTxn for RedbWrite<'_> {
-    fn format_version(&self) -> Result<u64, Error> {
+    fn layout_version(&self) -> Result<u64, Error> {
         let h = self.health;
         h.guard(|| {
             let v = self.meta.get(FORMAT_KEY).map_err(|e| h.fail(e))?;
@@ -713,7 +747,7 @@ impl WriteTxn for RedbWrite<'_> {
         })
     }
 
-    fn set_format_version(&mut self, version: u64) -> Result<(), Error> {
+    fn set_layout_version(&mut self, version: u64) -> Result<(), Error> {
         let h = self.health;
         h.guard(|| {
             self.meta
@@ -762,9 +796,12 @@ impl Backend for RedbBackend {
         })
     }
 
+    /// redb has one writer at a time, so `lock` needs nothing, and a redb transaction never
+    /// fails for another writer's sake: `f` runs once.
     fn write<R>(
         &self,
-        f: impl FnOnce(&mut dyn WriteTxn) -> Result<(R, Finish), Error>,
+        _lock: &[&str],
+        mut f: impl FnMut(&mut dyn WriteTxn) -> Result<(R, Finish), Error>,
     ) -> Result<R, Error> {
         let db = self.current()?;
         let Db::Write(db) = &*db else {

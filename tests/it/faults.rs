@@ -9,6 +9,8 @@ use std::io;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 
+use memkv::storage::AnyBackend;
+use memkv::storage::redb::RedbBackend;
 use memkv::{Command, Store};
 use serde_json::json;
 
@@ -97,7 +99,8 @@ impl redb::StorageBackend for Faulty {
 }
 
 fn open(backend: &Faulty) -> Store {
-    Store::builder().storage(backend.clone(), "faulty").unwrap()
+    let redb = RedbBackend::with_storage(backend.clone(), "faulty").unwrap();
+    Store::builder().backend(AnyBackend::from(redb)).unwrap()
 }
 
 /// Every user's files and contents: (user, path, content).

@@ -55,3 +55,80 @@ pub fn snapshot(user: &UserHandle<'_>) -> Vec<(String, String, i64, i64)> {
         })
         .collect()
 }
+
+// ---- the backend factory: every suite runs on redb and on PostgreSQL ------------------------
+
+use std::cell::Cell;
+
+use memkv::StoreBuilder;
+
+#[path = "../support/pg.rs"]
+pub mod pg;
+
+/// The backends a test runs on.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Backend {
+    Redb,
+    Postgres,
+}
+
+thread_local! {
+    static CURRENT: Cell<Backend> = const { Cell::new(Backend::Redb) };
+}
+
+/// The backend the running test body is on.
+pub fn current() -> Backend {
+    CURRENT.with(Cell::get)
+}
+
+/// Runs `body` on redb, then on PostgreSQL (a fresh schema each time it asks for a store); the
+/// PostgreSQL half is skipped, visibly, where PostgreSQL is not installed.
+pub fn each_backend(body: impl Fn()) {
+    on(Backend::Redb, &body);
+    if pg::cluster().is_some() {
+        on(Backend::Postgres, &body);
+    }
+}
+
+/// Runs `body` on `backend` (PostgreSQL: `false` when it is not installed).
+pub fn on(backend: Backend, body: &dyn Fn()) -> bool {
+    if backend == Backend::Postgres && pg::cluster().is_none() {
+        return false;
+    }
+    let before = CURRENT.with(|c| c.replace(backend));
+    let result = std::panic::catch_unwind(std::panic::AssertUnwindSafe(body));
+    CURRENT.with(|c| c.set(before));
+    if let Err(panic) = result {
+        eprintln!("(failed on {backend:?})");
+        std::panic::resume_unwind(panic);
+    }
+    true
+}
+
+/// A fresh, empty database of the current backend: memory for redb, a new schema for
+/// PostgreSQL.
+pub fn fresh_location() -> Option<String> {
+    match current() {
+        Backend::Redb => None,
+        Backend::Postgres => Some(pg::cluster().expect("checked by `on`").fresh_url()),
+    }
+}
+
+/// `.fresh()`: the store of a test, on the current backend.
+pub trait Fresh {
+    fn fresh(self) -> Result<Store, memkv::Error>;
+}
+
+impl Fresh for StoreBuilder {
+    fn fresh(self) -> Result<Store, memkv::Error> {
+        match fresh_location() {
+            None => self.in_memory(),
+            Some(url) => self.open(url),
+        }
+    }
+}
+
+/// `Store::in_memory()` of the current backend.
+pub fn fresh() -> Result<Store, memkv::Error> {
+    Store::builder().fresh()
+}

@@ -63,7 +63,7 @@ pub(super) fn ensure(
         Err(e) if e.kind() == io::ErrorKind::NotFound => {
             if !create {
                 return Err(Error::NotFound {
-                    path: path.to_owned(),
+                    location: path.display().to_string(),
                 });
             }
             false

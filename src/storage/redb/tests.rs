@@ -19,8 +19,9 @@ fn collect(
 }
 
 fn commit(b: &RedbBackend, f: impl FnOnce(&mut dyn WriteTxn)) {
-    b.write(|w| {
-        f(w);
+    let mut f = Some(f);
+    b.write(&[], |w| {
+        (f.take().unwrap())(w);
         Ok(((), Finish::Commit))
     })
     .unwrap();
@@ -77,13 +78,13 @@ fn aborted_writes_leave_no_trace_and_ranges_remove() {
         }
     });
     let seen = b
-        .write(|w| {
+        .write(&[], |w| {
             w.remove_range(Space::Nodes, "u", b"a", b"b").unwrap();
             Ok((collect(w, Space::Nodes, "u", b"", None), Finish::Abort))
         })
         .unwrap();
     assert_eq!(seen, vec![b"b1".to_vec()]);
-    let failed: Result<(), Error> = b.write(|w| {
+    let failed: Result<(), Error> = b.write(&[], |w| {
         w.remove(Space::Nodes, "u", b"a1").unwrap();
         Err(Error::Corrupt("stop".into()))
     });
@@ -109,7 +110,7 @@ fn refuses_unknown_format_and_foreign_files() {
             err,
             Error::UnsupportedFormat {
                 found: 99,
-                supported: FORMAT_VERSION,
+                supported: crate::layout::LAYOUT_VERSION,
                 ..
             }
         ),
@@ -157,7 +158,7 @@ fn read_only_handles_do_not_write() {
     drop(RedbBackend::create(&path, false).unwrap());
     let r = RedbBackend::open_read_only(&path).unwrap();
     assert!(matches!(
-        r.write(|_| Ok(((), Finish::Commit))),
+        r.write(&[], |_| Ok(((), Finish::Commit))),
         Err(Error::ReadOnly)
     ));
 }

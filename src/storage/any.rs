@@ -1,0 +1,126 @@
+//! [`AnyBackend`]: the backend chosen at run time from a location, behind one concrete type, so
+//! that [`crate::Store`] has no type parameter for its users and a call costs one `match`.
+
+use std::ops::ControlFlow;
+
+use super::redb::{RedbBackend, RedbRead};
+use super::{Backend, Fetch, Finish, ReadTxn, Space, Visit, WriteTxn};
+use crate::error::Error;
+
+#[cfg(feature = "postgres")]
+use super::postgres::{PgBackend, PgRead};
+
+/// Whether `location` names a PostgreSQL database (`postgres://…` or `postgresql://…`) rather
+/// than a file.
+pub fn is_postgres_url(location: &str) -> bool {
+    location.starts_with("postgres://") || location.starts_with("postgresql://")
+}
+
+/// Any of memkv's backends. An enum rather than a trait object: the hot path pays one
+/// well-predicted branch, and the transaction types stay concrete.
+#[derive(Debug)]
+#[non_exhaustive]
+pub enum AnyBackend {
+    /// An embedded redb file, or memory.
+    Redb(RedbBackend),
+    /// A PostgreSQL database.
+    #[cfg(feature = "postgres")]
+    Postgres(PgBackend),
+}
+
+impl From<RedbBackend> for AnyBackend {
+    fn from(b: RedbBackend) -> Self {
+        AnyBackend::Redb(b)
+    }
+}
+
+#[cfg(feature = "postgres")]
+impl From<PgBackend> for AnyBackend {
+    fn from(b: PgBackend) -> Self {
+        AnyBackend::Postgres(b)
+    }
+}
+
+/// A read snapshot of an [`AnyBackend`].
+pub enum AnyRead {
+    /// On redb.
+    Redb(RedbRead),
+    /// On PostgreSQL.
+    #[cfg(feature = "postgres")]
+    Postgres(PgRead),
+}
+
+macro_rules! dispatch {
+    ($value:expr, $b:ident => $body:expr) => {
+        match $value {
+            AnyRead::Redb($b) => $body,
+            #[cfg(feature = "postgres")]
+            AnyRead::Postgres($b) => $body,
+        }
+    };
+}
+
+impl ReadTxn for AnyRead {
+    fn layout_version(&self) -> Result<u64, Error> {
+        dispatch!(self, t => t.layout_version())
+    }
+
+    fn prefetch(&self, fetches: &[Fetch], last: bool) -> Result<(), Error> {
+        dispatch!(self, t => t.prefetch(fetches, last))
+    }
+
+    fn get(&self, space: Space, user: &str, key: &[u8]) -> Result<Option<Vec<u8>>, Error> {
+        dispatch!(self, t => t.get(space, user, key))
+    }
+
+    fn scan(
+        &self,
+        space: Space,
+        user: &str,
+        start: &[u8],
+        end: Option<&[u8]>,
+        visit: Visit<'_>,
+    ) -> Result<(), Error> {
+        dispatch!(self, t => t.scan(space, user, start, end, visit))
+    }
+
+    fn users(
+        &self,
+        space: Space,
+        visit: &mut dyn FnMut(&str) -> Result<ControlFlow<()>, Error>,
+    ) -> Result<(), Error> {
+        dispatch!(self, t => t.users(space, visit))
+    }
+}
+
+impl Backend for AnyBackend {
+    type Read<'a> = AnyRead;
+
+    fn location(&self) -> &str {
+        match self {
+            AnyBackend::Redb(b) => b.location(),
+            #[cfg(feature = "postgres")]
+            AnyBackend::Postgres(b) => b.location(),
+        }
+    }
+
+    fn begin_read(&self) -> Result<AnyRead, Error> {
+        match self {
+            AnyBackend::Redb(b) => b.begin_read().map(AnyRead::Redb),
+            #[cfg(feature = "postgres")]
+            AnyBackend::Postgres(b) => b.begin_read().map(AnyRead::Postgres),
+        }
+    }
+
+    fn write<R>(
+        &self,
+        lock: &[&str],
+        f: impl FnMut(&mut dyn WriteTxn) -> Result<(R, Finish), Error>,
+    ) -> Result<R, Error> {
+        match self {
+            AnyBackend::Redb(b) => b.write(lock, f),
+            #[cfg(feature = "postgres")]
+            AnyBackend::Postgres(b) => b.write(lock, f),
+        }
+    }
+}

@@ -1,0 +1,334 @@
+//! The PostgreSQL backend (cargo feature `postgres`): the same bytes as redb, in one table whose
+//! primary key starts with the store (user) id, over a pool of blocking connections.
+//!
+//! - Reads run in `REPEATABLE READ READ ONLY` snapshots; a command's reads are announced by
+//!   [`ReadTxn::prefetch`](super::ReadTxn::prefetch) and fetched in one round trip.
+//! - A write transaction runs in `READ COMMITTED` after locking the rows of the stores it
+//!   touches in `memkv_stores` (sorted, `FOR UPDATE`): writers of one store serialize across
+//!   processes, so each sees the previous one's commit; writers of different stores run in
+//!   parallel. Its writes travel with the commit. Serialization failures (40001), deadlocks
+//!   (40P01) and connections lost before the commit are retried with backoff, at most
+//!   [`MAX_ATTEMPTS`] times, then [`Error::Busy`]; a connection lost during the commit is
+//!   [`Error::OutcomeUnknown`].
+//! - `docs/postgres.md` has the DDL, and what changes on Citus, YugabyteDB and CockroachDB.
+
+mod pool;
+mod sql;
+mod txn;
+
+use std::cell::RefCell;
+use std::str::FromStr;
+use std::sync::Arc;
+use std::time::Duration;
+
+use postgres::error::SqlState;
+
+use super::{Backend, Finish, WriteTxn, redact_url};
+use crate::error::Error;
+use crate::layout::{LAYOUT_VERSION, OLDEST_MIGRATABLE};
+use pool::Pool;
+use txn::Session;
+pub use txn::{PgRead, PgWrite};
+
+/// How memkv's tables are arranged in PostgreSQL (`memkv_meta.pg_schema`); a database with a
+/// newer one is refused.
+pub const SCHEMA_VERSION: u64 = 1;
+/// Most runs of one write transaction.
+pub const MAX_ATTEMPTS: u32 = 8;
+/// Most connections one store opens.
+const POOL_SIZE: usize = 32;
+
+/// How [`PgBackend::connect`] opens the database.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Access {
+    /// Read and write; create memkv's tables if they are missing.
+    Create,
+    /// Read and write; memkv's tables must exist.
+    Existing,
+    /// Read only.
+    ReadOnly,
+}
+
+/// A memkv database in PostgreSQL.
+pub struct PgBackend {
+    pool: Arc<Pool>,
+    location: String,
+    writable: bool,
+}
+
+impl std::fmt::Debug for PgBackend {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("PgBackend")
+            .field("location", &self.location)
+            .finish_non_exhaustive()
+    }
+}
+
+/// The error for a failed connection attempt, without the password.
+pub(crate) fn connect_error(location: &str, e: postgres::Error) -> Error {
+    Error::storage(format!("{location}: cannot connect: {}", describe(&e)))
+}
+
+/// What went wrong, from the server's message when there is one.
+fn describe(e: &postgres::Error) -> String {
+    match e.as_db_error() {
+        Some(db) => format!("{} ({})", db.message(), db.code().code()),
+        None => e.to_string(),
+    }
+}
+
+pub(crate) fn query_error(location: &str, e: &postgres::Error) -> Error {
+    Error::storage(format!("{location}: {}", describe(e)))
+}
+
+/// Whether the transaction can be run again: the database rolled it back for the sake of
+/// another transaction, or the connection was lost (before any commit was sent).
+fn retryable(e: &postgres::Error) -> bool {
+    match e.code() {
+        Some(code) => {
+            *code == SqlState::T_R_SERIALIZATION_FAILURE
+                || *code == SqlState::T_R_DEADLOCK_DETECTED
+                || *code == SqlState::ADMIN_SHUTDOWN
+                || *code == SqlState::CRASH_SHUTDOWN
+                || *code == SqlState::CANNOT_CONNECT_NOW
+        }
+        None => true,
+    }
+}
+
+/// Whether the server told us what happened (a statement failed: the transaction is rolled
+/// back), as opposed to the connection breaking (anything may have happened).
+fn server_answered(e: &postgres::Error) -> bool {
+    e.as_db_error().is_some_and(|db| {
+        let code = db.code();
+        *code != SqlState::ADMIN_SHUTDOWN && *code != SqlState::CRASH_SHUTDOWN
+    })
+}
+
+/// Closes the session's connection instead of returning it to the pool.
+fn discard(session: &mut Session) {
+    if let Some(conn) = session.conn.take() {
+        conn.discard();
+    }
+}
+
+/// Ends an open transaction without its queued writes; a connection that cannot is closed.
+fn rollback(session: &mut Session) {
+    if !session.begun {
+        return;
+    }
+    session.pending.clear();
+    let ok = session
+        .conn
+        .as_mut()
+        .is_some_and(|c| c.client().batch_execute("ROLLBACK").is_ok());
+    if !ok {
+        discard(session);
+    }
+}
+
+fn backoff(attempt: u32) {
+    // 2, 4, 8 … ms, capped at 200, with a jitter from the clock so that rivals spread out.
+    let base = 2u64.saturating_pow(attempt).min(200);
+    let jitter = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| u64::from(d.subsec_nanos()) % (base + 1));
+    std::thread::sleep(Duration::from_millis(base + jitter));
+}
+
+impl PgBackend {
+    /// Connects to the database at `url` (`postgres://` or `postgresql://`; `sslmode` as in
+    /// libpq's URLs: `disable`, `prefer`, `require`), checks memkv's tables and their versions,
+    /// and with [`Access::Create`] creates them if they are missing.
+    pub fn connect(url: &str, access: Access) -> Result<Self, Error> {
+        let location = redact_url(url);
+        let config = postgres::Config::from_str(url).map_err(|e| Error::Unsupported {
+            location: location.clone(),
+            reason: format!("not a valid PostgreSQL URL: {e}"),
+        })?;
+        let backend = PgBackend {
+            pool: Pool::new(config, location.clone(), POOL_SIZE),
+            location,
+            writable: access != Access::ReadOnly,
+        };
+        backend.prepare(access)?;
+        Ok(backend)
+    }
+
+    /// Checks (or creates) memkv's tables.
+    fn prepare(&self, access: Access) -> Result<(), Error> {
+        let mut conn = self.pool.get()?;
+        let client = conn.client();
+        let exists = sql::last_rows(
+            client
+                .simple_query("SELECT to_regclass('memkv_meta') IS NOT NULL")
+                .map_err(|e| query_error(&self.location, &e))?,
+        )
+        .first()
+        .and_then(|r| r.get(0).map(|v| v == "t"))
+        .unwrap_or(false);
+        if !exists {
+            if access != Access::Create {
+                return Err(Error::NotMemkv {
+                    location: self.location.clone(),
+                    reason: "memkv's tables do not exist here (`memkv init` creates them)".into(),
+                });
+            }
+            let ddl = format!(
+                "BEGIN;\nSELECT pg_advisory_xact_lock(7236294851093548853);\n{}\n\
+                 INSERT INTO memkv_meta VALUES ('layout_version', {LAYOUT_VERSION}), \
+                 ('pg_schema', {SCHEMA_VERSION}) ON CONFLICT DO NOTHING;\nCOMMIT;",
+                sql::SCHEMA
+            );
+            if let Err(e) = client.batch_execute(&ddl) {
+                let _ = client.batch_execute("ROLLBACK");
+                if e.code() == Some(&SqlState::INSUFFICIENT_PRIVILEGE) {
+                    return Err(Error::storage(format!(
+                        "{}: cannot create memkv's tables: the role may not create tables here ({}); \
+                         run `memkv init` once as a role that may, or grant CREATE on the schema",
+                        self.location,
+                        describe(&e)
+                    )));
+                }
+                return Err(query_error(&self.location, &e));
+            }
+        }
+        let rows = sql::last_rows(
+            client
+                .simple_query("SELECT name, value FROM memkv_meta")
+                .map_err(|e| query_error(&self.location, &e))?,
+        );
+        let value = |name: &str| {
+            rows.iter()
+                .find(|r| r.get(0) == Some(name))
+                .and_then(|r| r.get(1))
+                .and_then(|v| v.parse::<u64>().ok())
+        };
+        let schema = value("pg_schema").unwrap_or(0);
+        if schema != SCHEMA_VERSION {
+            return Err(Error::NotMemkv {
+                location: self.location.clone(),
+                reason: format!(
+                    "its memkv tables are in PostgreSQL schema version {schema}, this memkv knows {SCHEMA_VERSION}"
+                ),
+            });
+        }
+        let layout = value("layout_version").unwrap_or(0);
+        if !(OLDEST_MIGRATABLE..=LAYOUT_VERSION).contains(&layout) {
+            return Err(Error::UnsupportedFormat {
+                location: self.location.clone(),
+                found: layout,
+                supported: LAYOUT_VERSION,
+            });
+        }
+        if access == Access::ReadOnly && layout < LAYOUT_VERSION {
+            return Err(Error::NeedsMigration {
+                location: self.location.clone(),
+                found: layout,
+                supported: LAYOUT_VERSION,
+            });
+        }
+        Ok(())
+    }
+
+    /// A connection, retried (with backoff) while the server is unreachable or restarting.
+    fn conn(&self) -> Result<pool::Conn, Error> {
+        let mut attempt = 0;
+        loop {
+            match self.pool.get() {
+                Ok(conn) => return Ok(conn),
+                Err(e) if attempt + 1 >= MAX_ATTEMPTS => return Err(e),
+                Err(_) => {
+                    backoff(attempt + 3);
+                    attempt += 1;
+                }
+            }
+        }
+    }
+}
+
+impl Backend for PgBackend {
+    type Read<'a> = PgRead;
+
+    fn location(&self) -> &str {
+        &self.location
+    }
+
+    fn begin_read(&self) -> Result<PgRead, Error> {
+        let conn = self.conn()?;
+        Ok(PgRead {
+            session: RefCell::new(Session::new(
+                conn,
+                "BEGIN ISOLATION LEVEL REPEATABLE READ READ ONLY;\n".into(),
+                &self.location,
+            )),
+        })
+    }
+
+    fn write<R>(
+        &self,
+        lock: &[&str],
+        mut f: impl FnMut(&mut dyn WriteTxn) -> Result<(R, Finish), Error>,
+    ) -> Result<R, Error> {
+        if !self.writable {
+            return Err(Error::ReadOnly);
+        }
+        let mut users: Vec<&str> = lock.to_vec();
+        users.sort_unstable();
+        users.dedup();
+        let mut prologue = String::from("BEGIN ISOLATION LEVEL READ COMMITTED;\n");
+        sql::lock(&mut prologue, &users);
+        let mut attempt = 0;
+        loop {
+            attempt += 1;
+            let conn = self.conn()?;
+            let mut txn = PgWrite {
+                session: RefCell::new(Session::new(conn, prologue.clone(), &self.location)),
+            };
+            let outcome = f(&mut txn);
+            let mut session = txn.session.into_inner();
+            let mut committing = false;
+            let err = match outcome {
+                Ok((value, Finish::Commit)) => {
+                    committing = true;
+                    match session.run("", "COMMIT;") {
+                        Ok(_) => return Ok(value),
+                        Err(e) => e,
+                    }
+                }
+                Ok((value, Finish::Abort)) if session.failure.is_none() => {
+                    rollback(&mut session);
+                    return Ok(value);
+                }
+                Ok(_) => Error::storage("the transaction failed"),
+                Err(e) => e,
+            };
+            let Some(failure) = session.failure.take() else {
+                // The command itself failed, not the database: roll back and report.
+                rollback(&mut session);
+                return Err(err);
+            };
+            if !server_answered(&failure) {
+                discard(&mut session);
+                if committing {
+                    // The connection broke with the commit on its way: it may have happened.
+                    return Err(Error::OutcomeUnknown {
+                        location: self.location.clone(),
+                    });
+                }
+            } else {
+                rollback(&mut session);
+            }
+            if !retryable(&failure) {
+                return Err(err);
+            }
+            if attempt >= MAX_ATTEMPTS {
+                return Err(Error::Busy {
+                    location: self.location.clone(),
+                    attempts: attempt,
+                });
+            }
+            backoff(attempt);
+        }
+    }
+}

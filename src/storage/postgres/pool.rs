@@ -1,0 +1,135 @@
+//! A small connection pool: idle connections in a stack, at most `max` open, a caller waits for
+//! one when all are in use. Broken connections (lost to a server restart or a
+//! `pg_terminate_backend`) are dropped, never handed out again, and replaced on demand.
+
+use std::sync::{Arc, Condvar, Mutex, MutexGuard, PoisonError};
+use std::time::Duration;
+
+use postgres::config::SslMode;
+use postgres::{Client, Config, NoTls};
+
+use crate::error::Error;
+
+/// How long a connection attempt may take.
+const CONNECT_TIMEOUT: Duration = Duration::from_secs(10);
+
+pub(crate) struct Pool {
+    config: Config,
+    location: String,
+    max: usize,
+    state: Mutex<State>,
+    freed: Condvar,
+}
+
+struct State {
+    idle: Vec<Client>,
+    open: usize,
+}
+
+impl Pool {
+    pub(crate) fn new(mut config: Config, location: String, max: usize) -> Arc<Pool> {
+        config.connect_timeout(CONNECT_TIMEOUT);
+        config.keepalives(true);
+        config.application_name("memkv");
+        Arc::new(Pool {
+            config,
+            location,
+            max,
+            state: Mutex::new(State {
+                idle: Vec::new(),
+                open: 0,
+            }),
+            freed: Condvar::new(),
+        })
+    }
+
+    fn lock(&self) -> MutexGuard<'_, State> {
+        self.state.lock().unwrap_or_else(PoisonError::into_inner)
+    }
+
+    /// A connection: an idle one, a new one, or the next one freed.
+    pub(crate) fn get(self: &Arc<Self>) -> Result<Conn, Error> {
+        let mut state = self.lock();
+        loop {
+            while let Some(client) = state.idle.pop() {
+                if client.is_closed() {
+                    state.open -= 1;
+                    continue;
+                }
+                return Ok(Conn {
+                    pool: Arc::clone(self),
+                    client: Some(client),
+                });
+            }
+            if state.open < self.max {
+                state.open += 1;
+                drop(state);
+                return match self.connect() {
+                    Ok(client) => Ok(Conn {
+                        pool: Arc::clone(self),
+                        client: Some(client),
+                    }),
+                    Err(e) => {
+                        self.lock().open -= 1;
+                        self.freed.notify_one();
+                        Err(e)
+                    }
+                };
+            }
+            state = self
+                .freed
+                .wait(state)
+                .unwrap_or_else(PoisonError::into_inner);
+        }
+    }
+
+    fn connect(&self) -> Result<Client, Error> {
+        let result = match self.config.get_ssl_mode() {
+            SslMode::Disable => self.config.connect(NoTls),
+            _ => {
+                let tls = native_tls::TlsConnector::new().map_err(Error::storage)?;
+                self.config
+                    .connect(postgres_native_tls::MakeTlsConnector::new(tls))
+            }
+        };
+        result.map_err(|e| super::connect_error(&self.location, e))
+    }
+
+    fn put(&self, client: Client, broken: bool) {
+        let mut state = self.lock();
+        if broken || client.is_closed() {
+            state.open -= 1;
+        } else {
+            state.idle.push(client);
+        }
+        drop(state);
+        self.freed.notify_one();
+    }
+}
+
+/// A connection taken from the pool; goes back when dropped, unless marked broken.
+pub(crate) struct Conn {
+    pool: Arc<Pool>,
+    client: Option<Client>,
+}
+
+impl Conn {
+    pub(crate) fn client(&mut self) -> &mut Client {
+        self.client.as_mut().expect("present until dropped")
+    }
+
+    /// Closes the connection instead of returning it (its state is unknown).
+    pub(crate) fn discard(mut self) {
+        if let Some(client) = self.client.take() {
+            self.pool.put(client, true);
+        }
+    }
+}
+
+impl Drop for Conn {
+    fn drop(&mut self) {
+        if let Some(client) = self.client.take() {
+            self.pool.put(client, false);
+        }
+    }
+}

@@ -1,0 +1,197 @@
+//! The SQL memkv sends. Statements travel in PostgreSQL's simple-query protocol, several to a
+//! round trip (that is how a write costs two); every value in them is a hex `bytea` literal
+//! (`'\x…'`) or a number, so no input, however spelled, can change a statement.
+
+use std::fmt::Write as _;
+
+use postgres::SimpleQueryMessage;
+
+use super::super::{Fetch, Space};
+use crate::error::Error;
+
+/// The table of every entry: the redb key space, one row per `(store, space, key)`.
+pub(crate) const ENTRIES: &str = "memkv_entries";
+
+/// The DDL of schema version [`super::SCHEMA_VERSION`] (also in `docs/postgres.md`).
+pub(crate) const SCHEMA: &str = "\
+CREATE TABLE IF NOT EXISTS memkv_meta (
+    name  text   PRIMARY KEY,
+    value bigint NOT NULL
+);
+CREATE TABLE IF NOT EXISTS memkv_stores (
+    store bytea PRIMARY KEY
+);
+CREATE TABLE IF NOT EXISTS memkv_entries (
+    store bytea    NOT NULL,
+    space smallint NOT NULL,
+    key   bytea    NOT NULL,
+    value bytea    NOT NULL,
+    PRIMARY KEY (store, space, key)
+);";
+
+pub(crate) fn space_number(space: Space) -> u8 {
+    match space {
+        Space::Access => 1,
+        Space::Totals => 2,
+        Space::Nodes => 3,
+        Space::Contents => 4,
+    }
+}
+
+/// `'\x…'::bytea`.
+pub(crate) fn bytea(out: &mut String, bytes: &[u8]) {
+    const HEX: &[u8; 16] = b"0123456789abcdef";
+    out.reserve(bytes.len() * 2 + 12);
+    out.push_str("'\\x");
+    for b in bytes {
+        out.push(HEX[usize::from(b >> 4)] as char);
+        out.push(HEX[usize::from(b & 15)] as char);
+    }
+    out.push_str("'::bytea");
+}
+
+/// Decodes the text form of a `bytea` (`\x…`, the default `bytea_output`).
+pub(crate) fn unhex(text: &str) -> Result<Vec<u8>, Error> {
+    let hex = text
+        .strip_prefix("\\x")
+        .ok_or_else(|| Error::storage(format!("unexpected bytea text {:.20}", text)))?;
+    let digit = |c: u8| match c {
+        b'0'..=b'9' => Ok(c - b'0'),
+        b'a'..=b'f' => Ok(c - b'a' + 10),
+        b'A'..=b'F' => Ok(c - b'A' + 10),
+        _ => Err(Error::storage("a bytea value is not hex")),
+    };
+    let bytes = hex.as_bytes();
+    if bytes.len() % 2 != 0 {
+        return Err(Error::storage("a bytea value has an odd length"));
+    }
+    bytes
+        .chunks_exact(2)
+        .map(|p| Ok(digit(p[0])? << 4 | digit(p[1])?))
+        .collect()
+}
+
+fn store_and_space(out: &mut String, user: &str, space: Space) {
+    out.push_str("store = ");
+    bytea(out, user.as_bytes());
+    let _ = write!(out, " AND space = {}", space_number(space));
+}
+
+/// One `SELECT` for all of `fetches`: rows of `(fetch index, key, value)`.
+pub(crate) fn select(fetches: &[Fetch]) -> String {
+    let mut sql = String::new();
+    for (i, fetch) in fetches.iter().enumerate() {
+        if i > 0 {
+            sql.push_str(" UNION ALL ");
+        }
+        let _ = write!(sql, "(SELECT {i}, key, value FROM {ENTRIES} WHERE ");
+        match fetch {
+            Fetch::Get { space, user, key } => {
+                store_and_space(&mut sql, user, *space);
+                sql.push_str(" AND key = ");
+                bytea(&mut sql, key);
+            }
+            Fetch::Range {
+                space,
+                user,
+                start,
+                end,
+            } => {
+                store_and_space(&mut sql, user, *space);
+                sql.push_str(" AND key >= ");
+                bytea(&mut sql, start);
+                if let Some(end) = end {
+                    sql.push_str(" AND key < ");
+                    bytea(&mut sql, end);
+                }
+            }
+        }
+        sql.push(')');
+    }
+    sql
+}
+
+/// `INSERT … ON CONFLICT DO UPDATE` of one entry.
+pub(crate) fn put(out: &mut String, space: Space, user: &str, key: &[u8], value: &[u8]) {
+    let _ = write!(out, "INSERT INTO {ENTRIES} VALUES (");
+    bytea(out, user.as_bytes());
+    let _ = write!(out, ", {}, ", space_number(space));
+    bytea(out, key);
+    out.push_str(", ");
+    bytea(out, value);
+    out.push_str(") ON CONFLICT (store, space, key) DO UPDATE SET value = EXCLUDED.value;\n");
+}
+
+pub(crate) fn remove(out: &mut String, space: Space, user: &str, key: &[u8]) {
+    let _ = write!(out, "DELETE FROM {ENTRIES} WHERE ");
+    store_and_space(out, user, space);
+    out.push_str(" AND key = ");
+    bytea(out, key);
+    out.push_str(";\n");
+}
+
+pub(crate) fn remove_range(out: &mut String, space: Space, user: &str, start: &[u8], end: &[u8]) {
+    let _ = write!(out, "DELETE FROM {ENTRIES} WHERE ");
+    store_and_space(out, user, space);
+    out.push_str(" AND key >= ");
+    bytea(out, start);
+    out.push_str(" AND key < ");
+    bytea(out, end);
+    out.push_str(";\n");
+}
+
+/// Makes sure each store has its row, then locks them in sorted order (`users` is sorted and
+/// free of duplicates): writers of one store serialize, and never deadlock.
+pub(crate) fn lock(out: &mut String, users: &[&str]) {
+    if users.is_empty() {
+        return;
+    }
+    let list = |out: &mut String, sep: &str, wrap: bool| {
+        for (i, user) in users.iter().enumerate() {
+            if i > 0 {
+                out.push_str(sep);
+            }
+            if wrap {
+                out.push('(');
+            }
+            bytea(out, user.as_bytes());
+            if wrap {
+                out.push(')');
+            }
+        }
+    };
+    out.push_str("INSERT INTO memkv_stores (store) VALUES ");
+    list(out, ", ", true);
+    out.push_str(" ON CONFLICT DO NOTHING;\nSELECT store FROM memkv_stores WHERE store IN (");
+    list(out, ", ", false);
+    out.push_str(") ORDER BY store FOR UPDATE;\n");
+}
+
+/// The rows of the last statement of a simple query.
+pub(crate) fn last_rows(messages: Vec<SimpleQueryMessage>) -> Vec<postgres::SimpleQueryRow> {
+    let mut rows = Vec::new();
+    for m in messages {
+        match m {
+            SimpleQueryMessage::Row(row) => rows.push(row),
+            SimpleQueryMessage::CommandComplete(_) => {}
+            SimpleQueryMessage::RowDescription(_) => rows.clear(),
+            _ => {}
+        }
+    }
+    rows
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn literals_round_trip_and_cannot_escape() {
+        let mut s = String::new();
+        bytea(&mut s, b"a'; DROP TABLE x; --\\\x00\xff");
+        assert!(s.starts_with("'\\x") && s.ends_with("'::bytea"));
+        assert!(s[3..s.len() - 8].bytes().all(|b| b.is_ascii_hexdigit()));
+        let text = &s[1..s.len() - 8];
+        assert_eq!(unhex(text).unwrap(), b"a'; DROP TABLE x; --\\\x00\xff");
+    }
+}
