@@ -123,4 +123,12 @@ impl Backend for AnyBackend {
             AnyBackend::Postgres(b) => b.write(lock, f),
         }
     }
+
+    fn verify_storage(&self) -> Result<Vec<String>, Error> {
+        match self {
+            AnyBackend::Redb(b) => b.verify_storage(),
+            #[cfg(feature = "postgres")]
+            AnyBackend::Postgres(b) => b.verify_storage(),
+        }
+    }
 }

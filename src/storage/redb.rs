@@ -33,8 +33,9 @@ use crate::error::Error;
 use crate::layout::{LAYOUT_VERSION, OLDEST_MIGRATABLE};
 
 /// How this backend arranges the layout in redb tables (physical, not logical). 1 = every space
-/// in one table, `memkv_data`. Bump it on any change to the tables below; a file with a newer
-/// one is refused. Files without the key are 1 (or older arrangements, converted on open).
+/// in one table, `memkv_data`, and is not written down: a file without the `redb_format` key is
+/// 1 (or an older arrangement, converted on open). A later arrangement writes the key; a file
+/// with a newer one than this build knows is refused.
 pub const REDB_FORMAT: u64 = 1;
 
 /// Every space, since format 3.
@@ -281,18 +282,12 @@ impl RedbBackend {
                     }
                 }
                 check_redb_format(&meta, location, h)?;
-                let stamped = meta.get(REDB_FORMAT_KEY).map_err(|e| h.fail(e))?.is_some();
-                if !stamped {
-                    meta.insert(REDB_FORMAT_KEY, REDB_FORMAT)
-                        .map_err(|e| h.fail(e))?;
-                }
-                (found, stamped)
+                found
             };
-            let (found, stamped) = found;
             let legacy = consolidate_legacy_tables(&txn, &tables, h)?;
             let complete = tables.iter().any(|t| t == DATA.name());
             txn.open_table(DATA).map_err(|e| h.fail(e))?;
-            if found.is_some() && stamped && complete && !legacy {
+            if found.is_some() && complete && !legacy {
                 // Nothing changed: don't spend a disk flush on opening.
                 txn.abort().map_err(|e| h.fail(e))
             } else {
