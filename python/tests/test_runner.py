@@ -136,7 +136,8 @@ def test_two_stores_never_see_each_other(mode: str, server: memkv.LocalServer, m
         ("toolu_p3", {"command": "delete", "path": "/memories/secret.md"}),
     ]
     # "team/a" is one store id (its "/" is percent-encoded), not "team" plus a path.
-    stores = ["bob", "team", "team/a", "alice@example.com"]
+    # "." and ".." are store ids too, never path segments an HTTP client would collapse.
+    stores = ["bob", "team", "team/a", "alice@example.com", ".", "..", "alice/..", "ALICE"]
     with scripted_api([[tool_use("toolu_s1", secret)], final()]) as api:
         run_agent(mode, api, server.base_url, server.api_key, "alice")
     assert api.all_tool_results()[0]["content"] == "File created successfully at: /memories/secret.md"

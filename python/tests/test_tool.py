@@ -159,8 +159,11 @@ def test_no_answer_in_time_is_a_timeout_error(silent_listener: str) -> None:
 
 
 def test_store_ids_are_one_path_segment() -> None:
-    tool = MemkvMemoryTool("team/a b?#%", base_url="http://127.0.0.1:9/", api_key="k")
-    assert tool._url == "http://127.0.0.1:9/v1/memory_stores/team%2Fa%20b%3F%23%25/tool"
+    tool = MemkvMemoryTool("team/a b?#%.é", base_url="http://127.0.0.1:9/", api_key="k")
+    assert tool._url == "http://127.0.0.1:9/v1/memory_stores/team%2Fa%20b%3F%23%25%2E%C3%A9/tool"
     tool.close()
+    for store, segment in [(".", "%2E"), ("..", "%2E%2E"), ("a_b-c~", "a_b-c~")]:
+        with MemkvMemoryTool(store, base_url="http://127.0.0.1:9", api_key="k") as tool:
+            assert tool._url == f"http://127.0.0.1:9/v1/memory_stores/{segment}/tool"
     with pytest.raises(ValueError):
         MemkvMemoryTool("", base_url="http://127.0.0.1:9", api_key="k")

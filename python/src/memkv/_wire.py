@@ -47,10 +47,12 @@ def resolve_api_key(api_key: str | None) -> str | None:
 
 
 def tool_path(store: str) -> str:
-    """The tool route of one memory store, the store id as ONE percent-encoded path segment."""
+    """The tool route of one memory store, the store id as ONE percent-encoded path segment:
+    everything but letters, digits and `-_~` encoded, `/` and `.` included (an HTTP client
+    removes `.` and `..` segments, so a store named `.` would otherwise reach another route)."""
     if not isinstance(store, str) or not store:
         raise ValueError("store must be a non-empty string (the memkv user id)")
-    return f"/v1/memory_stores/{quote(store, safe='')}/tool"
+    return f"/v1/memory_stores/{quote(store, safe='').replace('.', '%2E')}/tool"
 
 
 def headers(api_key: str | None) -> dict[str, str]:
