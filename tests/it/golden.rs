@@ -1,6 +1,9 @@
-//! Golden tests: every string and rule of PROTOCOL.md, byte for byte, through the library.
+//! Golden tests: every string and rule of PROTOCOL.md, byte for byte.
+//!
+//! Every case goes through `util::Session`. Here that is the library; crates/memkv-server's
+//! tests compile this same file with a `Session` that sends each message to a real server over
+//! loopback HTTP, so both faces are held to one table of cases.
 
-use memkv::protocol::{self, Message};
 use memkv::{Store, UserHandle};
 use serde_json::{Value, json};
 
@@ -467,7 +470,9 @@ fn default_limits_and_messages() {
             "Error: Memory quota exceeded: at most 67108864 bytes in total",
         );
         let store = Store::builder().max_bytes(u64::MAX).fresh().unwrap();
-        let u = store.user("quota").unwrap();
+        let s = Session::new(store);
+        // Filling 10,000 files is the library's business; the refusal goes through the session.
+        let u = s.user();
         for i in 0..10_000 {
             assert!(
                 !u.execute_json(
@@ -477,14 +482,9 @@ fn default_limits_and_messages() {
                 .is_error
             );
         }
-        let out = u
-            .execute_json(
-                &json!({"command": "create", "path": "/memories/one-more", "file_text": ""}),
-            )
-            .unwrap();
-        assert_eq!(
-            out.content,
-            "Error: Memory quota exceeded: at most 10000 files"
+        s.err(
+            json!({"command": "create", "path": "/memories/one-more", "file_text": ""}),
+            "Error: Memory quota exceeded: at most 10000 files",
         );
     });
 }
@@ -808,56 +808,28 @@ fn malformed_input() {
 #[test]
 fn tool_use_blocks_pass_through() {
     each_backend(|| {
-        let store = fresh().unwrap();
-        let u = store.user("u").unwrap();
-        let answer = |message: Value| {
-            let message = Message::from_json(message).unwrap();
-            let (response, errors) = protocol::answer(&u, message);
-            assert!(errors.is_empty());
-            serde_json::to_value(response).unwrap()
-        };
+        let s = s();
         let view = json!({"type": "tool_use", "id": "toolu_01", "name": "memory", "input": {"command": "view", "path": "/memories"}});
         let viewed = json!({"type": "tool_result", "tool_use_id": "toolu_01", "is_error": false,
                    "content": "Here're the files and directories up to 2 levels deep in /memories, excluding hidden items and node_modules:\n0B\t/memories"});
-        assert_eq!(answer(view.clone()), viewed);
+        assert_eq!(s.answer(view.clone()), viewed);
         let bash = json!({"type": "tool_use", "id": "t2", "name": "bash", "input": {}});
         let unknown = json!({"type": "tool_result", "tool_use_id": "t2", "is_error": true, "content": "Error: Unknown tool: \"bash\""});
-        assert_eq!(answer(bash.clone()), unknown);
+        assert_eq!(s.answer(bash.clone()), unknown);
         // All the calls of one turn, answered in order.
-        assert_eq!(answer(json!([view, bash])), json!([viewed, unknown]));
-
-        let (line, errors) = protocol::answer_line(&u, b"{not json");
-        assert!(errors.is_empty());
+        assert_eq!(s.answer(json!([view, bash])), json!([viewed, unknown]));
+        let create = json!({"type": "tool_use", "id": "c", "name": "memory",
+                            "input": {"command": "create", "path": "/memories/a", "file_text": "x"}});
+        let created = json!({"type": "tool_result", "tool_use_id": "c", "is_error": false,
+                             "content": "File created successfully at: /memories/a"});
+        let again = json!({"type": "tool_result", "tool_use_id": "c", "is_error": true,
+                           "content": "Error: File /memories/a already exists"});
+        assert_eq!(s.answer(json!([create, create])), json!([created, again]));
+        // A bare input that is not an object is the model's mistake, not a refused message.
         assert_eq!(
-            line,
-            r#"{"content":"Error: Invalid JSON: key must be a string at line 1 column 2","is_error":true}"#
+            s.answer(json!("view")),
+            json!({"content": "Error: Unknown command: null", "is_error": true})
         );
-    });
-}
-
-#[test]
-fn a_block_without_an_id_is_refused_and_nothing_runs() {
-    each_backend(|| {
-        let store = fresh().unwrap();
-        let u = store.user("u").unwrap();
-        for line in [
-            r#"{"type":"tool_use","name":"memory","input":{"command":"create","path":"/memories/a","file_text":"x"}}"#,
-            r#"{"type":"tool_use","id":42,"name":"memory","input":{"command":"create","path":"/memories/a","file_text":"x"}}"#,
-            r#"[{"type":"tool_use","id":"ok","name":"memory","input":{"command":"create","path":"/memories/a","file_text":"x"}},{"type":"tool_use","name":"memory","input":{}}]"#,
-        ] {
-            let (answer, errors) = protocol::answer_line(&u, line.as_bytes());
-            assert!(errors.is_empty());
-            let answer: Value = serde_json::from_str(&answer).unwrap();
-            assert_eq!(answer["is_error"], true, "{line}");
-            assert!(
-                answer["content"]
-                    .as_str()
-                    .unwrap()
-                    .starts_with("Error: Invalid tool_use block: "),
-                "{answer}"
-            );
-        }
-        assert!(u.files().unwrap().is_empty());
     });
 }
 

@@ -8,6 +8,7 @@ mod format;
 mod golden;
 mod hardening;
 mod isolation;
+mod lines;
 mod model;
 mod secrets;
 mod util;

@@ -1,5 +1,6 @@
 //! Small helpers shared by the integration tests.
 
+use memkv::protocol::{self, Message};
 use memkv::{Store, ToolOutput, UserHandle};
 use serde_json::{Value, json};
 
@@ -19,6 +20,14 @@ impl Session {
 
     pub fn run(&self, input: Value) -> ToolOutput {
         self.user().execute_json(&input).unwrap()
+    }
+
+    /// The answer to any message (input, block, array of blocks), as JSON.
+    pub fn answer(&self, message: Value) -> Value {
+        let message = Message::from_json(message).unwrap();
+        let (response, errors) = protocol::answer(&self.user(), message);
+        assert!(errors.is_empty(), "{errors:?}");
+        serde_json::to_value(response).unwrap()
     }
 
     #[track_caller]

@@ -28,6 +28,15 @@ pub struct Global {
         value_name = "PATH"
     )]
     pub db: Option<PathBuf>,
+    /// The API keys file of `memkv serve` [default: the database path + .keys]
+    #[arg(
+        long,
+        global = true,
+        help_heading = "Store options",
+        env = "MEMKV_KEYS",
+        value_name = "FILE"
+    )]
+    pub keys: Option<PathBuf>,
     /// Largest file, in bytes
     #[arg(long, global = true, help_heading = "Store options", value_name = "BYTES", default_value_t = Limits::DEFAULT.max_file_bytes)]
     pub max_file_bytes: u64,
@@ -118,6 +127,57 @@ pub enum Commands {
     Expire(ExpireArgs),
     /// Verify the database against memkv's invariants
     Check,
+    /// Serve the memory tool over HTTP: POST /v1/memory_stores/{store}/tool (see the README)
+    Serve(ServeArgs),
+    /// API keys for `memkv serve`: add, list, revoke (a running server sees changes at once)
+    #[command(subcommand)]
+    Keys(KeysCommand),
+}
+
+#[derive(Debug, Args)]
+pub struct ServeArgs {
+    /// The address to listen on (port 0: a free port; the line `listening on http://ADDR` tells which)
+    #[arg(long, value_name = "ADDR", default_value = "127.0.0.1:7437")]
+    pub listen: std::net::SocketAddr,
+    /// Requests executed at once; more are answered 503 with Retry-After
+    #[arg(long, value_name = "N", default_value_t = 128)]
+    pub max_in_flight: usize,
+    /// Open connections at once; more wait to be accepted
+    #[arg(long, value_name = "N", default_value_t = 1024)]
+    pub max_connections: usize,
+    /// Most tool_use blocks in one request
+    #[arg(long, value_name = "N", default_value_t = 64)]
+    pub max_blocks: usize,
+    /// Time a client has to send a request's headers
+    #[arg(long, value_name = "DURATION", default_value = "10s", value_parser = parse_duration)]
+    pub header_timeout: Duration,
+    /// Time a client has to send a request's body
+    #[arg(long, value_name = "DURATION", default_value = "30s", value_parser = parse_duration)]
+    pub body_timeout: Duration,
+    /// On SIGTERM/SIGINT, how long to wait for requests in flight
+    #[arg(long, value_name = "DURATION", default_value = "30s", value_parser = parse_duration)]
+    pub shutdown_grace: Duration,
+}
+
+#[derive(Debug, Subcommand)]
+pub enum KeysCommand {
+    /// Add a random key; it is printed once, alone on the last line (only its hash is kept)
+    #[command(group(clap::ArgGroup::new("scope").required(true).args(["store", "admin"])))]
+    Add {
+        /// A key for this store (memkv user id) only
+        #[arg(long, value_name = "NAME")]
+        store: Option<String>,
+        /// A key for every store and the operator routes (/metrics)
+        #[arg(long)]
+        admin: bool,
+    },
+    /// List keys: id, scope, creation time (never the keys)
+    List,
+    /// Revoke a key by its id (key_…)
+    Revoke {
+        /// The key's id, as `keys list` shows it
+        id: String,
+    },
 }
 
 #[derive(Debug, Args)]
@@ -198,6 +258,16 @@ impl Global {
             .or_else(|| std::env::var_os("HOME").map(|h| PathBuf::from(h).join(".local/share")))
             .ok_or("no database given: pass --db PATH or set MEMKV_DB (HOME is not set either)")?;
         Ok(data.join("memkv").join("memkv.redb"))
+    }
+
+    /// The keys file: --keys, $MEMKV_KEYS, or the database path + `.keys`.
+    pub fn keys_path(&self) -> Result<PathBuf, String> {
+        if let Some(keys) = &self.keys {
+            return Ok(keys.clone());
+        }
+        let mut name = self.db_path()?.into_os_string();
+        name.push(".keys");
+        Ok(PathBuf::from(name))
     }
 
     /// A store builder with the limits and policies given on the command line.

@@ -14,6 +14,7 @@ mod admin;
 mod args;
 mod backup;
 mod exec;
+mod serve;
 
 use std::io;
 use std::process::ExitCode;
@@ -74,6 +75,8 @@ fn main() -> ExitCode {
         Commands::Export(a) => backup::export(&cli.global, a),
         Commands::Import(a) => backup::import(&cli.global, a),
         Commands::Expire(a) => backup::expire(&cli.global, a),
+        Commands::Serve(a) => serve::serve(&cli.global, a),
+        Commands::Keys(k) => serve::keys(&cli.global, k),
     };
     match result {
         Ok(()) => ExitCode::SUCCESS,

@@ -1,0 +1,88 @@
+//! `memkv serve` and `memkv keys`: thin over the memkv-server crate.
+
+use std::io::{self, Write};
+use std::sync::Arc;
+
+use memkv_server::keys::{KeyFile, Scope};
+
+use crate::args::{Global, KeysCommand, ServeArgs};
+
+type Result<T = ()> = std::result::Result<T, Box<dyn std::error::Error>>;
+
+pub fn serve(global: &Global, args: &ServeArgs) -> Result {
+    tracing_subscriber::fmt()
+        .with_writer(io::stderr)
+        .with_ansi(false)
+        .with_env_filter(
+            tracing_subscriber::EnvFilter::try_from_env("MEMKV_LOG")
+                .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("info")),
+        )
+        .init();
+    let path = global.db_path()?;
+    if let Some(parent) = path.parent().filter(|p| !p.as_os_str().is_empty()) {
+        std::fs::create_dir_all(parent)
+            .map_err(|e| format!("cannot create {}: {e}", parent.display()))?;
+    }
+    let store = Arc::new(global.builder().open(&path)?);
+    let mut config = memkv_server::Config::new(args.listen, global.keys_path()?);
+    config.max_in_flight = args.max_in_flight.max(1);
+    config.max_connections = args.max_connections.max(1);
+    config.max_blocks = args.max_blocks.max(1);
+    config.header_timeout = args.header_timeout;
+    config.body_timeout = args.body_timeout;
+    config.shutdown_grace = args.shutdown_grace;
+    memkv_server::run(store, config, |addr| {
+        let mut out = io::stdout().lock();
+        let _ = writeln!(out, "listening on http://{addr}");
+        let _ = out.flush();
+        tracing::info!(%addr, db = %path.display(), "serving");
+    })?;
+    Ok(())
+}
+
+pub fn keys(global: &Global, command: &KeysCommand) -> Result {
+    let file = KeyFile::new(global.keys_path()?);
+    let mut out = io::stdout().lock();
+    match command {
+        KeysCommand::Add { store, admin } => {
+            let scope = match (store, admin) {
+                (Some(name), _) => {
+                    // The rules for store names are the library's rules for user ids.
+                    memkv::Store::in_memory()?.user(name)?;
+                    Scope::Store(name.clone())
+                }
+                (None, true) => Scope::Admin,
+                (None, false) => unreachable!("clap requires --store or --admin"),
+            };
+            let (record, key) = file.add(&scope)?;
+            let what = match &scope {
+                Scope::Admin => "every store (admin)".to_owned(),
+                Scope::Store(s) => format!("store {s:?}"),
+            };
+            writeln!(
+                out,
+                "added {} for {what} to {}; the key is shown only now:",
+                record.id,
+                file.path().display()
+            )?;
+            writeln!(out, "{key}")?;
+        }
+        KeysCommand::List => {
+            writeln!(out, "{:<16}  {:<20}  SCOPE", "ID", "CREATED")?;
+            for r in file.list()? {
+                let scope = match &r.store {
+                    None => "admin".to_owned(),
+                    Some(s) => format!("store {s:?}"),
+                };
+                writeln!(out, "{:<16}  {:<20}  {scope}", r.id, r.created)?;
+            }
+        }
+        KeysCommand::Revoke { id } => {
+            if !file.revoke(id)? {
+                return Err(format!("no key {id:?} in {}", file.path().display()).into());
+            }
+            writeln!(out, "revoked {id}")?;
+        }
+    }
+    Ok(())
+}

@@ -1,0 +1,149 @@
+//! The router: every route, and the layer that names, times, counts and logs each request.
+
+use std::sync::Arc;
+use std::sync::atomic::AtomicU64;
+use std::sync::atomic::Ordering::{Relaxed, SeqCst};
+use std::time::Instant;
+
+use axum::Router;
+use axum::extract::{MatchedPath, Request, State};
+use axum::http::{HeaderMap, HeaderValue, StatusCode, header};
+use axum::middleware::{self, Next};
+use axum::response::{IntoResponse, Response};
+use axum::routing::{get, post};
+use tower_http::catch_panic::CatchPanicLayer;
+
+use crate::AppState;
+use crate::auth;
+use crate::error::ApiError;
+use crate::metrics::StoreTotals;
+use crate::tool::{self, ToolInfo};
+
+/// The tool route: one memory message for one store.
+pub const TOOL_ROUTE: &str = "/v1/memory_stores/{store}/tool";
+
+/// Every route of [`router`] with its method, as the OpenAPI document lists them.
+pub const ROUTES: &[(&str, &str)] = &[
+    ("post", TOOL_ROUTE),
+    ("get", "/healthz"),
+    ("get", "/readyz"),
+    ("get", "/metrics"),
+];
+
+/// The HTTP face of memkv. Every route is added here, in this one function (the MCP service
+/// mounts at `/mcp` here too).
+pub fn router(state: Arc<AppState>) -> Router {
+    Router::new()
+        .route(TOOL_ROUTE, post(tool::tool))
+        .route("/healthz", get(healthz))
+        .route("/readyz", get(readyz))
+        .route("/metrics", get(metrics))
+        .fallback(not_found)
+        .method_not_allowed_fallback(method_not_allowed)
+        .layer(middleware::from_fn_with_state(Arc::clone(&state), observe))
+        .layer(CatchPanicLayer::custom(|_| {
+            ApiError::internal("internal error").into_response()
+        }))
+        .with_state(state)
+}
+
+async fn healthz() -> &'static str {
+    "ok\n"
+}
+
+async fn readyz(State(state): State<Arc<AppState>>) -> Response {
+    if state.ready.load(SeqCst) {
+        "ready\n".into_response()
+    } else {
+        ApiError::overloaded("shutting down").into_response()
+    }
+}
+
+async fn metrics(State(state): State<Arc<AppState>>, headers: HeaderMap) -> Response {
+    if let Err(e) = auth::authenticate_admin(&state, &headers) {
+        return e.into_response();
+    }
+    let store = Arc::clone(&state.store);
+    let totals = tokio::task::spawn_blocking(move || {
+        let (commits, committed_commands) = store.commit_stats();
+        let mut totals = StoreTotals {
+            commits,
+            committed_commands,
+            ..StoreTotals::default()
+        };
+        match store.users() {
+            Ok(users) => {
+                totals.stores = users.len() as u64;
+                totals.files = users.iter().map(|u| u.files).sum();
+                totals.bytes = users.iter().map(|u| u.bytes).sum();
+            }
+            Err(e) => tracing::error!(error = %e, "cannot count stores for /metrics"),
+        }
+        totals
+    })
+    .await
+    .unwrap_or_default();
+    (
+        [(header::CONTENT_TYPE, "text/plain; version=0.0.4")],
+        state.metrics.render(&totals),
+    )
+        .into_response()
+}
+
+async fn not_found() -> ApiError {
+    ApiError::not_found()
+}
+
+async fn method_not_allowed() -> ApiError {
+    ApiError::new(
+        StatusCode::METHOD_NOT_ALLOWED,
+        "method not allowed on this route",
+    )
+}
+
+static REQUESTS: AtomicU64 = AtomicU64::new(0);
+
+/// Gives each request an id (`request-id` header), then counts, times and logs it: route
+/// pattern, store and commands for the tool route, status, duration. Never keys or contents.
+async fn observe(State(state): State<Arc<AppState>>, request: Request, next: Next) -> Response {
+    let started = Instant::now();
+    let id = format!(
+        "req_{:x}_{:x}",
+        state.started,
+        REQUESTS.fetch_add(1, Relaxed)
+    );
+    let route = route_label(request.extensions().get::<MatchedPath>());
+    let method = request.method().clone();
+    let mut response = next.run(request).await;
+    let took = started.elapsed();
+    let status = response.status().as_u16();
+    state.metrics.request(route, status, took);
+    let info = response.extensions_mut().remove::<ToolInfo>();
+    let (store, commands) = info.map_or((None, None), |i| (Some(i.store), Some(i.commands)));
+    tracing::info!(
+        request_id = %id,
+        %method,
+        route,
+        store = store.as_deref(),
+        commands = commands.map(|c| c.join(",")).as_deref(),
+        status,
+        duration_us = u64::try_from(took.as_micros()).unwrap_or(u64::MAX),
+        "request"
+    );
+    if let Ok(v) = HeaderValue::from_str(&id) {
+        response.headers_mut().insert("request-id", v);
+    }
+    response
+}
+
+/// The route pattern that matched, as a static label (bounded cardinality).
+fn route_label(matched: Option<&MatchedPath>) -> &'static str {
+    let Some(matched) = matched else {
+        return "unmatched";
+    };
+    ROUTES
+        .iter()
+        .map(|(_, r)| *r)
+        .find(|r| *r == matched.as_str())
+        .unwrap_or("other")
+}

@@ -1,0 +1,120 @@
+//! Who a request is: its key (`x-api-key: KEY` or `Authorization: Bearer KEY`) looked up in
+//! the keys table. Keys are never logged.
+
+use axum::http::{HeaderMap, header};
+
+use crate::AppState;
+use crate::error::ApiError;
+use crate::keys::{Access, Scope};
+
+/// What an authenticated request may use.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Allowed {
+    /// No keys exist and the server listens on loopback only.
+    Open,
+    /// An admin key: every store and the operator routes.
+    Admin,
+    /// A store key: that store only.
+    Store(String),
+}
+
+/// The key sent with a request, if any.
+pub fn sent_key(headers: &HeaderMap) -> Option<&str> {
+    if let Some(v) = headers.get("x-api-key") {
+        return v.to_str().ok();
+    }
+    let v = headers.get(header::AUTHORIZATION)?.to_str().ok()?;
+    let (scheme, token) = v.split_once(' ')?;
+    scheme
+        .eq_ignore_ascii_case("bearer")
+        .then_some(token.trim())
+}
+
+/// Authenticates a request: 401 without a known key (unless no key exists at all), 500 when
+/// the keys file cannot be read (nothing is allowed then).
+pub fn authenticate(state: &AppState, headers: &HeaderMap) -> Result<Allowed, ApiError> {
+    match state.keys.check(sent_key(headers)) {
+        Access::Open if !state.loopback => Err(ApiError::unauthenticated(
+            "no API key exists: add one with `memkv keys add`",
+        )),
+        // Without keys, only loopback names may reach the server (no DNS rebinding).
+        Access::Open if !loopback_host(headers) => Err(ApiError::forbidden(
+            "without keys, memkv answers only requests addressed to localhost",
+        )),
+        Access::Open => Ok(Allowed::Open),
+        Access::Key(Scope::Admin) => Ok(Allowed::Admin),
+        Access::Key(Scope::Store(s)) => Ok(Allowed::Store(s)),
+        Access::Missing => Err(ApiError::unauthenticated(
+            "an API key is required: send it as x-api-key or Authorization: Bearer",
+        )),
+        Access::Unknown => Err(ApiError::unauthenticated("invalid API key")),
+        Access::Unavailable => Err(ApiError::internal(
+            "the keys file cannot be read; see the server log",
+        )),
+    }
+}
+
+/// Whether the `Host` header names this machine's loopback interface.
+fn loopback_host(headers: &HeaderMap) -> bool {
+    let Some(host) = headers.get(header::HOST).and_then(|v| v.to_str().ok()) else {
+        return false;
+    };
+    let name = match host.strip_prefix('[') {
+        Some(v6) => v6.split(']').next().unwrap_or(""),
+        None => host.rsplit_once(':').map_or(host, |(name, _)| name),
+    };
+    name.eq_ignore_ascii_case("localhost")
+        || name
+            .parse::<std::net::IpAddr>()
+            .is_ok_and(|ip| ip.is_loopback())
+}
+
+/// Authenticates an operator request (`/metrics`): admin keys only (403 for a store key).
+pub fn authenticate_admin(state: &AppState, headers: &HeaderMap) -> Result<(), ApiError> {
+    match authenticate(state, headers)? {
+        Allowed::Open | Allowed::Admin => Ok(()),
+        Allowed::Store(_) => Err(ApiError::forbidden("this route needs an admin key")),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use axum::http::HeaderValue;
+
+    #[test]
+    fn keys_come_from_either_header() {
+        let mut h = HeaderMap::new();
+        assert_eq!(sent_key(&h), None);
+        h.insert(
+            header::AUTHORIZATION,
+            HeaderValue::from_static("Bearer  k1 "),
+        );
+        assert_eq!(sent_key(&h), Some("k1"));
+        h.insert(header::AUTHORIZATION, HeaderValue::from_static("bearer k1"));
+        assert_eq!(sent_key(&h), Some("k1"));
+        h.insert(header::AUTHORIZATION, HeaderValue::from_static("Basic k1"));
+        assert_eq!(sent_key(&h), None);
+        h.insert("x-api-key", HeaderValue::from_static("k2"));
+        assert_eq!(sent_key(&h), Some("k2"));
+    }
+
+    #[test]
+    fn loopback_hosts() {
+        for (host, ok) in [
+            ("127.0.0.1:7437", true),
+            ("localhost", true),
+            ("LOCALHOST:80", true),
+            ("[::1]:7437", true),
+            ("127.5.6.7", true),
+            ("evil.example:7437", false),
+            ("10.0.0.1:7437", false),
+            ("[::2]:1", false),
+        ] {
+            let mut h = HeaderMap::new();
+            h.insert(header::HOST, HeaderValue::from_str(host).unwrap());
+            assert_eq!(loopback_host(&h), ok, "{host}");
+        }
+        assert!(!loopback_host(&HeaderMap::new()));
+    }
+}

@@ -1,0 +1,98 @@
+//! memkv over HTTP: the server behind `memkv serve`.
+//!
+//! One process owns the database; agents in any language call it over HTTP. Requests pass
+//! through these layers, each in its own module:
+//!
+//! - [`server`]: the listener, connection limit, header read timeout and graceful shutdown
+//!   (hyper's HTTP/1 connections under tokio);
+//! - [`app`]: the router, and the layer that gives every request an id, times, counts and logs
+//!   it; `auth` and [`keys`]: who the request is;
+//! - `tool`: the tool route: body cap and read timeout, the in-flight limit, then
+//!   [`memkv::protocol::answer`] on tokio's blocking pool (writes of concurrent requests share
+//!   commits through the store's group commit);
+//! - [`error`]: the Anthropic error envelope; [`metrics`]: `GET /metrics`.
+//!
+//! The wire contract (routes, bodies, statuses) is in the README and `GET /openapi.json`.
+
+#![forbid(unsafe_code)]
+#![warn(missing_docs)]
+
+pub mod app;
+mod auth;
+pub mod error;
+pub mod keys;
+pub mod metrics;
+pub mod server;
+mod tool;
+
+use std::net::SocketAddr;
+use std::path::PathBuf;
+use std::sync::Arc;
+use std::sync::atomic::AtomicBool;
+use std::time::Duration;
+
+use memkv::Store;
+use tokio::sync::Semaphore;
+
+pub use app::{ROUTES, TOOL_ROUTE, router};
+pub use server::{Server, run};
+
+/// How the server listens and what it allows.
+#[derive(Debug, Clone)]
+pub struct Config {
+    /// The address to listen on (port 0: any free port).
+    pub listen: SocketAddr,
+    /// The keys file.
+    pub keys: PathBuf,
+    /// Requests executed at once; more get 503 with `Retry-After`.
+    pub max_in_flight: usize,
+    /// Open connections at once; more wait in the kernel's accept queue.
+    pub max_connections: usize,
+    /// Most `tool_use` blocks in one request (413 beyond).
+    pub max_blocks: usize,
+    /// A client must send a request's headers within this time, or the connection is closed.
+    pub header_timeout: Duration,
+    /// A client must send a request's body within this time (400 and the connection closed).
+    pub body_timeout: Duration,
+    /// How long a shutdown waits for requests in flight.
+    pub shutdown_grace: Duration,
+}
+
+impl Config {
+    /// The defaults, listening on `listen` with keys in `keys`.
+    pub fn new(listen: SocketAddr, keys: impl Into<PathBuf>) -> Self {
+        Config {
+            listen,
+            keys: keys.into(),
+            max_in_flight: 128,
+            max_connections: 1024,
+            max_blocks: 64,
+            header_timeout: Duration::from_secs(10),
+            body_timeout: Duration::from_secs(30),
+            shutdown_grace: Duration::from_secs(30),
+        }
+    }
+}
+
+/// What every handler shares.
+#[derive(Debug)]
+pub struct AppState {
+    /// The database.
+    pub store: Arc<Store>,
+    /// The settings.
+    pub config: Config,
+    /// The keys requests are checked against.
+    pub keys: keys::Keys,
+    /// Whether the server listens on loopback only (keyless access is allowed only then).
+    pub loopback: bool,
+    /// The largest request body.
+    pub max_body: usize,
+    /// Permits for requests in flight.
+    pub in_flight: Arc<Semaphore>,
+    /// Counters for `/metrics`.
+    pub metrics: Arc<metrics::Metrics>,
+    /// Cleared when shutdown starts (`/readyz` then answers 503).
+    pub ready: AtomicBool,
+    /// Start time (seconds since the epoch), part of every request id.
+    pub started: u64,
+}

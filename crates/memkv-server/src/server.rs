@@ -1,0 +1,179 @@
+//! The listener: accepts connections (at most `max_connections` at once), serves each with
+//! hyper's HTTP/1 (headers must arrive within `header_timeout`), and shuts down gracefully:
+//! stop accepting, let every request in flight finish and be answered, then return.
+
+use std::future::Future;
+use std::io;
+use std::net::SocketAddr;
+use std::sync::Arc;
+use std::sync::atomic::AtomicBool;
+use std::sync::atomic::Ordering::{Relaxed, SeqCst};
+use std::time::{Duration, SystemTime};
+
+use hyper_util::rt::{TokioIo, TokioTimer};
+use hyper_util::server::graceful::GracefulShutdown;
+use hyper_util::service::TowerToHyperService;
+use memkv::Store;
+use tokio::net::TcpListener;
+use tokio::sync::Semaphore;
+
+use crate::keys::{KeyFile, Keys};
+use crate::{AppState, Config, router, tool};
+
+/// A bound server, not yet serving.
+#[derive(Debug)]
+pub struct Server {
+    listener: TcpListener,
+    state: Arc<AppState>,
+}
+
+impl Server {
+    /// Loads the keys and binds the listening socket.
+    ///
+    /// # Errors
+    /// The keys file cannot be read; the address is not loopback and no key exists; the
+    /// address cannot be bound.
+    pub async fn bind(store: Arc<Store>, config: Config) -> io::Result<Server> {
+        let keys = Keys::load(KeyFile::new(&config.keys)).map_err(io::Error::other)?;
+        let loopback = config.listen.ip().is_loopback();
+        if !loopback && keys.is_empty() {
+            return Err(io::Error::new(
+                io::ErrorKind::PermissionDenied,
+                format!(
+                    "refusing to listen on {} without an API key: add one with `memkv keys add --admin` (or `--store NAME`), or listen on 127.0.0.1",
+                    config.listen
+                ),
+            ));
+        }
+        let listener = TcpListener::bind(config.listen).await?;
+        let state = Arc::new(AppState {
+            max_body: tool::max_body(&store),
+            in_flight: Arc::new(Semaphore::new(config.max_in_flight)),
+            store,
+            keys,
+            loopback,
+            metrics: Arc::default(),
+            ready: AtomicBool::new(false),
+            started: SystemTime::now()
+                .duration_since(SystemTime::UNIX_EPOCH)
+                .map_or(0, |d| d.as_secs()),
+            config,
+        });
+        Ok(Server { listener, state })
+    }
+
+    /// The address bound (with the real port when 0 was asked for).
+    ///
+    /// # Errors
+    /// The socket has no address (should not happen once bound).
+    pub fn local_addr(&self) -> io::Result<SocketAddr> {
+        self.listener.local_addr()
+    }
+
+    /// The shared state (keys, metrics, store), e.g. for a service mounted beside the router.
+    pub fn state(&self) -> &Arc<AppState> {
+        &self.state
+    }
+
+    /// Serves until `shutdown` completes, then finishes the requests in flight (at most
+    /// `shutdown_grace`) and returns.
+    pub async fn run(self, shutdown: impl Future<Output = ()>) {
+        let Server { listener, state } = self;
+        let app = router(Arc::clone(&state));
+        let mut http = hyper::server::conn::http1::Builder::new();
+        http.timer(TokioTimer::new())
+            .header_read_timeout(state.config.header_timeout)
+            .max_buf_size(64 * 1024);
+        let connections = Arc::new(Semaphore::new(state.config.max_connections));
+        let graceful = GracefulShutdown::new();
+        state.ready.store(true, SeqCst);
+        tokio::pin!(shutdown);
+        loop {
+            let permit = tokio::select! {
+                () = &mut shutdown => break,
+                permit = Arc::clone(&connections).acquire_owned() => {
+                    permit.expect("the semaphore is never closed")
+                }
+            };
+            let (stream, _peer) = tokio::select! {
+                () = &mut shutdown => break,
+                accepted = listener.accept() => match accepted {
+                    Ok(a) => a,
+                    Err(e) => {
+                        // Out of file descriptors, say: wait a little rather than spin.
+                        tracing::warn!(error = %e, "accept failed");
+                        tokio::time::sleep(Duration::from_millis(50)).await;
+                        continue;
+                    }
+                },
+            };
+            let _ = stream.set_nodelay(true);
+            let service = TowerToHyperService::new(app.clone());
+            let connection = graceful.watch(http.serve_connection(TokioIo::new(stream), service));
+            let metrics = Arc::clone(&state.metrics);
+            metrics.connections.fetch_add(1, Relaxed);
+            tokio::spawn(async move {
+                if let Err(e) = connection.await {
+                    tracing::debug!(error = %e, "connection ended with an error");
+                }
+                metrics.connections.fetch_sub(1, Relaxed);
+                drop(permit);
+            });
+        }
+        state.ready.store(false, SeqCst);
+        drop(listener);
+        tracing::info!("shutting down: no new connections; finishing requests in flight");
+        let grace = state.config.shutdown_grace;
+        if tokio::time::timeout(grace, graceful.shutdown())
+            .await
+            .is_err()
+        {
+            tracing::warn!(
+                seconds = grace.as_secs_f64(),
+                "connections still open after the grace period; closing"
+            );
+        }
+        // Requests whose clients went away may still be running: let them finish their commits.
+        let permits = u32::try_from(state.config.max_in_flight).unwrap_or(u32::MAX);
+        if tokio::time::timeout(grace, state.in_flight.acquire_many(permits))
+            .await
+            .is_err()
+        {
+            tracing::warn!("commands still running after the grace period");
+        }
+    }
+}
+
+/// Runs a server on its own tokio runtime until SIGTERM or SIGINT: binds, calls `on_listening`
+/// with the bound address, serves, shuts down gracefully. For `memkv serve`.
+///
+/// # Errors
+/// As [`Server::bind`], or the runtime or signal handlers cannot be set up.
+pub fn run(
+    store: Arc<Store>,
+    config: Config,
+    on_listening: impl FnOnce(SocketAddr),
+) -> io::Result<()> {
+    let runtime = tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .max_blocking_threads(config.max_in_flight + 16)
+        .thread_name("memkv-serve")
+        .build()?;
+    runtime.block_on(async {
+        let server = Server::bind(store, config).await?;
+        let mut term = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate())?;
+        let mut int = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::interrupt())?;
+        on_listening(server.local_addr()?);
+        server
+            .run(async move {
+                tokio::select! {
+                    _ = term.recv() => tracing::info!("SIGTERM received"),
+                    _ = int.recv() => tracing::info!("SIGINT received"),
+                }
+            })
+            .await;
+        Ok::<_, io::Error>(())
+    })?;
+    runtime.shutdown_timeout(Duration::from_secs(5));
+    Ok(())
+}

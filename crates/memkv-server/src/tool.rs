@@ -1,0 +1,190 @@
+//! `POST /v1/memory_stores/{store}/tool`: one message in, memkv's answer out.
+//!
+//! The checks run in an order that never reveals more than the key allows: the key (401), the
+//! store it may use (404, the same answer whether or not the other store exists), the request
+//! (400, 413), then room to run (503). The message itself is answered by
+//! [`memkv::protocol::answer`] on tokio's blocking pool, like every other face answers it.
+
+use std::sync::Arc;
+use std::sync::atomic::Ordering::Relaxed;
+
+use axum::body::Body;
+use axum::extract::rejection::PathRejection;
+use axum::extract::{Path, State};
+use axum::http::{HeaderMap, header};
+use axum::response::{IntoResponse, Response};
+use http_body_util::BodyExt;
+use memkv::protocol::{self, Message};
+use memkv::{Error, Store};
+use serde_json::Value;
+
+use crate::AppState;
+use crate::auth::{self, Allowed};
+use crate::error::ApiError;
+
+/// What the log line and metrics learn about a tool request (never contents).
+#[derive(Debug, Clone, Default)]
+pub struct ToolInfo {
+    /// The store, as decoded from the path.
+    pub store: String,
+    /// The commands, in order (`create`, `view`, …; `other` for anything else).
+    pub commands: Vec<&'static str>,
+}
+
+pub async fn tool(
+    State(state): State<Arc<AppState>>,
+    store: Result<Path<String>, PathRejection>,
+    headers: HeaderMap,
+    body: Body,
+) -> Response {
+    match run(&state, store, &headers, body).await {
+        Ok(response) => response,
+        Err(e) => e.into_response(),
+    }
+}
+
+async fn run(
+    state: &Arc<AppState>,
+    store: Result<Path<String>, PathRejection>,
+    headers: &HeaderMap,
+    body: Body,
+) -> Result<Response, ApiError> {
+    let allowed = auth::authenticate(state, headers)?;
+    let Ok(Path(store)) = store else {
+        // Not UTF-8 once decoded: no store can have that name.
+        return Err(match allowed {
+            Allowed::Store(_) => ApiError::not_found(),
+            _ => ApiError::invalid("the store id in the path is not valid UTF-8"),
+        });
+    };
+    if let Allowed::Store(own) = &allowed
+        && *own != store
+    {
+        return Err(ApiError::not_found());
+    }
+    let user = state
+        .store
+        .owned_user(&store)
+        .map_err(|e| ApiError::invalid(e.to_string()))?;
+    check_content_type(headers)?;
+    let bytes = read_body(state, headers, body).await?;
+    let message = Message::parse(&bytes).map_err(|e| ApiError::invalid(e.to_string()))?;
+    if let Message::Blocks(blocks) = &message
+        && blocks.len() > state.config.max_blocks
+    {
+        return Err(ApiError::too_large(format!(
+            "at most {} tool_use blocks per request",
+            state.config.max_blocks
+        )));
+    }
+    let info = ToolInfo {
+        store,
+        commands: commands(&message),
+    };
+    for c in &info.commands {
+        state.metrics.command(c);
+    }
+    let Ok(permit) = Arc::clone(&state.in_flight).try_acquire_owned() else {
+        state.metrics.overloaded.fetch_add(1, Relaxed);
+        return Err(ApiError::overloaded(
+            "memkv is answering as many requests as it may; retry shortly",
+        ));
+    };
+    state.metrics.in_flight.fetch_add(1, Relaxed);
+    let metrics = Arc::clone(&state.metrics);
+    let answered = tokio::task::spawn_blocking(move || {
+        let answer = protocol::answer(&user.handle(), message);
+        metrics.in_flight.fetch_sub(1, Relaxed);
+        drop(permit);
+        answer
+    })
+    .await;
+    let (response, errors) = answered.map_err(|_| ApiError::internal("the command failed"))?;
+    for e in &errors {
+        log_failure(e, &info.store);
+    }
+    let mut response = (
+        [(header::CONTENT_TYPE, "application/json")],
+        protocol::to_line(&response),
+    )
+        .into_response();
+    response.extensions_mut().insert(info);
+    Ok(response)
+}
+
+fn log_failure(e: &Error, store: &str) {
+    tracing::error!(store, error = %e, "storage failure; nothing was applied");
+}
+
+fn check_content_type(headers: &HeaderMap) -> Result<(), ApiError> {
+    let ok = headers
+        .get(header::CONTENT_TYPE)
+        .and_then(|v| v.to_str().ok())
+        .and_then(|v| v.split(';').next())
+        .is_some_and(|v| v.trim().eq_ignore_ascii_case("application/json"));
+    if ok {
+        Ok(())
+    } else {
+        Err(ApiError::invalid("content-type must be application/json"))
+    }
+}
+
+/// The body, at most the message cap, within the body timeout.
+async fn read_body(state: &AppState, headers: &HeaderMap, body: Body) -> Result<Vec<u8>, ApiError> {
+    let cap = state.max_body;
+    let too_large = || ApiError::too_large(format!("the request body is over {cap} bytes"));
+    let declared = headers
+        .get(header::CONTENT_LENGTH)
+        .and_then(|v| v.to_str().ok())
+        .and_then(|v| v.parse::<u64>().ok());
+    if declared.is_some_and(|n| n > cap as u64) {
+        return Err(too_large());
+    }
+    let read = async {
+        let mut body = body;
+        let mut buf = Vec::with_capacity(declared.map_or(0, |n| n as usize));
+        while let Some(frame) = body.frame().await {
+            let frame =
+                frame.map_err(|_| ApiError::invalid("the request body could not be read"))?;
+            if let Ok(data) = frame.into_data() {
+                if buf.len() + data.len() > cap {
+                    return Err(too_large());
+                }
+                buf.extend_from_slice(&data);
+            }
+        }
+        Ok(buf)
+    };
+    let timeout = state.config.body_timeout;
+    tokio::time::timeout(timeout, read).await.map_err(|_| {
+        ApiError::invalid(format!(
+            "the request body was not received within {} s",
+            timeout.as_secs_f64()
+        ))
+    })?
+}
+
+/// The command names of a message, for logs and metrics.
+fn commands(message: &Message) -> Vec<&'static str> {
+    fn name(input: &Value) -> &'static str {
+        match input.get("command").and_then(Value::as_str) {
+            Some("view") => "view",
+            Some("create") => "create",
+            Some("str_replace") => "str_replace",
+            Some("insert") => "insert",
+            Some("delete") => "delete",
+            Some("rename") => "rename",
+            _ => "other",
+        }
+    }
+    match message {
+        Message::Input(input) => vec![name(input)],
+        Message::Block(b) => vec![name(&b.input)],
+        Message::Blocks(blocks) => blocks.iter().map(|b| name(&b.input)).collect(),
+    }
+}
+
+/// The largest body accepted: the longest valid message under the store's limits.
+pub fn max_body(store: &Store) -> usize {
+    protocol::max_message_bytes(store.limits())
+}

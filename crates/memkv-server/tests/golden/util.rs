@@ -1,0 +1,155 @@
+//! The `Session` of tests/it/golden.rs, over HTTP: each store is served by a real memkv server
+//! (the one `memkv serve` runs) on a free loopback port, and every message is a POST.
+
+use std::cell::RefCell;
+use std::sync::Arc;
+
+use memkv::protocol;
+use memkv::{Response, Store, ToolOutput, ToolResult, UserHandle};
+use memkv_server::{Config, Server};
+use serde_json::{Value, json};
+
+use crate::client::Client;
+
+/// The library's helpers, for their backend factory: every case runs on each backend.
+#[allow(dead_code, unused_imports)]
+#[path = "../../../../tests/it/util.rs"]
+mod library;
+
+pub use library::{Fresh, each_backend, fresh, fresh_location};
+
+/// One user's session against a store served over HTTP.
+pub struct Session {
+    pub store: Arc<Store>,
+    client: RefCell<Client>,
+    stop: Option<tokio::sync::oneshot::Sender<()>>,
+    thread: Option<std::thread::JoinHandle<()>>,
+    _dir: tempfile::TempDir,
+}
+
+const USER: &str = "tester";
+
+impl Session {
+    pub fn new(store: Store) -> Self {
+        let store = Arc::new(store);
+        let dir = tempfile::tempdir().unwrap();
+        let config = Config::new("127.0.0.1:0".parse().unwrap(), dir.path().join("keys"));
+        let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
+        let (bound, addr) = std::sync::mpsc::channel();
+        let served = Arc::clone(&store);
+        let thread = std::thread::spawn(move || {
+            let runtime = tokio::runtime::Builder::new_multi_thread()
+                .worker_threads(1)
+                .enable_all()
+                .build()
+                .unwrap();
+            runtime.block_on(async move {
+                let server = Server::bind(served, config).await.unwrap();
+                bound.send(server.local_addr().unwrap()).unwrap();
+                server
+                    .run(async move {
+                        let _ = stopped.await;
+                    })
+                    .await;
+            });
+        });
+        let addr = addr.recv().unwrap();
+        Session {
+            store,
+            client: RefCell::new(Client::new(addr)),
+            stop: Some(stop),
+            thread: Some(thread),
+            _dir: dir,
+        }
+    }
+
+    pub fn user(&self) -> UserHandle<'_> {
+        self.store.user(USER).unwrap()
+    }
+
+    /// The answer to any message, as JSON; the body must be exactly what `memkv exec` prints.
+    #[track_caller]
+    pub fn answer(&self, message: Value) -> Value {
+        let body = serde_json::to_vec(&message).unwrap();
+        let reply = self.client.borrow_mut().tool(USER, &body);
+        assert_eq!(reply.status, 200, "{message}: {}", reply.text());
+        assert_eq!(
+            reply.header("content-type"),
+            Some("application/json"),
+            "{message}"
+        );
+        let value = reply.json();
+        assert_eq!(
+            reply.text(),
+            canonical(&value),
+            "not memkv's line for {message}"
+        );
+        value
+    }
+
+    #[track_caller]
+    pub fn run(&self, input: Value) -> ToolOutput {
+        let reply = self.answer(input);
+        serde_json::from_value(reply).unwrap()
+    }
+
+    #[track_caller]
+    pub fn ok(&self, input: Value, want: &str) {
+        let out = self.run(input.clone());
+        assert_eq!(out.content, want, "{input}");
+        assert!(!out.is_error, "{input}");
+    }
+
+    #[track_caller]
+    pub fn err(&self, input: Value, want: &str) {
+        let out = self.run(input.clone());
+        assert_eq!(out.content, want, "{input}");
+        assert!(out.is_error, "{input}");
+    }
+
+    #[track_caller]
+    pub fn create(&self, path: &str, text: &str) {
+        self.ok(
+            json!({"command": "create", "path": path, "file_text": text}),
+            &format!("File created successfully at: {path}"),
+        );
+    }
+}
+
+impl Drop for Session {
+    fn drop(&mut self) {
+        // Close the client's connection, stop the server, and wait until it let go of the store.
+        self.client
+            .replace(Client::new("127.0.0.1:9".parse().unwrap()));
+        if let Some(stop) = self.stop.take() {
+            let _ = stop.send(());
+        }
+        if let Some(thread) = self.thread.take() {
+            let _ = thread.join();
+        }
+    }
+}
+
+/// The line `memkv exec` prints for an answer: the library's own types, serialized.
+pub fn canonical(value: &Value) -> String {
+    let typed: Response = if value.is_array() {
+        Response::Results(serde_json::from_value(value.clone()).unwrap())
+    } else if value.get("type").is_some() {
+        Response::Result(serde_json::from_value::<ToolResult>(value.clone()).unwrap())
+    } else {
+        Response::Output(serde_json::from_value(value.clone()).unwrap())
+    };
+    protocol::to_line(&typed)
+}
+
+/// Every file of a user with its content and times, for before/after comparisons.
+pub fn snapshot(user: &UserHandle<'_>) -> Vec<(String, String, i64, i64)> {
+    user.files()
+        .unwrap()
+        .into_iter()
+        .map(|f| {
+            let content = user.read_file(&f.path.to_string()).unwrap().unwrap();
+            (f.path.to_string(), content, f.created_ms, f.modified_ms)
+        })
+        .collect()
+}
