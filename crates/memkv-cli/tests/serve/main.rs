@@ -4,6 +4,7 @@
 mod client;
 mod keys;
 mod proc;
+mod protection;
 
 use std::process::Stdio;
 
@@ -140,6 +141,50 @@ fn health_and_readiness_and_errors_in_the_envelope() {
         r.text(),
         r#"{"content":"Error: Unknown command: \"launch\"","is_error":true}"#
     );
+    let r = post(
+        &mut c,
+        "application/json",
+        r#"{"command":"create","path":"/memories/m.md","file_text":"private words"}"#,
+    );
+    assert_eq!(r.status, 200);
+
+    // Metrics: requests by route and status, latency, commits, stores, files, bytes.
+    let m = c.get("/metrics");
+    assert_eq!(m.status, 200);
+    let text = m.text();
+    for line in [
+        r#"memkv_http_requests_total{route="/healthz",status="200"} 1"#,
+        r#"memkv_http_requests_total{route="/v1/memory_stores/{store}/tool",status="200"} 3"#,
+        r#"memkv_http_requests_total{route="/v1/memory_stores/{store}/tool",status="400"} 4"#,
+        r#"memkv_http_requests_total{route="/v1/memory_stores/{store}/tool",status="405"} 1"#,
+        r#"memkv_http_requests_total{route="unmatched",status="404"} 1"#,
+        r#"memkv_http_request_duration_seconds_count{route="/v1/memory_stores/{store}/tool"} 8"#,
+        r#"memkv_commands_total{command="create"} 1"#,
+        "memkv_commits_total 1",
+        "memkv_committed_commands_total 1",
+        "memkv_stores 1",
+        "memkv_files 1",
+        "memkv_bytes 13",
+    ] {
+        assert!(text.lines().any(|l| l == line), "{line} in\n{text}");
+    }
+    // One structured log line per request: id, route, store, commands, status, duration;
+    // never contents.
+    let log = server.log();
+    let line = log
+        .lines()
+        .find(|l| l.contains("commands=\"create\""))
+        .unwrap_or_else(|| panic!("{log}"));
+    for field in [
+        "request_id=req_",
+        "route=\"/v1/memory_stores/{store}/tool\"",
+        "store=\"a\"",
+        "status=200",
+        "duration_us=",
+    ] {
+        assert!(line.contains(field), "{field} in {line}");
+    }
+    assert!(!log.contains("private words"));
 }
 
 /// No id, path or encoding trick reaches another store: a store key gets the same 404 for
