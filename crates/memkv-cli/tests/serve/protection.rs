@@ -162,6 +162,9 @@ fn slow_clients_are_cut_off_and_hold_no_worker() {
     assert!(started.elapsed() < Duration::from_secs(15));
 }
 
+/// A write's path, status, `Retry-After` and error type.
+type Outcome = (String, u16, Option<String>, String);
+
 /// With the in-flight limit reached, a request gets 503 overloaded_error with Retry-After at
 /// once (never a queue), and changes nothing; every request answered 200 was applied.
 #[test]
@@ -171,7 +174,7 @@ fn overload_is_refused_with_retry_after() {
     let addr = server.addr;
     let clients = 16;
     let barrier = Arc::new(Barrier::new(clients));
-    let results: Vec<Vec<(String, u16, Option<String>, String)>> = (0..clients)
+    let results: Vec<Vec<Outcome>> = (0..clients)
         .map(|t| {
             let barrier = Arc::clone(&barrier);
             std::thread::spawn(move || {
