@@ -28,6 +28,7 @@ pub const ROUTES: &[(&str, &str)] = &[
     ("get", "/healthz"),
     ("get", "/readyz"),
     ("get", "/metrics"),
+    ("get", "/openapi.json"),
 ];
 
 /// The HTTP face of memkv. Every route is added here, in this one function (the MCP service
@@ -38,6 +39,7 @@ pub fn router(state: Arc<AppState>) -> Router {
         .route("/healthz", get(healthz))
         .route("/readyz", get(readyz))
         .route("/metrics", get(metrics))
+        .route("/openapi.json", get(openapi))
         .fallback(not_found)
         .method_not_allowed_fallback(method_not_allowed)
         .layer(middleware::from_fn_with_state(Arc::clone(&state), observe))
@@ -86,6 +88,14 @@ async fn metrics(State(state): State<Arc<AppState>>, headers: HeaderMap) -> Resp
     (
         [(header::CONTENT_TYPE, "text/plain; version=0.0.4")],
         state.metrics.render(&totals),
+    )
+        .into_response()
+}
+
+async fn openapi(State(state): State<Arc<AppState>>) -> Response {
+    (
+        [(header::CONTENT_TYPE, "application/json")],
+        state.openapi.clone(),
     )
         .into_response()
 }

@@ -10,7 +10,8 @@
 //! - `tool`: the tool route: body cap and read timeout, the in-flight limit, then
 //!   [`memkv::protocol::answer`] on tokio's blocking pool (writes of concurrent requests share
 //!   commits through the store's group commit);
-//! - [`error`]: the Anthropic error envelope; [`metrics`]: `GET /metrics`.
+//! - [`error`]: the Anthropic error envelope; [`metrics`]: `GET /metrics`; [`openapi`]:
+//!   `GET /openapi.json`.
 //!
 //! The wire contract (routes, bodies, statuses) is in the README and `GET /openapi.json`.
 
@@ -22,6 +23,7 @@ mod auth;
 pub mod error;
 pub mod keys;
 pub mod metrics;
+pub mod openapi;
 pub mod server;
 mod tool;
 
@@ -95,4 +97,6 @@ pub struct AppState {
     pub ready: AtomicBool,
     /// Start time (seconds since the epoch), part of every request id.
     pub started: u64,
+    /// `GET /openapi.json`, rendered once.
+    pub openapi: String,
 }

@@ -46,8 +46,10 @@ impl Server {
             ));
         }
         let listener = TcpListener::bind(config.listen).await?;
+        let max_body = tool::max_body(&store);
         let state = Arc::new(AppState {
-            max_body: tool::max_body(&store),
+            openapi: crate::openapi::document(config.max_blocks, max_body).to_string(),
+            max_body,
             in_flight: Arc::new(Semaphore::new(config.max_in_flight)),
             store,
             keys,

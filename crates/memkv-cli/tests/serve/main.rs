@@ -329,3 +329,47 @@ fn isolation_by_every_path_id_and_encoding_trick() {
     let v: Value = serde_json::from_str(&out).unwrap();
     assert!(v["content"].as_str().unwrap().ends_with("/memories/0"));
 }
+
+/// GET /openapi.json documents exactly the routes the server serves: each documented operation
+/// is routed (never 404 or 405), every other method on its path is 405, and the document is
+/// OpenAPI 3.1.
+#[test]
+fn the_openapi_document_matches_the_router() {
+    let (_dir, db) = temp_db();
+    let server = Served::start(&db, &[]);
+    let mut c = Client::new(server.addr);
+    let doc = c.get("/openapi.json").json();
+    assert_eq!(doc["openapi"], "3.1.0");
+    let paths = doc["paths"].as_object().unwrap();
+    assert_eq!(paths.len(), 5);
+    for (path, item) in paths {
+        let target = path.replace("{store}", "s");
+        let methods: Vec<String> = item.as_object().unwrap().keys().cloned().collect();
+        for method in ["get", "post", "put", "delete", "patch"] {
+            let r = c
+                .send(
+                    &method.to_uppercase(),
+                    &target,
+                    &[("content-type", "application/json")],
+                    br#"{"command":"view","path":"/memories"}"#,
+                )
+                .unwrap();
+            if methods.iter().any(|m| m == method) {
+                assert!(
+                    !matches!(r.status, 404 | 405),
+                    "{method} {path}: {}",
+                    r.status
+                );
+                // Each documented status of the operation is one of the contract's.
+                let responses = item[method]["responses"].as_object().unwrap();
+                assert!(
+                    responses.contains_key(&r.status.to_string()),
+                    "{method} {path}"
+                );
+            } else {
+                assert_eq!(r.status, 405, "{method} {path}");
+            }
+        }
+    }
+    assert_eq!(c.get("/v1/memory_stores").status, 404);
+}

@@ -1,0 +1,210 @@
+//! `GET /openapi.json`: the OpenAPI 3.1 description of every route of [`crate::router`].
+//! A test checks that its paths are exactly [`crate::ROUTES`], and the router serves exactly
+//! those (`tools/test-schemathesis.sh` fuzzes a live server against this document).
+
+use serde_json::{Value, json};
+
+use crate::app::{ROUTES, TOOL_ROUTE};
+
+/// The document, with `max_blocks` and the body cap as configured.
+pub fn document(max_blocks: usize, max_body: usize) -> Value {
+    let error = |description: &str| {
+        json!({
+            "description": description,
+            "content": {"application/json": {"schema": {"$ref": "#/components/schemas/Error"}}}
+        })
+    };
+    let overloaded = json!({
+        "description": "The in-flight limit is reached; retry after the given seconds",
+        "headers": {"Retry-After": {"schema": {"type": "string", "pattern": "^[0-9]+$"}}},
+        "content": {"application/json": {"schema": {"$ref": "#/components/schemas/Error"}}}
+    });
+    let text = |description: &str| json!({"description": description, "content": {"text/plain": {"schema": {"type": "string"}}}});
+    let tool = json!({
+        "post": {
+            "operationId": "tool",
+            "summary": "Run memory-tool commands against one store",
+            "description": "Takes what `memkv exec` takes and answers exactly what it answers. Model mistakes (a bad path, a missing file) are answered 200 with `is_error: true`.",
+            "security": [{"apiKey": []}, {"bearer": []}, {}],
+            "parameters": [{
+                "name": "store",
+                "in": "path",
+                "required": true,
+                "description": "The memkv user id, as one percent-encoded path segment (`/` and `.` encoded too). At most 256 bytes, no control characters.",
+                "schema": {"type": "string", "minLength": 1}
+            }],
+            "requestBody": {
+                "required": true,
+                "description": format!("At most {max_body} bytes."),
+                "content": {"application/json": {"schema": {"anyOf": [
+                    {"$ref": "#/components/schemas/Input"},
+                    {"$ref": "#/components/schemas/ToolUse"},
+                    {"type": "array", "minItems": 1, "maxItems": max_blocks,
+                     "items": {"$ref": "#/components/schemas/ToolUse"}}
+                ]}}}
+            },
+            "responses": {
+                "200": {
+                    "description": "memkv's answer: a bare output for an input, a tool_result block for a block, an array of them for an array",
+                    "content": {"application/json": {"schema": {"anyOf": [
+                        {"$ref": "#/components/schemas/Output"},
+                        {"$ref": "#/components/schemas/ToolResult"},
+                        {"type": "array", "items": {"$ref": "#/components/schemas/ToolResult"}}
+                    ]}}}
+                },
+                "400": error("The message is refused whole (not JSON, a block without an id, an empty array), the content type is not application/json, the store id is not one memkv accepts, or the body was not received in time"),
+                "401": error("No API key, or an unknown one (authentication_error)"),
+                "403": error("Keyless access from a host name other than localhost (permission_error)"),
+                "404": error("Not a store this key may use; the same answer whether it exists or not (not_found_error)"),
+                "405": error("Another method than POST"),
+                "413": error("The body is over the cap, or holds too many blocks (request_too_large)"),
+                "500": error("The keys file cannot be read (api_error)"),
+                "503": overloaded
+            }
+        }
+    });
+    let mut paths = serde_json::Map::new();
+    paths.insert(TOOL_ROUTE.to_owned(), tool);
+    paths.insert(
+        "/healthz".into(),
+        json!({"get": {"operationId": "healthz", "summary": "Liveness",
+            "responses": {"200": text("Up"), "405": error("Another method than GET")}}}),
+    );
+    paths.insert(
+        "/readyz".into(),
+        json!({"get": {"operationId": "readyz", "summary": "Readiness: the store is open and the server is serving",
+            "responses": {"200": text("Ready"), "503": overloaded.clone(), "405": error("Another method than GET")}}}),
+    );
+    paths.insert(
+        "/metrics".into(),
+        json!({"get": {"operationId": "metrics", "summary": "Prometheus metrics (admin key)",
+        "security": [{"apiKey": []}, {"bearer": []}, {}],
+        "responses": {
+            "200": text("Prometheus text exposition format 0.0.4"),
+            "401": error("No API key, or an unknown one"),
+            "403": error("A store key, or keyless access from another host name"),
+            "405": error("Another method than GET"),
+            "500": error("The keys file cannot be read")
+        }}}),
+    );
+    paths.insert(
+        "/openapi.json".into(),
+        json!({"get": {"operationId": "openapi", "summary": "This document",
+            "responses": {"200": {"description": "OpenAPI 3.1",
+                "content": {"application/json": {"schema": {"type": "object"}}}},
+                "405": error("Another method than GET")}}}),
+    );
+    debug_assert_eq!(paths.len(), ROUTES.len());
+    let path_text = json!({"type": "string"});
+    json!({
+        "openapi": "3.1.0",
+        "info": {
+            "title": "memkv",
+            "version": env!("CARGO_PKG_VERSION"),
+            "description": "A per-user, transactional store for Claude's memory tool (memory_20250818), over HTTP."
+        },
+        "paths": paths,
+        "components": {
+            "securitySchemes": {
+                "apiKey": {"type": "apiKey", "in": "header", "name": "x-api-key"},
+                "bearer": {"type": "http", "scheme": "bearer"}
+            },
+            "schemas": {
+                "Input": {
+                    "type": "object",
+                    "description": "The input of a memory tool_use block (memory_20250818)",
+                    "required": ["command"],
+                    "properties": {
+                        "command": {"enum": ["view", "create", "str_replace", "insert", "delete", "rename"]},
+                        "path": path_text,
+                        "view_range": {"type": "array", "items": {"type": "integer"}, "minItems": 2, "maxItems": 2},
+                        "file_text": {"type": "string"},
+                        "old_str": {"type": "string"},
+                        "new_str": {"type": "string"},
+                        "insert_line": {"type": "integer"},
+                        "insert_text": {"type": "string"},
+                        "old_path": path_text,
+                        "new_path": path_text
+                    }
+                },
+                "ToolUse": {
+                    "type": "object",
+                    "required": ["type", "id", "name", "input"],
+                    "properties": {
+                        "type": {"const": "tool_use"},
+                        "id": {"type": "string", "minLength": 1},
+                        "name": {"type": "string"},
+                        "input": {"$ref": "#/components/schemas/Input"}
+                    }
+                },
+                "Output": {
+                    "type": "object",
+                    "required": ["content", "is_error"],
+                    "additionalProperties": false,
+                    "properties": {"content": {"type": "string"}, "is_error": {"type": "boolean"}}
+                },
+                "ToolResult": {
+                    "type": "object",
+                    "required": ["type", "tool_use_id", "content", "is_error"],
+                    "additionalProperties": false,
+                    "properties": {
+                        "type": {"const": "tool_result"},
+                        "tool_use_id": {"type": "string"},
+                        "content": {"type": "string"},
+                        "is_error": {"type": "boolean"}
+                    }
+                },
+                "Error": {
+                    "type": "object",
+                    "required": ["type", "error"],
+                    "additionalProperties": false,
+                    "properties": {
+                        "type": {"const": "error"},
+                        "error": {
+                            "type": "object",
+                            "required": ["type", "message"],
+                            "additionalProperties": false,
+                            "properties": {
+                                "type": {"enum": [
+                                    "invalid_request_error", "authentication_error", "permission_error",
+                                    "not_found_error", "request_too_large", "rate_limit_error",
+                                    "api_error", "overloaded_error"
+                                ]},
+                                "message": {"type": "string"}
+                            }
+                        }
+                    }
+                }
+            }
+        }
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_document_lists_exactly_the_routes() {
+        let doc = document(64, 1000);
+        assert_eq!(doc["openapi"], "3.1.0");
+        let mut documented: Vec<(String, String)> = doc["paths"]
+            .as_object()
+            .unwrap()
+            .iter()
+            .flat_map(|(path, item)| {
+                item.as_object()
+                    .unwrap()
+                    .keys()
+                    .map(move |m| (m.clone(), path.clone()))
+            })
+            .collect();
+        let mut routes: Vec<(String, String)> = ROUTES
+            .iter()
+            .map(|(m, p)| ((*m).to_owned(), (*p).to_owned()))
+            .collect();
+        documented.sort();
+        routes.sort();
+        assert_eq!(documented, routes);
+    }
+}

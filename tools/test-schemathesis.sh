@@ -1,0 +1,56 @@
+#!/usr/bin/env bash
+# Fuzzes a live `memkv serve` against its own GET /openapi.json with schemathesis (PyPI, pinned,
+# in a venv this script creates): no 5xx, no status, header, content type or body outside the
+# document, and no store changed by a rejected request (tools/schemathesis/memkv_hooks.py).
+# Bounded: SCHEMATHESIS_EXAMPLES cases per operation (default 25), SCHEMATHESIS_SECONDS in all
+# (default 60). Loopback only; the server is stopped (SIGTERM, exit 0 required) at the end.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+VERSION=4.32.5
+VENV=${MEMKV_SCHEMATHESIS_VENV:-target/schemathesis-venv}
+if [ ! -x "$VENV/bin/schemathesis" ] || ! "$VENV/bin/schemathesis" --version 2>/dev/null | grep -q "$VERSION"; then
+    python3 -m venv "$VENV"
+    "$VENV/bin/pip" install --quiet "schemathesis==$VERSION"
+fi
+
+cargo build --quiet -p memkv-cli
+MEMKV=target/debug/memkv
+WORK=$(mktemp -d)
+SERVER_PID=
+cleanup() {
+    if [ -n "$SERVER_PID" ] && kill -0 "$SERVER_PID" 2>/dev/null; then
+        kill -TERM "$SERVER_PID" 2>/dev/null || true
+        wait "$SERVER_PID" 2>/dev/null || true
+    fi
+    rm -rf "$WORK"
+}
+trap cleanup EXIT
+
+DB="$WORK/memkv.redb"
+KEY=$("$MEMKV" --db "$DB" keys add --admin | tail -n 1)
+"$MEMKV" --db "$DB" serve --listen 127.0.0.1:0 --max-file-bytes 4096 >"$WORK/stdout" 2>"$WORK/stderr" &
+SERVER_PID=$!
+for _ in $(seq 1 300); do
+    [ -s "$WORK/stdout" ] && break
+    kill -0 "$SERVER_PID" 2>/dev/null || { cat "$WORK/stderr" >&2; exit 1; }
+    sleep 0.1
+done
+URL=$(sed -n 's/^listening on //p' "$WORK/stdout")
+[ -n "$URL" ] || { echo "the server did not start" >&2; cat "$WORK/stderr" >&2; exit 1; }
+
+MEMKV_URL="$URL" MEMKV_KEY="$KEY" PYTHONPATH=tools/schemathesis SCHEMATHESIS_HOOKS=memkv_hooks \
+    "$VENV/bin/schemathesis" run "$URL/openapi.json" \
+    --header "x-api-key: $KEY" \
+    --checks not_a_server_error,status_code_conformance,content_type_conformance,response_headers_conformance,response_schema_conformance,rejected_requests_change_nothing \
+    --max-examples "${SCHEMATHESIS_EXAMPLES:-25}" \
+    --max-time "${SCHEMATHESIS_SECONDS:-60}" \
+    --request-timeout 30 \
+    --workers 1 \
+    --generation-database none \
+    --no-color
+
+kill -TERM "$SERVER_PID"
+wait "$SERVER_PID"
+SERVER_PID=
+"$MEMKV" --db "$DB" check
