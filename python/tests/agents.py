@@ -33,14 +33,18 @@ def runner_args(api: ScriptedAPI, tool: object) -> dict[str, Any]:
     }
 
 
-def run_agent(mode: str, api: ScriptedAPI, base_url: str, api_key: str, store: str) -> Any:
+STREAMED = {"stream": True, "run_tools_eagerly": True}
+"""The streaming runner, each tool call run as soon as it is complete, while the reply streams."""
+
+
+def run_agent(mode: str, api: ScriptedAPI, base_url: str, api_key: str, store: str, **extra: Any) -> Any:
     """Runs the whole script through `client.beta.messages.tool_runner`; the last message."""
     if mode == "sync":
         with MemkvMemoryTool(store, base_url=base_url, api_key=api_key) as tool, client(api) as sdk:
-            return sdk.beta.messages.tool_runner(**runner_args(api, tool)).until_done()
+            return sdk.beta.messages.tool_runner(**runner_args(api, tool), **extra).until_done()
 
     async def go() -> Any:
         async with AsyncMemkvMemoryTool(store, base_url=base_url, api_key=api_key) as tool, async_client(api) as sdk:
-            return await sdk.beta.messages.tool_runner(**runner_args(api, tool)).until_done()
+            return await sdk.beta.messages.tool_runner(**runner_args(api, tool), **extra).until_done()
 
     return asyncio.run(go())

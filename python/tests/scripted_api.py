@@ -1,7 +1,7 @@
 """A scripted Messages API on loopback: the real SDK talks HTTP to it, it answers from a script.
 
 Each `POST /v1/messages` is recorded (the JSON body the SDK sent) and answered with the next
-assistant turn of the script. A request beyond the script gets a 500 (the client is built with
+assistant turn of the script, as JSON or, for `"stream": true`, as server-sent events. A request beyond the script gets a 500 (the client is built with
 `max_retries=0`, so the run fails instead of looping). The Messages API itself is not reachable
 here; memkv, on the other side of the tool, always is the real server.
 """
@@ -70,6 +70,34 @@ class ScriptedAPI:
         return [block for turn in self.tool_results() for block in turn]
 
 
+def sse_events(message: dict[str, Any]) -> list[dict[str, Any]]:
+    """The message as the server-sent events of a streamed reply; a tool_use input arrives in
+    two `input_json_delta` pieces."""
+    start = {**message, "content": [], "stop_reason": None, "stop_sequence": None}
+    events: list[dict[str, Any]] = [{"type": "message_start", "message": start}]
+    for index, block in enumerate(message["content"]):
+        if block["type"] == "tool_use":
+            events.append({"type": "content_block_start", "index": index, "content_block": {**block, "input": {}}})
+            raw = json.dumps(block["input"])
+            for piece in (raw[: len(raw) // 2], raw[len(raw) // 2 :]):
+                delta = {"type": "input_json_delta", "partial_json": piece}
+                events.append({"type": "content_block_delta", "index": index, "delta": delta})
+        else:
+            events.append({"type": "content_block_start", "index": index, "content_block": {"type": "text", "text": ""}})
+            delta = {"type": "text_delta", "text": block["text"]}
+            events.append({"type": "content_block_delta", "index": index, "delta": delta})
+        events.append({"type": "content_block_stop", "index": index})
+    events.append(
+        {
+            "type": "message_delta",
+            "delta": {"stop_reason": message["stop_reason"], "stop_sequence": None},
+            "usage": {"output_tokens": message["usage"]["output_tokens"]},
+        }
+    )
+    events.append({"type": "message_stop"})
+    return events
+
+
 def _handler(api: ScriptedAPI) -> type[BaseHTTPRequestHandler]:
     class Handler(BaseHTTPRequestHandler):
         protocol_version = "HTTP/1.1"
@@ -83,9 +111,14 @@ def _handler(api: ScriptedAPI) -> type[BaseHTTPRequestHandler]:
                 reply = {"type": "error", "error": {"type": "api_error", "message": f"unscripted request {self.path}"}}
             else:
                 status = 200
-            data = json.dumps(reply).encode()
+            if status == 200 and body.get("stream"):
+                data = "".join(f"event: {e['type']}\ndata: {json.dumps(e)}\n\n" for e in sse_events(reply)).encode()
+                content_type = "text/event-stream"
+            else:
+                data = json.dumps(reply).encode()
+                content_type = "application/json"
             self.send_response(status)
-            self.send_header("content-type", "application/json")
+            self.send_header("content-type", content_type)
             self.send_header("content-length", str(len(data)))
             self.end_headers()
             self.wfile.write(data)

@@ -1,6 +1,6 @@
-"""The recorded agent sessions replayed through the SDK's tool runner (sync and async): the
-tool_result contents the SDK sends back are byte-identical to `memkv exec`'s output for the same
-session, and the stores end up identical, file for file."""
+"""The recorded agent sessions replayed through the SDK's tool runner (sync and async, whole and
+streamed replies): the tool_result contents the SDK sends back are byte-identical to `memkv
+exec`'s output for the same session, and the stores end up identical, file for file."""
 
 from __future__ import annotations
 
@@ -10,7 +10,7 @@ from typing import Any
 from pathlib import Path
 
 import pytest
-from agents import MODES, run_agent
+from agents import MODES, STREAMED, run_agent
 from memkv_cli import SESSIONS, cli, exec_lines
 from scripted_api import final, tool_use, scripted_api
 
@@ -47,10 +47,11 @@ def same_tree(a: Path, b: Path) -> bool:
     return not mismatch and not errors and all(same_tree(a / d, b / d) for d in cmp.common_dirs)
 
 
+@pytest.mark.parametrize("streamed", [False, True], ids=["whole", "streamed"])
 @pytest.mark.parametrize("mode", MODES)
 @pytest.mark.parametrize("name", sorted(SESSIONS))
 def test_recorded_session_matches_memkv_exec(
-    name: str, mode: str, server: memkv.LocalServer, memkv_bin: str, tmp_path: Path
+    name: str, mode: str, streamed: bool, server: memkv.LocalServer, memkv_bin: str, tmp_path: Path
 ) -> None:
     lines, calls = load(SESSIONS[name])
     assert len(calls) >= 16
@@ -59,7 +60,7 @@ def test_recorded_session_matches_memkv_exec(
 
     turns = turns_of(calls)
     with scripted_api([*turns, final()]) as api:
-        run_agent(mode, api, server.base_url, server.api_key, "dana")
+        run_agent(mode, api, server.base_url, server.api_key, "dana", **(STREAMED if streamed else {}))
 
     sent = api.all_tool_results()
     assert [block["tool_use_id"] for block in sent] == [call["id"] for call in calls]

@@ -9,7 +9,7 @@ from typing import Any
 from pathlib import Path
 
 import pytest
-from agents import MODES, PROMPT, client, run_agent, runner_args, async_client
+from agents import MODES, PROMPT, STREAMED, client, run_agent, runner_args, async_client
 from memkv_cli import cat, tree_paths, exec_inputs, expected_blocks
 from scripted_api import final, tool_use, scripted_api
 
@@ -47,14 +47,18 @@ def mode(request: pytest.FixtureRequest) -> str:
     return str(request.param)
 
 
-def test_every_command_in_one_turn(mode: str, server: memkv.LocalServer, memkv_bin: str, tmp_path: Path) -> None:
+@pytest.mark.parametrize("streamed", [False, True], ids=["whole", "streamed"])
+def test_every_command_in_one_turn(
+    mode: str, streamed: bool, server: memkv.LocalServer, memkv_bin: str, tmp_path: Path
+) -> None:
     ids = [id for id, _ in EVERY_COMMAND]
     inputs = [input for _, input in EVERY_COMMAND]
     with scripted_api([[tool_use(id, input) for id, input in EVERY_COMMAND], final()]) as api:
-        last = run_agent(mode, api, server.base_url, server.api_key, "dana")
+        last = run_agent(mode, api, server.base_url, server.api_key, "dana", **(STREAMED if streamed else {}))
 
     assert last.content[0].text == "Done."
     assert len(api.requests) == 2
+    assert all(body.get("stream", False) is streamed for body in api.requests)
     assert api.requests[0]["tools"] == [{"type": "memory_20250818", "name": "memory"}]
     assert api.requests[0]["messages"] == PROMPT
     expected = exec_inputs(memkv_bin, tmp_path / "exec.redb", "dana", inputs)

@@ -167,3 +167,30 @@ def test_store_ids_are_one_path_segment() -> None:
             assert tool._url == f"http://127.0.0.1:9/v1/memory_stores/{segment}/tool"
     with pytest.raises(ValueError):
         MemkvMemoryTool("", base_url="http://127.0.0.1:9", api_key="k")
+
+
+def test_one_tool_object_serves_concurrent_callers(server: memkv.LocalServer) -> None:
+    """Threads sharing one tool (one connection pool), and tasks sharing one async tool: each
+    call gets the answer it would have had alone."""
+    from concurrent.futures import ThreadPoolExecutor
+
+    def work(tool: MemkvMemoryTool, n: int) -> list[str]:
+        path = f"/memories/t{n}.md"
+        return [
+            tool.call({"command": "create", "path": path, "file_text": f"thread {n}\n"}),
+            tool.call({"command": "str_replace", "path": path, "old_str": "thread", "new_str": "worker"}),
+            tool.call({"command": "view", "path": path}),
+        ]
+
+    with server.tool("dana") as tool, ThreadPoolExecutor(8) as pool:
+        results = list(pool.map(lambda n: work(tool, n), range(16)))
+    for n, (created, replaced, viewed) in enumerate(results):
+        assert created == f"File created successfully at: /memories/t{n}.md"
+        assert replaced.startswith("The memory file has been edited.")
+        assert viewed == f"Here's the content of /memories/t{n}.md with line numbers:\n     1\tworker {n}"
+
+    async def go() -> list[str]:
+        async with server.async_tool("dana") as tool:
+            return await asyncio.gather(*(tool.call({"command": "view", "path": f"/memories/t{n}.md"}) for n in range(16)))
+
+    assert asyncio.run(go()) == [viewed for _, _, viewed in results]
