@@ -22,4 +22,4 @@ echo "== tsc (package and tests)"
 npm run --silent build
 npm run --silent build:test  # tests and examples/typescript
 echo "== node --test"
-node --test build/test/*.test.js
+node --test --test-timeout=120000 build/test/*.test.js
