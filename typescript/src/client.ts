@@ -1,3 +1,5 @@
+import { Agent as HttpAgent, request as httpRequest } from 'node:http';
+import { Agent as HttpsAgent, request as httpsRequest } from 'node:https';
 import { MemkvAPIError, MemkvConnectionError, MemkvError } from './errors.js';
 
 /** What memkv answers for one memory-tool command: exactly what `memkv exec` prints for it. */
@@ -53,9 +55,13 @@ export class MemkvClient {
     this.#fetch = options.fetch ?? globalThis.fetch;
   }
 
-  /** The URL of `store`'s tool route; the store id is one percent-encoded path segment. */
+  /**
+   * The URL of `store`'s tool route; the store id is one percent-encoded path segment. The ids `.`
+   * and `..` are spelled `%2E` and `%2E%2E`, which a URL parser would still take for `.` and `..`
+   * and remove: {@link tool} sends those two as they are, with `node:http` instead of `fetch`.
+   */
   toolURL(store: string): string {
-    return `${this.baseURL}/v1/memory_stores/${encodeURIComponent(store)}/tool`;
+    return `${this.baseURL}${toolPath(store)}`;
   }
 
   /**
@@ -66,7 +72,7 @@ export class MemkvClient {
    * @throws {MemkvAPIError} the server refused the request (bad key, unknown store, overload, ...)
    */
   async tool(store: string, input: unknown, signal?: AbortSignal | null): Promise<ToolOutput> {
-    const body = await this.#post(this.toolURL(store), input, signal);
+    const body = await this.#post(store, input, signal);
     if (
       typeof body !== 'object' ||
       body === null ||
@@ -79,23 +85,29 @@ export class MemkvClient {
     return { content, is_error };
   }
 
-  async #post(url: string, payload: unknown, signal?: AbortSignal | null): Promise<unknown> {
+  async #post(store: string, payload: unknown, signal?: AbortSignal | null): Promise<unknown> {
     const timeout = AbortSignal.timeout(this.timeoutMs);
     const signals = signal ? [timeout, signal] : [timeout];
-    let response: Response;
+    const init = {
+      method: 'POST',
+      headers: {
+        'content-type': 'application/json',
+        accept: 'application/json',
+        'x-api-key': this.#apiKey,
+      },
+      body: JSON.stringify(payload),
+      signal: anySignal(signals),
+    };
+    let response: { ok: boolean; status: number; retryAfter: string | null };
     let text: string;
     try {
-      response = await this.#fetch(url, {
-        method: 'POST',
-        headers: {
-          'content-type': 'application/json',
-          accept: 'application/json',
-          'x-api-key': this.#apiKey,
-        },
-        body: JSON.stringify(payload),
-        signal: anySignal(signals),
-      });
-      text = await response.text();
+      if (DOT_SEGMENT.test(encodeURIComponent(store))) {
+        ({ response, text } = await this.#rawPost(toolPath(store), init));
+      } else {
+        const r = await this.#fetch(this.toolURL(store), init);
+        text = await r.text();
+        response = { ok: r.ok, status: r.status, retryAfter: r.headers.get('retry-after') };
+      }
     } catch (cause) {
       if (timeout.aborted) {
         throw new MemkvConnectionError(
@@ -126,8 +138,58 @@ export class MemkvClient {
       typeof envelope?.message === 'string' ? envelope.message
       : body === undefined ? `not JSON: ${JSON.stringify(text.slice(0, 200))}`
       : 'no error message';
-    throw new MemkvAPIError(response.status, errorType, detail, retryAfter(response));
+    throw new MemkvAPIError(response.status, errorType, detail, seconds(response.retryAfter));
   }
+
+  #agent: HttpAgent | undefined;
+
+  /** POST with `node:http(s)`, which sends `path` exactly as given (no dot-segment removal). */
+  #rawPost(
+    path: string,
+    init: { method: string; headers: Record<string, string>; body: string; signal: AbortSignal },
+  ): Promise<{ response: { ok: boolean; status: number; retryAfter: string | null }; text: string }> {
+    const base = new URL(this.baseURL);
+    const https = base.protocol === 'https:';
+    this.#agent ??= https ? new HttpsAgent({ keepAlive: true }) : new HttpAgent({ keepAlive: true });
+    return new Promise((resolve, reject) => {
+      const req = (https ? httpsRequest : httpRequest)(
+        {
+          protocol: base.protocol,
+          hostname: base.hostname.replace(/^\[|\]$/g, ''),
+          port: base.port || undefined,
+          path: base.pathname.replace(/\/+$/, '') + path,
+          method: init.method,
+          headers: { ...init.headers, 'content-length': String(Buffer.byteLength(init.body)) },
+          agent: this.#agent,
+          signal: init.signal,
+        },
+        (res) => {
+          const chunks: Buffer[] = [];
+          res.on('data', (c: Buffer) => chunks.push(c));
+          res.on('error', reject);
+          res.on('end', () => {
+            const status = res.statusCode ?? 0;
+            const retry = res.headers['retry-after'];
+            resolve({
+              response: { ok: status >= 200 && status < 300, status, retryAfter: typeof retry === 'string' ? retry : null },
+              text: Buffer.concat(chunks).toString('utf8'),
+            });
+          });
+        },
+      );
+      req.on('error', reject);
+      req.end(init.body);
+    });
+  }
+}
+
+/** A path segment a URL parser removes or resolves: `.`, `..` and their `%2E` spellings. */
+const DOT_SEGMENT = /^(\.|%2e){1,2}$/i;
+
+/** The route's path for `store`: one segment, `.` spelled `%2E` where the whole segment is dots. */
+function toolPath(store: string): string {
+  const segment = encodeURIComponent(store);
+  return `/v1/memory_stores/${DOT_SEGMENT.test(segment) ? segment.replaceAll('.', '%2E') : segment}/tool`;
 }
 
 /** One signal that aborts when any of `signals` does (`AbortSignal.any` is Node 20.3+). */
@@ -154,8 +216,7 @@ function describe(error: unknown): string {
   return error instanceof Error ? error.message : String(error);
 }
 
-function retryAfter(response: Response): number | null {
-  const value = response.headers.get('retry-after');
+function seconds(value: string | null): number | null {
   if (value === null) return null;
   const seconds = Number(value);
   return Number.isFinite(seconds) && seconds >= 0 ? seconds : null;

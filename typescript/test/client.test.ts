@@ -76,6 +76,9 @@ describe('MemkvClient', () => {
   test('the store id is one percent-encoded path segment', () => {
     const client = new MemkvClient({ baseURL: 'http://127.0.0.1:1/', apiKey: 'k' });
     assert.equal(client.toolURL('team/a b?#%'), 'http://127.0.0.1:1/v1/memory_stores/team%2Fa%20b%3F%23%25/tool');
+    assert.equal(client.toolURL('.'), 'http://127.0.0.1:1/v1/memory_stores/%2E/tool');
+    assert.equal(client.toolURL('..'), 'http://127.0.0.1:1/v1/memory_stores/%2E%2E/tool');
+    assert.equal(client.toolURL('a..'), 'http://127.0.0.1:1/v1/memory_stores/a../tool');
   });
 
   test('baseURL and apiKey default to MEMKV_URL and MEMKV_API_KEY', async () => {

@@ -246,7 +246,8 @@ describe('toolRunner with memkvMemoryTool', () => {
   });
 
   test('two stores never see each other', async () => {
-    const stores = ['alice@example.com', 'team/a b', 'team%2Fa b', 'team'];
+    // Ids a URL parser would merge if they were not one encoded segment: `/`, `%2F`, `.`, `..`.
+    const stores = ['alice@example.com', 'team/a b', 'team%2Fa b', 'team', '.', '..', 'team/..', '%2E'];
     const db = dir.db('isolation');
     const conversations = await withServer(db, (server) =>
       Promise.all(
