@@ -2,7 +2,8 @@
 """Per-command latency, one caller, of the Python SDK's memory tool objects in one run:
 `BetaLocalFilesystemMemoryTool` (files in a temporary directory) against `MemkvMemoryTool` (a
 `memkv serve` on loopback, started here with `memkv.serve_local` on a fresh database). Both are
-timed through `tool.call(input)`, the call the SDK's tool runner makes for every tool_use block.
+timed through `tool.call(input)`, the call the SDK's tool runner makes for every tool_use block,
+in alternating blocks of calls so that both see the same machine.
 
     python tools/sdk_tool_bench.py [--reps 300] [--json]
 
@@ -24,7 +25,7 @@ from typing import Any, Callable
 from pathlib import Path
 
 import anthropic
-from anthropic.tools import BetaLocalFilesystemMemoryTool
+from anthropic.tools import ToolError, BetaLocalFilesystemMemoryTool
 
 import memkv
 
@@ -78,28 +79,42 @@ def workload(reps: int) -> tuple[list[dict[str, Any]], dict[str, list[dict[str, 
     return setup, timed
 
 
-def run(call: Call, reps: int) -> dict[str, dict[str, float]]:
+BLOCK = 10
+"""Calls timed on one tool before switching to the other: the two are interleaved, so a change
+of the shared machine's load hits both alike."""
+
+
+def stats(samples: list[float]) -> dict[str, float]:
+    samples = sorted(samples)
+    return {
+        "median_us": statistics.median(samples),
+        "p99_us": samples[min(len(samples) - 1, int(len(samples) * 0.99))],
+        "mean_us": statistics.fmean(samples),
+    }
+
+
+def run(calls: dict[str, Call], reps: int) -> dict[str, dict[str, dict[str, float]]]:
+    """Per tool, per command: median, p99 and mean microseconds per call."""
     setup, timed = workload(reps)
-    for input in setup:
-        call(input)
-    for _ in range(20):  # warm up connections and caches
-        call({"command": "view", "path": "/memories/notes.md"})
-    out = {}
-    for name, inputs in timed.items():
-        samples = []
-        for input in inputs:
-            start = time.perf_counter_ns()
-            try:
-                call(input)
-            except anthropic.lib.tools.ToolError:
-                pass
-            samples.append((time.perf_counter_ns() - start) / 1000)
-        samples.sort()
-        out[name] = {
-            "median_us": statistics.median(samples),
-            "p99_us": samples[min(len(samples) - 1, int(len(samples) * 0.99))],
-            "mean_us": statistics.fmean(samples),
-        }
+    for call in calls.values():
+        for input in setup:
+            call(input)
+        for _ in range(20):  # warm up connections and caches
+            call({"command": "view", "path": "/memories/notes.md"})
+    out: dict[str, dict[str, dict[str, float]]] = {name: {} for name in calls}
+    for command, inputs in timed.items():
+        samples: dict[str, list[float]] = {name: [] for name in calls}
+        for at in range(0, len(inputs), BLOCK):
+            for name, call in calls.items():
+                for input in inputs[at : at + BLOCK]:
+                    start = time.perf_counter_ns()
+                    try:
+                        call(input)
+                    except ToolError:
+                        pass
+                    samples[name].append((time.perf_counter_ns() - start) / 1000)
+        for name in calls:
+            out[name][command] = stats(samples[name])
     return out
 
 
@@ -112,7 +127,8 @@ def machine() -> str:
                 break
     except OSError:
         pass
-    return f"{cpu}, {os.cpu_count()} cores, {platform.system()} {platform.release()}, Python {platform.python_version()}"
+    load = ", load average {:.1f}".format(os.getloadavg()[0]) if hasattr(os, "getloadavg") else ""
+    return f"{cpu}, {os.cpu_count()} cores, {platform.system()} {platform.release()}, Python {platform.python_version()}{load}"
 
 
 def main() -> int:
@@ -124,9 +140,9 @@ def main() -> int:
 
     with tempfile.TemporaryDirectory(prefix="sdk-tool-bench-") as tmp:
         local = BetaLocalFilesystemMemoryTool(base_path=os.path.join(tmp, "fs"))
-        fs = run(local.call, reps)
         with memkv.serve_local(Path(tmp) / "memkv.redb") as server, server.tool("bench") as tool:
-            mk = run(tool.call, reps)
+            results = run({"local_filesystem": local.call, "memkv": tool.call}, reps)
+    fs, mk = results["local_filesystem"], results["memkv"]
 
     if args.json:
         print(json.dumps({"machine": machine(), "reps": reps, "local_filesystem": fs, "memkv": mk}, indent=2))

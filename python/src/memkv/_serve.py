@@ -43,7 +43,7 @@ def find_binary(binary: str | os.PathLike[str] | None = None) -> str:
     found = shutil.which("memkv")
     if found is None:
         raise MemkvServeError(
-            "no `memkv` binary: put it on PATH or set MEMKV_BIN (build it with `cargo build --release`)",
+            "no `memkv` binary: put it on PATH or set MEMKV_BIN (build it with `cargo build --release -p memkv-cli`)",
             type="binary_not_found",
         )
     return found
