@@ -165,7 +165,13 @@ fn assert_caught(reject: &Store, redact: &Store, kind: &str, text: &str, secrets
     let noted = format!(
         "File created successfully at: /memories/t\nNote: the content appeared to contain secrets ({kind}); each was replaced with [REDACTED:<kind>] before saving."
     );
-    assert_eq!(write(redact, text), (noted, false, Some(want)), "{text}");
+    assert_eq!(
+        write(redact, text),
+        (noted, false, Some(want.clone())),
+        "{text}"
+    );
+    // What redaction leaves holds no secret.
+    assert_eq!(write(reject, &want).2.as_deref(), Some(want.as_str()));
 }
 
 fn data() -> &'static Path {
