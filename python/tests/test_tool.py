@@ -111,7 +111,7 @@ def test_a_bad_key_is_an_authentication_error_and_changes_nothing(server: memkv.
         assert tool.call({"command": "view", "path": "/memories"}).endswith("\n0B\t/memories")
 
 
-def test_a_store_key_opens_its_own_store_only(server: memkv.LocalServer, memkv_bin: str) -> None:
+def test_a_store_key_opens_its_own_store_only_until_revoked(server: memkv.LocalServer, memkv_bin: str) -> None:
     added = subprocess.run(
         [memkv_bin, "--db", str(server.db_path), "keys", "add", "--store", "alice"], capture_output=True, timeout=30, check=True
     )
@@ -122,7 +122,23 @@ def test_a_store_key_opens_its_own_store_only(server: memkv.LocalServer, memkv_b
         with pytest.raises(MemkvError) as caught:
             bob.call({"command": "create", "path": "/memories/a.md", "file_text": "x\n"})
     assert (caught.value.status, caught.value.type) == (404, "not_found_error")
+    # Revoked while the server runs: refused once the server looks at its keys file again
+    # (at most a second later).
+    key_id = added.stdout.decode().split()[1]
+    subprocess.run([memkv_bin, "--db", str(server.db_path), "keys", "revoke", key_id], capture_output=True, timeout=30, check=True)
+    refused = None
+    with MemkvMemoryTool("alice", base_url=server.base_url, api_key=key) as alice:
+        deadline = time.monotonic() + 5
+        while refused is None and time.monotonic() < deadline:
+            try:
+                alice.call({"command": "view", "path": "/memories/a.md"})
+                time.sleep(0.1)
+            except MemkvError as exc:
+                refused = exc
+    assert refused is not None, "the revoked key still works after 5 s"
+    assert (refused.status, refused.type) == (401, "authentication_error")
     server.stop()
+    assert tree_paths(memkv_bin, server.db_path, "alice") == ["/memories/a.md"]
     assert tree_paths(memkv_bin, server.db_path, "bob") == []
 
 
