@@ -19,6 +19,8 @@ export interface LocalServer {
 export interface ServeLocalOptions {
   /** The `memkv` binary. Default: `MEMKV_BIN`, else `memkv` on `PATH`. */
   bin?: string | undefined;
+  /** The address to listen on. Default: `127.0.0.1:0`, a free loopback port. */
+  listen?: string | undefined;
   /** More arguments before `serve`, e.g. store limits: `['--max-file-bytes', '4096']`. */
   args?: readonly string[] | undefined;
   /** How long the server may take to listen and be ready, in milliseconds. Default: 15,000. */
@@ -50,7 +52,8 @@ export async function serveLocal(dbPath: string, options: ServeLocalOptions = {}
   const deadline = Date.now() + startTimeoutMs;
 
   const apiKey = await addAdminKey(bin, dbPath, extra, startTimeoutMs);
-  const child = spawn(bin, ['--db', dbPath, ...extra, 'serve', '--listen', '127.0.0.1:0'], {
+  const listen = options.listen ?? '127.0.0.1:0';
+  const child = spawn(bin, ['--db', dbPath, ...extra, 'serve', '--listen', listen], {
     stdio: ['ignore', 'pipe', 'pipe'],
   });
   const stderr = tail(child);

@@ -6,10 +6,11 @@ import assert from 'node:assert/strict';
 import { readFile } from 'node:fs/promises';
 import { after, before, describe, test } from 'node:test';
 import type { BetaToolUseBlock } from '@anthropic-ai/sdk/resources/beta';
-import { memkvMemoryTool } from '../src/index.js';
+import Anthropic from '@anthropic-ai/sdk';
+import { memkvMemoryTool, serveLocal } from '../src/index.js';
 import { memkvExec, storeFiles, storeUsers, tempDir, withServer } from './support/memkv.js';
 import { converse, expectedBlock } from './support/runner.js';
-import { FINAL_TEXT, memoryCall as call, type Turn } from './support/scripted-api.js';
+import { FINAL_TEXT, ScriptedMessagesAPI, memoryCall as call, type Turn } from './support/scripted-api.js';
 
 const SESSION = new URL('../../../examples/session.jsonl', import.meta.url);
 
@@ -279,6 +280,51 @@ describe('toolRunner with memkvMemoryTool', () => {
       });
     }
     assert.deepEqual((await storeUsers(db)).sort(), [...stores].sort());
+  });
+
+  test('a server restart between turns loses nothing', async () => {
+    const turns: Turn[] = [
+      [call('w1', { command: 'create', path: '/memories/plan.md', file_text: 'step 1\n' })],
+      [
+        call('r1', { command: 'view', path: '/memories/plan.md' }),
+        call('w2', { command: 'str_replace', path: '/memories/plan.md', old_str: 'step 1', new_str: 'step 1 done' }),
+      ],
+      [call('r2', { command: 'view', path: '/memories' })],
+    ];
+    const db = dir.db('restart');
+    let server = await serveLocal(db);
+    const api = await ScriptedMessagesAPI.start(turns);
+    const port = new URL(server.baseURL).port;
+    let restarts = 0;
+    try {
+      const client = new Anthropic({ apiKey: 'sk-ant-scripted', baseURL: api.baseURL, maxRetries: 0 });
+      const runner = client.beta.messages.toolRunner({
+        model: 'claude-scripted',
+        max_tokens: 1024,
+        messages: [{ role: 'user', content: 'Plan.' }],
+        tools: [memkvMemoryTool({ store: 'ops', baseURL: server.baseURL, apiKey: server.apiKey })],
+        max_iterations: turns.length + 2,
+      });
+      for await (const message of runner) {
+        // The loop body runs before the turn's calls: restart the server under the runner's feet,
+        // on the same port, keeping the tool (and its pooled connections) as they are.
+        if (message.stop_reason !== 'tool_use' || message.id === 'msg_scripted_001') continue;
+        assert.equal(await server.close(), 0);
+        server = await serveLocal(db, { listen: `127.0.0.1:${port}` });
+        restarts++;
+      }
+    } finally {
+      await api.close();
+      assert.equal(await server.close(), 0);
+    }
+    assert.equal(restarts, 2);
+    const expected = await memkvExec(dir.db('restart-ref'), 'ops', inputs(turns));
+    let k = 0;
+    assert.deepEqual(
+      api.toolResults(),
+      turns.map((turn) => turn.map((b) => expectedBlock(b as BetaToolUseBlock, expected[k++]!))),
+    );
+    assert.deepEqual(await storeFiles(db, 'ops'), { '/memories/plan.md': 'step 1 done\n' });
   });
 
   test('the recorded session through the runner gives byte-identical results to memkv exec', async () => {
