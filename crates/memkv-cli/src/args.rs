@@ -127,6 +127,12 @@ pub enum Commands {
     Expire(ExpireArgs),
     /// Verify the database against memkv's invariants
     Check,
+    /// Serve the memory tool over MCP on stdin/stdout (Claude Desktop, Claude Code, ...)
+    ///
+    /// One tool, `memory`, acting on --user's /memories. The database is opened by this process,
+    /// or, with --url and --api-key, calls are forwarded to a running `memkv serve` (a database
+    /// has one owner). Standard output carries the protocol; logs go to standard error.
+    Mcp(McpArgs),
     /// Serve the memory tool over HTTP: POST /v1/memory_stores/{store}/tool (see the README)
     Serve(ServeArgs),
     /// API keys for `memkv serve`: add, list, revoke (a running server sees changes at once)
@@ -178,6 +184,25 @@ pub enum KeysCommand {
         /// The key's id, as `keys list` shows it
         id: String,
     },
+}
+
+#[derive(Debug, Args)]
+pub struct McpArgs {
+    /// The user whose /memories the tool acts on (with --url: the store on the server)
+    #[arg(long, short)]
+    pub user: String,
+    /// Forward every call to the memkv server at URL (e.g. http://127.0.0.1:7437) instead of
+    /// opening the database
+    #[arg(long, env = "MEMKV_URL", value_name = "URL", requires = "api_key")]
+    pub url: Option<String>,
+    /// The server key, with --url (a key for the store, or an admin key)
+    #[arg(
+        long,
+        env = "MEMKV_API_KEY",
+        value_name = "KEY",
+        hide_env_values = true
+    )]
+    pub api_key: Option<String>,
 }
 
 #[derive(Debug, Args)]

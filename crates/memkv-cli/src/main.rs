@@ -14,6 +14,7 @@ mod admin;
 mod args;
 mod backup;
 mod exec;
+mod mcp;
 mod serve;
 
 use std::io;
@@ -75,6 +76,7 @@ fn main() -> ExitCode {
         Commands::Export(a) => backup::export(&cli.global, a),
         Commands::Import(a) => backup::import(&cli.global, a),
         Commands::Expire(a) => backup::expire(&cli.global, a),
+        Commands::Mcp(a) => mcp::run(&cli.global, a),
         Commands::Serve(a) => serve::serve(&cli.global, a),
         Commands::Keys(k) => serve::keys(&cli.global, k),
     };

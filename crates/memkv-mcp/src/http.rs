@@ -1,0 +1,167 @@
+//! MCP over streamable HTTP, for `memkv serve` to mount at `/mcp`.
+//!
+//! [`router`] wraps rmcp's streamable HTTP service (sessions kept in memory) in a gate. The gate
+//! asks the server's [`Authorize`] who the request's key lets in, and grants the request one
+//! store: a store key its own store, an admin key the store named in the [`STORE_HEADER`]
+//! header (percent-encoded like the `{store}` path segment of the tool route). A store key that
+//! names another store in that header gets 404, like the tool route. Every request is checked
+//! on its own, so a session id carries no authority: each call acts on the store of the key that
+//! came with it.
+//!
+//! rmcp then checks `Host` (DNS rebinding) and `Origin` (cross-site requests from a browser)
+//! against [`HttpOptions`] — both loopback by default — and refuses others with 403.
+
+use std::sync::Arc;
+
+use axum::Router;
+use axum::extract::{Request, State};
+use axum::http::{HeaderMap, StatusCode};
+use axum::middleware::{self, Next};
+use axum::response::Response;
+use memkv::{OwnedUserHandle, Store};
+use rmcp::transport::streamable_http_server::session::local::LocalSessionManager;
+use rmcp::transport::streamable_http_server::{StreamableHttpServerConfig, StreamableHttpService};
+use tokio_util::sync::CancellationToken;
+
+use crate::forward::decode_segment;
+use crate::server::MemoryServer;
+
+/// The header in which an admin key names its store.
+pub const STORE_HEADER: &str = "x-memkv-store";
+
+/// The path the MCP endpoint is served at.
+pub const PATH: &str = "/mcp";
+
+/// Whom a request's key lets in.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Access {
+    /// Every store.
+    Admin,
+    /// One store (the memkv user id).
+    Store(String),
+}
+
+/// The server's side of authentication: its keys and its error format.
+pub trait Authorize: Send + Sync + 'static {
+    /// Who the request's key (`x-api-key` or `Authorization: Bearer`) lets in, or the response
+    /// refusing the request (401, 429, ...).
+    ///
+    /// # Errors
+    /// The response to send instead of serving the request.
+    fn authorize(&self, headers: &HeaderMap) -> Result<Access, Box<Response>>;
+
+    /// A refusal in the server's error format (400 or 404 here).
+    fn refuse(&self, status: StatusCode, message: &str) -> Response;
+}
+
+/// Settings of the HTTP face.
+#[derive(Debug, Clone)]
+pub struct HttpOptions {
+    /// Allowed `Host` values (`name` or `name:port`). Default: `localhost`, `127.0.0.1`, `::1`.
+    /// Empty allows every host (only behind a proxy that checks it).
+    pub allowed_hosts: Vec<String>,
+    /// Allowed browser origins (`scheme://host:port`, `:*` for any port). A request without
+    /// `Origin` (not from a browser) is always allowed. Default: loopback origins, any port.
+    pub allowed_origins: Vec<String>,
+    /// Cancelled on shutdown: ends every session and its event streams, so a graceful shutdown
+    /// does not wait for clients that keep a stream open.
+    pub shutdown: CancellationToken,
+}
+
+impl Default for HttpOptions {
+    fn default() -> Self {
+        HttpOptions {
+            allowed_hosts: ["localhost", "127.0.0.1", "::1"].map(String::from).to_vec(),
+            allowed_origins: [
+                "http://localhost:*",
+                "http://127.0.0.1:*",
+                "http://[::1]:*",
+                "https://localhost:*",
+                "https://127.0.0.1:*",
+                "https://[::1]:*",
+            ]
+            .map(String::from)
+            .to_vec(),
+            shutdown: CancellationToken::new(),
+        }
+    }
+}
+
+/// The store granted to one request, read by the tool handler.
+#[derive(Clone)]
+pub(crate) struct Grant(pub(crate) OwnedUserHandle);
+
+struct Gate {
+    store: Arc<Store>,
+    authorize: Box<dyn Authorize>,
+}
+
+/// The MCP endpoint at [`PATH`], to merge into the server's router.
+pub fn router(store: Arc<Store>, options: HttpOptions, authorize: impl Authorize) -> Router {
+    let body_cap = memkv::protocol::max_message_bytes(store.limits()).saturating_add(64 * 1024);
+    let mut config = StreamableHttpServerConfig::default()
+        .with_allowed_hosts(options.allowed_hosts)
+        .with_allowed_origins(options.allowed_origins)
+        .with_cancellation_token(options.shutdown)
+        .with_max_request_body_bytes(body_cap);
+    if config.allowed_origins.is_empty() {
+        config = config.enforce_origin_validation();
+    }
+    let service = StreamableHttpService::new(
+        || Ok(MemoryServer::per_request()),
+        Arc::new(LocalSessionManager::default()),
+        config,
+    );
+    let gate = Arc::new(Gate {
+        store,
+        authorize: Box::new(authorize),
+    });
+    Router::new()
+        .route_service(PATH, service)
+        .layer(middleware::from_fn_with_state(gate, grant))
+}
+
+async fn grant(State(gate): State<Arc<Gate>>, mut request: Request, next: Next) -> Response {
+    let access = match gate.authorize.authorize(request.headers()) {
+        Ok(access) => access,
+        Err(refusal) => return *refusal,
+    };
+    let named = match request.headers().get(STORE_HEADER) {
+        None => None,
+        Some(value) => match value.to_str().ok().and_then(decode_segment) {
+            Some(id) => Some(id),
+            None => {
+                return gate.authorize.refuse(
+                    StatusCode::BAD_REQUEST,
+                    &format!("the {STORE_HEADER} header is not a valid percent-encoded store id"),
+                );
+            }
+        },
+    };
+    let id = match (access, named) {
+        (Access::Store(own), None) => own,
+        (Access::Store(own), Some(named)) if named == own => own,
+        // Like the tool route: a store key must not learn whether another store exists.
+        (Access::Store(_), Some(_)) => {
+            return gate
+                .authorize
+                .refuse(StatusCode::NOT_FOUND, "no such memory store");
+        }
+        (Access::Admin, Some(named)) => named,
+        (Access::Admin, None) => {
+            return gate.authorize.refuse(
+                StatusCode::BAD_REQUEST,
+                &format!("an admin key must name the store in the {STORE_HEADER} header"),
+            );
+        }
+    };
+    match gate.store.owned_user(&id) {
+        Ok(user) => {
+            request.extensions_mut().insert(Grant(user));
+            next.run(request).await
+        }
+        Err(e) => gate
+            .authorize
+            .refuse(StatusCode::BAD_REQUEST, &format!("invalid store id: {e}")),
+    }
+}

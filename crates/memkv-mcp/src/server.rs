@@ -1,0 +1,138 @@
+//! The MCP server: `initialize`, `tools/list` with the one `memory` tool, and `tools/call`,
+//! answered by the library's protocol module (locally) or by a memkv server (forwarded).
+
+use memkv::OwnedUserHandle;
+use memkv::protocol::{self, Message, Response};
+use rmcp::model::{
+    CallToolRequestParams, CallToolResponse, CallToolResult, Implementation, ListToolsResult,
+    PaginatedRequestParams, ServerCapabilities, ServerConfig, Tool,
+};
+use rmcp::service::RequestContext;
+use rmcp::{ErrorData, RoleServer, ServerHandler};
+use serde_json::Value;
+
+use crate::forward::Forwarder;
+use crate::tool;
+
+/// Where a tool call is answered.
+#[derive(Debug, Clone)]
+enum Target {
+    /// This process owns the database.
+    Local(OwnedUserHandle),
+    /// A running `memkv serve` owns it.
+    Remote(Forwarder),
+    /// The store comes with each HTTP request, put there by [`crate::http`]'s gate.
+    PerRequest,
+}
+
+/// The `memory` tool as an MCP server. Cheap to clone.
+#[derive(Debug, Clone)]
+pub struct MemoryServer {
+    target: Target,
+}
+
+impl MemoryServer {
+    /// Answers with a store this process owns (runs each command off the async workers).
+    pub fn local(user: OwnedUserHandle) -> Self {
+        MemoryServer {
+            target: Target::Local(user),
+        }
+    }
+
+    /// Forwards every call to a running `memkv serve`.
+    pub fn remote(forwarder: Forwarder) -> Self {
+        MemoryServer {
+            target: Target::Remote(forwarder),
+        }
+    }
+
+    /// For streamable HTTP: the store is the one granted to each request.
+    pub(crate) fn per_request() -> Self {
+        MemoryServer {
+            target: Target::PerRequest,
+        }
+    }
+
+    async fn execute(
+        &self,
+        input: Value,
+        context: &RequestContext<RoleServer>,
+    ) -> Result<CallToolResult, ErrorData> {
+        let user = match &self.target {
+            Target::Remote(forwarder) => {
+                return match forwarder.execute(&input).await {
+                    Ok(output) => Ok(tool::result(output)),
+                    Err(e) => {
+                        tracing::error!(store = forwarder.store(), "memory call failed: {e}");
+                        Err(ErrorData::internal_error(e.to_string(), None))
+                    }
+                };
+            }
+            Target::Local(user) => user.clone(),
+            Target::PerRequest => context
+                .extensions
+                .get::<axum::http::request::Parts>()
+                .and_then(|parts| parts.extensions.get::<crate::http::Grant>())
+                .map(|grant| grant.0.clone())
+                .ok_or_else(|| {
+                    ErrorData::internal_error("no store granted to this request", None)
+                })?,
+        };
+        let answered = tokio::task::spawn_blocking(move || {
+            let (response, errors) = protocol::answer(&user.handle(), Message::Input(input));
+            for e in errors {
+                tracing::error!(store = user.id(), "memory call failed in storage: {e}");
+            }
+            response
+        })
+        .await;
+        match answered {
+            Ok(Response::Output(output)) => Ok(tool::result(output)),
+            Ok(_) => unreachable!("a bare command object is answered with a bare output"),
+            Err(e) => Err(ErrorData::internal_error(
+                format!("the command did not finish: {e}"),
+                None,
+            )),
+        }
+    }
+}
+
+impl ServerHandler for MemoryServer {
+    fn get_info(&self) -> ServerConfig {
+        ServerConfig::new(ServerCapabilities::builder().enable_tools().build())
+            .with_server_info(Implementation::new("memkv", env!("CARGO_PKG_VERSION")))
+            .with_instructions(
+                "memkv: the memory tool (memory_20250818). Call `memory` with \
+                 {\"command\": \"view\", \"path\": \"/memories\"} to see what is stored.",
+            )
+    }
+
+    async fn list_tools(
+        &self,
+        _request: Option<PaginatedRequestParams>,
+        _context: RequestContext<RoleServer>,
+    ) -> Result<ListToolsResult, ErrorData> {
+        Ok(ListToolsResult::with_all_items(vec![tool::definition()]))
+    }
+
+    /// None, `memory` included: rmcp then leaves the arguments to memkv, which answers a
+    /// malformed command with the model's own error strings.
+    fn get_tool(&self, _name: &str) -> Option<Tool> {
+        None
+    }
+
+    async fn call_tool(
+        &self,
+        request: CallToolRequestParams,
+        context: RequestContext<RoleServer>,
+    ) -> Result<CallToolResponse, ErrorData> {
+        if request.name != tool::NAME {
+            return Err(ErrorData::invalid_params(
+                format!("unknown tool: {}", request.name),
+                None,
+            ));
+        }
+        let input = Value::Object(request.arguments.unwrap_or_default());
+        self.execute(input, &context).await.map(Into::into)
+    }
+}

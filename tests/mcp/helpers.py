@@ -1,0 +1,226 @@
+"""Shared helpers of the MCP tests: the binary, a client session per transport, the commands."""
+
+import json
+import os
+import subprocess
+import tempfile
+from contextlib import asynccontextmanager
+from pathlib import Path
+
+import anyio
+from mcp import ClientSession
+from mcp.client.stdio import StdioServerParameters, stdio_client
+
+ROOT = Path(__file__).resolve().parents[2]
+BIN = os.environ.get("MEMKV_BIN") or str(ROOT / "target" / "debug" / "memkv")
+# Every test finishes within this many seconds or fails.
+TIMEOUT = 30
+
+SESSION = [json.loads(line) for line in (ROOT / "examples" / "session.jsonl").read_text().splitlines() if line]
+SESSION_EXPECTED = [
+    json.loads(line) for line in (ROOT / "tests" / "data" / "session.expected.jsonl").read_text().splitlines() if line
+]
+
+# Every command of memory_20250818, successes and the model's mistakes, with what the model
+# must read (byte for byte, from PROTOCOL.md) and whether it is an error.
+COMMANDS = [
+    (
+        {"command": "view", "path": "/memories"},
+        (
+            "Here're the files and directories up to 2 levels deep in /memories, excluding hidden items "
+            "and node_modules:\n0B\t/memories",
+            False,
+        ),
+    ),
+    (
+        {"command": "create", "path": "/memories/notes.md", "file_text": "one\ntwo\nthree\n"},
+        ("File created successfully at: /memories/notes.md", False),
+    ),
+    (
+        {"command": "view", "path": "/memories/notes.md", "view_range": [2, -1]},
+        ("Here's the content of /memories/notes.md with line numbers:\n     2\ttwo\n     3\tthree", False),
+    ),
+    (
+        {"command": "str_replace", "path": "/memories/notes.md", "old_str": "two", "new_str": "TWO"},
+        (
+            "The memory file has been edited. Here is the snippet showing the change (with line numbers):\n"
+            "     1\tone\n     2\tTWO\n     3\tthree",
+            False,
+        ),
+    ),
+    (
+        {"command": "insert", "path": "/memories/notes.md", "insert_line": 0, "insert_text": "zero\n"},
+        ("The file /memories/notes.md has been edited.", False),
+    ),
+    (
+        {"command": "rename", "old_path": "/memories/notes.md", "new_path": "/memories/a/n.md"},
+        ("Successfully renamed /memories/notes.md to /memories/a/n.md", False),
+    ),
+    (
+        {"command": "view", "path": "/memories/a/n.md"},
+        (
+            "Here's the content of /memories/a/n.md with line numbers:\n"
+            "     1\tzero\n     2\tone\n     3\tTWO\n     4\tthree",
+            False,
+        ),
+    ),
+    (
+        {"command": "delete", "path": "/memories/a"},
+        ("Successfully deleted /memories/a", False),
+    ),
+    # The model's mistakes: tool results with isError, never protocol errors.
+    (
+        {"command": "view", "path": "/memories/a/n.md"},
+        ("The path /memories/a/n.md does not exist. Please provide a valid path.", True),
+    ),
+    (
+        {"command": "create", "path": "/etc/passwd", "file_text": "x"},
+        ("Error: Path must start with /memories, got: /etc/passwd", True),
+    ),
+    (
+        {"command": "frobnicate"},
+        ('Error: Unknown command: "frobnicate"', True),
+    ),
+    ({}, ("Error: Unknown command: null", True)),
+    (
+        {"command": "create", "path": "/memories/x"},
+        ("Error: Missing required parameter `file_text` for command `create`", True),
+    ),
+    (
+        {"command": "insert", "path": "/memories/x", "insert_line": "1", "insert_text": "t"},
+        ("Error: Invalid parameter `insert_line` for command `insert`: expected integer", True),
+    ),
+    (
+        {"command": "delete", "path": "/memories"},
+        ("Error: Cannot delete the /memories directory itself", True),
+    ),
+]
+
+
+def run(body):
+    """Runs the async test body, bounded in time."""
+
+    async def bounded():
+        with anyio.fail_after(TIMEOUT):
+            return await body()
+
+    return anyio.run(bounded)
+
+
+def run_memkv(args, stdin=b"", env=None):
+    """Runs the binary to completion, bounded in time."""
+    return subprocess.run(
+        [BIN, *args],
+        input=stdin,
+        capture_output=True,
+        timeout=TIMEOUT,
+        env={**os.environ, **(env or {})},
+        check=False,
+    )
+
+
+def exec_answers(db, user, inputs):
+    """What `memkv exec` answers: for bare inputs, [(content, is_error)]; for None, the recorded
+    session's tool_result blocks."""
+    lines = [json.dumps(i) for i in inputs] if inputs is not None else [json.dumps(b) for b in SESSION]
+    out = run_memkv(["--db", str(db), "exec", "--user", user], stdin="\n".join(lines).encode())
+    assert out.returncode == 0, out.stderr
+    answers = [json.loads(line) for line in out.stdout.decode().splitlines()]
+    if inputs is None:
+        return answers
+    return [(a["content"], a["is_error"]) for a in answers]
+
+
+class Session:
+    """A client session and the initialize result."""
+
+    def __init__(self, client, init):
+        self.client = client
+        self.init = init
+
+    async def call_tool(self, name, arguments):
+        return await self.client.call_tool(name, arguments)
+
+    async def list_tools(self):
+        return await self.client.list_tools()
+
+
+@asynccontextmanager
+async def mcp_stdio(args, env=None):
+    """`memkv ARGS` started by the client as its stdio server; stopped when the block ends."""
+    params = StdioServerParameters(command=BIN, args=args, env=env)
+    with tempfile.TemporaryFile("w+") as errlog:
+        try:
+            async with stdio_client(params, errlog=errlog) as (read, write):
+                async with ClientSession(read, write) as client:
+                    init = await client.initialize()
+                    yield Session(client, init)
+        finally:
+            errlog.seek(0)
+            log = errlog.read()
+            if log:
+                print("memkv stderr:", log)
+
+
+def text_of(result):
+    """The one text item of a tool result, and its isError."""
+    assert len(result.content) == 1, result
+    assert result.content[0].type == "text"
+    return result.content[0].text, bool(result.is_error)
+
+
+async def assert_tool_listed(session):
+    tools = (await session.list_tools()).tools
+    assert [t.name for t in tools] == ["memory"]
+    schema = tools[0].input_schema
+    assert schema["type"] == "object"
+    assert schema["required"] == ["command"]
+    assert schema["properties"]["command"]["enum"] == [
+        "view",
+        "create",
+        "str_replace",
+        "insert",
+        "delete",
+        "rename",
+    ]
+    assert set(schema["properties"]) == {
+        "command",
+        "path",
+        "view_range",
+        "file_text",
+        "old_str",
+        "new_str",
+        "insert_line",
+        "insert_text",
+        "old_path",
+        "new_path",
+    }
+    for prop in schema["properties"].values():
+        assert prop["description"]
+
+
+async def assert_commands(session):
+    """Every command of COMMANDS, in order, against its expected answer; returns the answers."""
+    got = []
+    for arguments, want in COMMANDS:
+        answer = text_of(await session.call_tool("memory", arguments))
+        assert answer == want, arguments
+        got.append(answer)
+    # A tool that does not exist is a protocol error, not a tool result.
+    try:
+        await session.call_tool("shell", {"command": "view"})
+    except Exception as e:  # noqa: BLE001 - the client's MCPError
+        assert "unknown tool: shell" in str(e)
+    else:
+        raise AssertionError("an unknown tool was answered")
+    return got
+
+
+async def assert_session(session):
+    """The recorded agent session through MCP: every content and isError byte-identical to the
+    golden transcript of `memkv exec`."""
+    assert len(SESSION) == len(SESSION_EXPECTED) > 0
+    for block, want in zip(SESSION, SESSION_EXPECTED):
+        content, is_error = text_of(await session.call_tool(block["name"], block["input"]))
+        assert want["tool_use_id"] == block["id"]
+        assert (content, is_error) == (want["content"], want["is_error"]), block["id"]

@@ -1,0 +1,69 @@
+"""`memkv mcp` over stdio, driven by the official Python MCP client (run by tools/test-mcp.sh)."""
+
+from helpers import (
+    COMMANDS,
+    SESSION_EXPECTED,
+    assert_commands,
+    assert_session,
+    assert_tool_listed,
+    exec_answers,
+    mcp_stdio,
+    run,
+)
+
+
+def test_initialize_list_and_every_command(tmp_path):
+    db = tmp_path / "m.redb"
+
+    async def body():
+        async with mcp_stdio(["--db", str(db), "mcp", "--user", "dana"]) as session:
+            assert session.init.server_info.name == "memkv"
+            await assert_tool_listed(session)
+            got = await assert_commands(session)
+        return got
+
+    got = run(body)
+    # The same commands through `memkv exec`, on a fresh database: byte-identical contents.
+    assert got == exec_answers(tmp_path / "exec.redb", "dana", [c for c, _ in COMMANDS])
+
+
+def test_recorded_session_matches_exec(tmp_path):
+    db = tmp_path / "m.redb"
+
+    async def body():
+        async with mcp_stdio(["--db", str(db), "mcp", "--user", "dana"]) as session:
+            await assert_session(session)
+
+    run(body)
+    assert exec_answers(tmp_path / "exec.redb", "dana", None) == SESSION_EXPECTED
+
+
+def test_users_are_isolated_and_the_database_has_one_owner(tmp_path):
+    db = tmp_path / "m.redb"
+
+    async def body():
+        async with mcp_stdio(["--db", str(db), "mcp", "--user", "a"]) as a:
+            r = await a.call_tool("memory", {"command": "create", "path": "/memories/x", "file_text": "a"})
+            assert not r.is_error
+            # A second process cannot open the database the first one owns; it says why and exits.
+            from helpers import run_memkv
+
+            out = run_memkv(["--db", str(db), "mcp", "--user", "b"], stdin=b"")
+            assert out.returncode == 1
+            assert "the database is open in another process" in out.stderr.decode()
+        async with mcp_stdio(["--db", str(db), "mcp", "--user", "b"]) as b:
+            r = await b.call_tool("memory", {"command": "view", "path": "/memories/x"})
+            assert r.is_error
+            assert r.content[0].text == "The path /memories/x does not exist. Please provide a valid path."
+
+    run(body)
+
+
+def test_usage_errors(tmp_path):
+    from helpers import run_memkv
+
+    out = run_memkv(["mcp", "--user", "u", "--url", "http://127.0.0.1:9"], stdin=b"", env={"MEMKV_API_KEY": ""})
+    assert out.returncode != 0
+    out = run_memkv(["mcp", "--user", "u", "--url", "https://example.invalid", "--api-key", "k"], stdin=b"")
+    assert out.returncode == 1
+    assert "only http:// URLs are supported" in out.stderr.decode()
