@@ -224,3 +224,55 @@ async def assert_session(session):
         content, is_error = text_of(await session.call_tool(block["name"], block["input"]))
         assert want["tool_use_id"] == block["id"]
         assert (content, is_error) == (want["content"], want["is_error"]), block["id"]
+
+
+class Served:
+    """`memkv serve` on a free loopback port, with its keys; stopped (SIGTERM, then waited for)
+    by `stop` or at the end of a `with` block."""
+
+    def __init__(self, db, extra_args=()):
+        self.db = str(db)
+        self.proc = subprocess.Popen(
+            [BIN, "--db", self.db, "serve", "--listen", "127.0.0.1:0", *extra_args],
+            stdout=subprocess.PIPE,
+            stderr=subprocess.DEVNULL,
+            stdin=subprocess.DEVNULL,
+        )
+        line = self.proc.stdout.readline().decode()
+        assert line.startswith("listening on http://"), line
+        self.url = line.strip().removeprefix("listening on ")
+
+    def add_key(self, *scope):
+        """A new key: `add_key("--admin")` or `add_key("--store", NAME)`."""
+        out = run_memkv(["--db", self.db, "keys", "add", *scope])
+        assert out.returncode == 0, out.stderr
+        return out.stdout.decode().splitlines()[-1]
+
+    def stop(self):
+        if self.proc.poll() is None:
+            self.proc.terminate()
+            assert self.proc.wait(timeout=TIMEOUT) == 0
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        try:
+            self.stop()
+        finally:
+            if self.proc.poll() is None:
+                self.proc.kill()
+                self.proc.wait(timeout=TIMEOUT)
+
+
+@asynccontextmanager
+async def mcp_http(url, headers):
+    """An MCP client session over streamable HTTP at `url` (the server's /mcp) with `headers`."""
+    from mcp.client.streamable_http import streamable_http_client
+    from mcp.shared._httpx_utils import create_mcp_http_client
+
+    async with create_mcp_http_client(headers=headers) as http:
+        async with streamable_http_client(url, http_client=http) as (read, write):
+            async with ClientSession(read, write) as client:
+                init = await client.initialize()
+                yield Session(client, init)

@@ -163,6 +163,14 @@ pub struct ServeArgs {
     /// On SIGTERM/SIGINT, how long to wait for requests in flight
     #[arg(long, value_name = "DURATION", default_value = "30s", value_parser = parse_duration)]
     pub shutdown_grace: Duration,
+    /// A `Host` the MCP endpoint (/mcp) answers: NAME or NAME:PORT, repeatable, `*` for any
+    /// [default: localhost, 127.0.0.1, ::1]
+    #[arg(long, value_name = "HOST")]
+    pub mcp_allow_host: Vec<String>,
+    /// A browser `Origin` the MCP endpoint accepts: SCHEME://HOST:PORT (`:*` any port),
+    /// repeatable [default: http and https on localhost, 127.0.0.1, [::1], any port]
+    #[arg(long, value_name = "ORIGIN")]
+    pub mcp_allow_origin: Vec<String>,
 }
 
 #[derive(Debug, Subcommand)]

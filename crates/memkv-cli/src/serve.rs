@@ -31,6 +31,15 @@ pub fn serve(global: &Global, args: &ServeArgs) -> Result {
     config.header_timeout = args.header_timeout;
     config.body_timeout = args.body_timeout;
     config.shutdown_grace = args.shutdown_grace;
+    if !args.mcp_allow_host.is_empty() {
+        config.mcp.allowed_hosts = args.mcp_allow_host.clone();
+        if args.mcp_allow_host.iter().any(|h| h == "*") {
+            config.mcp.allowed_hosts.clear();
+        }
+    }
+    if !args.mcp_allow_origin.is_empty() {
+        config.mcp.allowed_origins = args.mcp_allow_origin.clone();
+    }
     memkv_server::run(store, config, |addr| {
         let mut out = io::stdout().lock();
         let _ = writeln!(out, "listening on http://{addr}");

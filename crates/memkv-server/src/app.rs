@@ -40,6 +40,14 @@ pub fn router(state: Arc<AppState>) -> Router {
         .route("/readyz", get(readyz))
         .route("/metrics", get(metrics))
         .route("/openapi.json", get(openapi))
+        .route_service(
+            memkv_mcp::http::PATH,
+            memkv_mcp::http::router(
+                Arc::clone(&state.store),
+                state.config.mcp.clone(),
+                auth::McpKeys(Arc::clone(&state)),
+            ),
+        )
         .fallback(not_found)
         .method_not_allowed_fallback(method_not_allowed)
         .layer(middleware::from_fn_with_state(Arc::clone(&state), observe))
@@ -151,6 +159,9 @@ fn route_label(matched: Option<&MatchedPath>) -> &'static str {
     let Some(matched) = matched else {
         return "unmatched";
     };
+    if matched.as_str() == memkv_mcp::http::PATH {
+        return memkv_mcp::http::PATH;
+    }
     ROUTES
         .iter()
         .map(|(_, r)| *r)

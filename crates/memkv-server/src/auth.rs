@@ -1,7 +1,11 @@
 //! Who a request is: its key (`x-api-key: KEY` or `Authorization: Bearer KEY`) looked up in
 //! the keys table. Keys are never logged.
 
-use axum::http::{HeaderMap, header};
+use std::sync::Arc;
+
+use axum::http::{HeaderMap, StatusCode, header};
+use axum::response::{IntoResponse, Response};
+use memkv_mcp::http::Access as McpAccess;
 
 use crate::AppState;
 use crate::error::ApiError;
@@ -67,6 +71,28 @@ fn loopback_host(headers: &HeaderMap) -> bool {
         || name
             .parse::<std::net::IpAddr>()
             .is_ok_and(|ip| ip.is_loopback())
+}
+
+/// The keys as the MCP endpoint (`/mcp`) sees them: the same check as every route; no keys on
+/// loopback counts as admin (the store is then named in a header, as with an admin key).
+pub struct McpKeys(pub Arc<AppState>);
+
+impl memkv_mcp::http::Authorize for McpKeys {
+    fn authorize(&self, headers: &HeaderMap) -> Result<McpAccess, Box<Response>> {
+        match authenticate(&self.0, headers) {
+            Ok(Allowed::Open | Allowed::Admin) => Ok(McpAccess::Admin),
+            Ok(Allowed::Store(store)) => Ok(McpAccess::Store(store)),
+            Err(e) => Err(Box::new(e.into_response())),
+        }
+    }
+
+    fn refuse(&self, status: StatusCode, message: &str) -> Response {
+        if status == StatusCode::NOT_FOUND {
+            ApiError::not_found().into_response()
+        } else {
+            ApiError::new(status, message).into_response()
+        }
+    }
 }
 
 /// Authenticates an operator request (`/metrics`): admin keys only (403 for a store key).

@@ -58,6 +58,9 @@ pub struct Config {
     pub body_timeout: Duration,
     /// How long a shutdown waits for requests in flight.
     pub shutdown_grace: Duration,
+    /// The MCP endpoint at `/mcp`: allowed `Host` and `Origin` values (loopback by default);
+    /// its sessions end when shutdown starts.
+    pub mcp: memkv_mcp::http::HttpOptions,
 }
 
 impl Config {
@@ -72,6 +75,7 @@ impl Config {
             header_timeout: Duration::from_secs(10),
             body_timeout: Duration::from_secs(30),
             shutdown_grace: Duration::from_secs(30),
+            mcp: memkv_mcp::http::HttpOptions::default(),
         }
     }
 }

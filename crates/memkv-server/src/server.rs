@@ -123,6 +123,7 @@ impl Server {
             });
         }
         state.ready.store(false, SeqCst);
+        state.config.mcp.shutdown.cancel();
         drop(listener);
         tracing::info!("shutting down: no new connections; finishing requests in flight");
         let grace = state.config.shutdown_grace;
