@@ -15,5 +15,9 @@ if ! cmp -s "$req" "$venv/requirements.txt"; then
     cp "$req" "$venv/requirements.txt"
 fi
 
-cargo build --quiet -p memkv-cli
-MEMKV_BIN="$PWD/$target/debug/memkv" "$venv/bin/python" -m pytest -q -p no:cacheprovider tests/mcp "$@"
+# The binary under test: $MEMKV_BIN (tools/test.sh sets it), else the debug build, built now.
+if [ -z "${MEMKV_BIN:-}" ]; then
+    cargo build --quiet --locked -p memkv-cli
+    export MEMKV_BIN="$PWD/$target/debug/memkv"
+fi
+"$venv/bin/python" -m pytest -q -p no:cacheprovider tests/mcp "$@"
