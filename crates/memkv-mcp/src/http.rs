@@ -21,6 +21,7 @@ use axum::response::Response;
 use memkv::{OwnedUserHandle, Store};
 use rmcp::transport::streamable_http_server::session::local::LocalSessionManager;
 use rmcp::transport::streamable_http_server::{StreamableHttpServerConfig, StreamableHttpService};
+use tokio::sync::Semaphore;
 use tokio_util::sync::CancellationToken;
 
 use crate::forward::decode_segment;
@@ -66,6 +67,10 @@ pub struct HttpOptions {
     /// Cancelled on shutdown: ends every session and its event streams, so a graceful shutdown
     /// does not wait for clients that keep a stream open.
     pub shutdown: CancellationToken,
+    /// Permits for commands running at once, shared with the server's other routes: a call
+    /// that finds none is refused at once (a JSON-RPC error saying the server is busy), never
+    /// queued. `None`: no bound.
+    pub in_flight: Option<Arc<Semaphore>>,
 }
 
 impl Default for HttpOptions {
@@ -83,6 +88,7 @@ impl Default for HttpOptions {
             .map(String::from)
             .to_vec(),
             shutdown: CancellationToken::new(),
+            in_flight: None,
         }
     }
 }
@@ -107,8 +113,9 @@ pub fn router(store: Arc<Store>, options: HttpOptions, authorize: impl Authorize
     if config.allowed_origins.is_empty() {
         config = config.enforce_origin_validation();
     }
+    let in_flight = options.in_flight;
     let service = StreamableHttpService::new(
-        || Ok(MemoryServer::per_request()),
+        move || Ok(MemoryServer::per_request(in_flight.clone())),
         Arc::new(LocalSessionManager::default()),
         config,
     );

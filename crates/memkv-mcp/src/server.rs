@@ -1,6 +1,8 @@
 //! The MCP server: `initialize`, `tools/list` with the one `memory` tool, and `tools/call`,
 //! answered by the library's protocol module (locally) or by a memkv server (forwarded).
 
+use std::sync::Arc;
+
 use memkv::OwnedUserHandle;
 use memkv::protocol::{self, Message, Response};
 use rmcp::model::{
@@ -10,6 +12,7 @@ use rmcp::model::{
 use rmcp::service::RequestContext;
 use rmcp::{ErrorData, RoleServer, ServerHandler};
 use serde_json::Value;
+use tokio::sync::Semaphore;
 
 use crate::forward::Forwarder;
 use crate::tool;
@@ -21,8 +24,9 @@ enum Target {
     Local(OwnedUserHandle),
     /// A running `memkv serve` owns it.
     Remote(Forwarder),
-    /// The store comes with each HTTP request, put there by [`crate::http`]'s gate.
-    PerRequest,
+    /// The store comes with each HTTP request, put there by [`crate::http`]'s gate; at most
+    /// as many calls run at once as the semaphore has permits.
+    PerRequest(Option<Arc<Semaphore>>),
 }
 
 /// The `memory` tool as an MCP server. Cheap to clone.
@@ -47,9 +51,9 @@ impl MemoryServer {
     }
 
     /// For streamable HTTP: the store is the one granted to each request.
-    pub(crate) fn per_request() -> Self {
+    pub(crate) fn per_request(in_flight: Option<Arc<Semaphore>>) -> Self {
         MemoryServer {
-            target: Target::PerRequest,
+            target: Target::PerRequest(in_flight),
         }
     }
 
@@ -58,6 +62,7 @@ impl MemoryServer {
         input: Value,
         context: &RequestContext<RoleServer>,
     ) -> Result<CallToolResult, ErrorData> {
+        let mut permit = None;
         let user = match &self.target {
             Target::Remote(forwarder) => {
                 return match forwarder.execute(&input).await {
@@ -69,20 +74,29 @@ impl MemoryServer {
                 };
             }
             Target::Local(user) => user.clone(),
-            Target::PerRequest => context
-                .extensions
-                .get::<axum::http::request::Parts>()
-                .and_then(|parts| parts.extensions.get::<crate::http::Grant>())
-                .map(|grant| grant.0.clone())
-                .ok_or_else(|| {
-                    ErrorData::internal_error("no store granted to this request", None)
-                })?,
+            Target::PerRequest(in_flight) => {
+                if let Some(in_flight) = in_flight {
+                    permit = Some(Arc::clone(in_flight).try_acquire_owned().map_err(|_| {
+                        ErrorData::internal_error("the memkv server is busy: retry shortly", None)
+                    })?);
+                }
+                context
+                    .extensions
+                    .get::<axum::http::request::Parts>()
+                    .and_then(|parts| parts.extensions.get::<crate::http::Grant>())
+                    .map(|grant| grant.0.clone())
+                    .ok_or_else(|| {
+                        ErrorData::internal_error("no store granted to this request", None)
+                    })?
+            }
         };
         let answered = tokio::task::spawn_blocking(move || {
             let (response, errors) = protocol::answer(&user.handle(), Message::Input(input));
             for e in errors {
                 tracing::error!(store = user.id(), "memory call failed in storage: {e}");
             }
+            // Held until the command is done, even if the client has gone.
+            drop(permit);
             response
         })
         .await;

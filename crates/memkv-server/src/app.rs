@@ -44,7 +44,10 @@ pub fn router(state: Arc<AppState>) -> Router {
             memkv_mcp::http::PATH,
             memkv_mcp::http::router(
                 Arc::clone(&state.store),
-                state.config.mcp.clone(),
+                memkv_mcp::http::HttpOptions {
+                    in_flight: Some(Arc::clone(&state.in_flight)),
+                    ..state.config.mcp.clone()
+                },
                 auth::McpKeys(Arc::clone(&state)),
             ),
         )
