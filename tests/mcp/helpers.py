@@ -97,6 +97,13 @@ COMMANDS = [
 ]
 
 
+def encode(store):
+    """A store id as one percent-encoded segment (the x-memkv-store header, the {store} path)."""
+    from urllib.parse import quote
+
+    return quote(store, safe="").replace(".", "%2E")
+
+
 def run(body):
     """Runs the async test body, bounded in time."""
 

@@ -16,6 +16,7 @@ from helpers import (
     mcp_http,
     mcp_stdio,
     run,
+    run_memkv,
     text_of,
 )
 
@@ -126,6 +127,35 @@ def test_allowed_hosts_and_origins_are_configurable(tmp_path):
         assert post_mcp(served.url, {**ok, "host": "memory.internal", "origin": "https://app.example"})[0] == 200
         assert post_mcp(served.url, ok)[0] == 403  # 127.0.0.1 is no longer listed
         assert post_mcp(served.url, {**ok, "host": "memory.internal", "origin": "http://localhost:1"})[0] == 403
+
+
+def test_forwarding_reaches_any_store_id(served):
+    """Ids that URL parsers would rewrite or split still reach their own store."""
+    admin = served.add_key("--admin")
+
+    async def body():
+        for user in ["...", "a/b", "100%", "ünï", "a?b#c"]:
+            args = ["mcp", "--user", user, "--url", served.url, "--api-key", admin]
+            async with mcp_stdio(args) as session:
+                r = await session.call_tool("memory", {"command": "create", "path": "/memories/id", "file_text": user})
+                assert text_of(r) == ("File created successfully at: /memories/id", False), user
+        for user in ["...", "a/b", "100%", "ünï", "a?b#c", "..", "."]:
+            from helpers import encode
+
+            if user in ("..", "."):
+                # No URL path can carry these ids (parsers resolve dot segments): forwarding
+                # refuses them up front; the header reaches them.
+                out = run_memkv(["mcp", "--user", user, "--url", served.url, "--api-key", admin])
+                assert out.returncode == 1 and "cannot be carried in a URL path" in out.stderr.decode()
+                async with mcp_http(served.url + "/mcp", {"x-api-key": admin, "x-memkv-store": encode(user)}) as s:
+                    r = await s.call_tool("memory", {"command": "create", "path": "/memories/id", "file_text": user})
+                    assert not text_of(r)[1]
+
+            async with mcp_http(served.url + "/mcp", {"x-api-key": admin, "x-memkv-store": encode(user)}) as s:
+                r = await s.call_tool("memory", {"command": "view", "path": "/memories/id"})
+                assert text_of(r)[0].endswith("\t" + user), user
+
+    run(body)
 
 
 def test_forwarding_over_stdio(served, tmp_path):

@@ -82,6 +82,13 @@ impl Forwarder {
         if parsed.query().is_some() || parsed.fragment().is_some() {
             return Err(bad("a query or fragment is not allowed"));
         }
+        if store == "." || store == ".." {
+            // URL parsers resolve `.` and `..` segments, escaped or not: the request would go
+            // to another path. Such a store is reachable at /mcp with x-memkv-store.
+            return Err(bad(&format!(
+                "the store id {store:?} cannot be carried in a URL path"
+            )));
+        }
         let client = reqwest::Client::builder()
             .timeout(REQUEST_TIMEOUT)
             .connect_timeout(CONNECT_TIMEOUT)
@@ -159,12 +166,13 @@ fn envelope_message(body: &[u8]) -> String {
         .unwrap_or_else(|| String::from_utf8_lossy(&body[..body.len().min(512)]).into_owned())
 }
 
-/// `id` as one path segment: every byte outside the unreserved set (`A-Z a-z 0-9 - . _ ~`) is
-/// percent-encoded, `/` and `%` included.
+/// `id` as one path segment: every byte but `A-Z a-z 0-9 - _ ~` is percent-encoded, `/`, `%`
+/// and `.` included (URL parsers resolve `.` and `..` segments, so the ids `.` and `..` would
+/// otherwise name another path).
 pub fn encode_segment(id: &str) -> String {
     let mut out = String::with_capacity(id.len());
     for &b in id.as_bytes() {
-        if b.is_ascii_alphanumeric() || matches!(b, b'-' | b'.' | b'_' | b'~') {
+        if b.is_ascii_alphanumeric() || matches!(b, b'-' | b'_' | b'~') {
             out.push(char::from(b));
         } else {
             out.push_str(&format!("%{b:02X}"));
@@ -214,6 +222,7 @@ mod tests {
             assert_eq!(decode_segment(&enc).as_deref(), Some(id));
         }
         assert_eq!(encode_segment("a b/c"), "a%20b%2Fc");
+        assert_eq!(encode_segment(".."), "%2E%2E");
         assert_eq!(decode_segment("%zz"), None);
         assert_eq!(decode_segment("%4"), None);
         assert_eq!(decode_segment("%FF"), None);
@@ -223,6 +232,15 @@ mod tests {
     #[test]
     fn only_plain_http_urls() {
         assert!(Forwarder::new("http://127.0.0.1:7437", "k", "u").is_ok());
+        let dots = Forwarder::new("http://127.0.0.1:7437", "k", "...").unwrap();
+        let url = reqwest::Url::parse(&dots.endpoint).unwrap();
+        assert_eq!(url.path(), "/v1/memory_stores/%2E%2E%2E/tool");
+        for store in [".", ".."] {
+            assert!(matches!(
+                Forwarder::new("http://127.0.0.1:7437", "k", store),
+                Err(ForwardError::Url { .. })
+            ));
+        }
         let f = Forwarder::new("http://127.0.0.1:7437/", "k", "a/b").unwrap();
         assert_eq!(
             f.endpoint,
