@@ -23,7 +23,8 @@ use crate::secrets::{self, SecretPolicy};
 use crate::storage::{Backend, Fetch, Finish, ReadTxn, WriteTxn};
 use crate::tree::{self, Tree, TreeRead};
 
-/// Runs `command` for `user` in its own transaction.
+/// Runs `command` for `user` in its own transaction (a `view` in a read snapshot, noting
+/// nothing; see [`read`]).
 pub(crate) fn execute<B: Backend + ?Sized>(
     backend: &B,
     user: &str,
@@ -31,27 +32,8 @@ pub(crate) fn execute<B: Backend + ?Sized>(
     command: &Command,
     now_ms: i64,
 ) -> Result<ToolOutput, Error> {
-    if let Command::View { path, view_range } = command {
-        let txn = backend.begin_read()?;
-        let tree = TreeRead::new(&txn, user);
-        if let Ok(parsed) = MemoryPath::parse(path) {
-            let mut fetches = Vec::new();
-            tree::path_fetches(user, &parsed, true, false, &mut fetches);
-            fetches.push(tree::children_fetch(user, &parsed));
-            fetches.extend(tree::unused_fetch(user, settings.expiry_cutoff(now_ms)));
-            tree.prefetch(&fetches, false)?;
-        }
-        let expired = Expired::load(&tree, settings.expiry_cutoff(now_ms))?;
-        let (output, viewed) = view(&tree, &settings.limits, &expired, path, *view_range)?;
-        drop(txn);
-        if let Some((path, meta)) = viewed
-            && meta.accessed_ms < now_ms.saturating_sub(settings.granularity_ms)
-        {
-            // Best effort: the view itself succeeded, and a failure to note its time can only
-            // let the file expire up to one granularity early; it must not fail the read.
-            let _ = record_access(backend, user, &path, now_ms, settings.granularity_ms);
-        }
-        return Ok(output);
+    if command.is_read_only() {
+        return read(backend, user, settings, command, now_ms, &[]).map(|(output, _)| output);
     }
     let fetches = write_fetches(user, settings, command, now_ms);
     backend.write(&[user], |txn| {
@@ -68,31 +50,36 @@ pub(crate) fn execute<B: Backend + ?Sized>(
     })
 }
 
-/// Refreshes the access time of a viewed file, in a write transaction of its own: taken only
-/// when the stored time is older than the granularity, so most reads write nothing. A read-only
-/// store records nothing.
-fn record_access<B: Backend + ?Sized>(
+/// Runs a read-only command (`view`) in a read snapshot. `used` are files noted as used but not
+/// yet recorded (`crate::access`): live whatever their recorded time. Also returns the file
+/// viewed when its recorded access time is older than the granularity: the caller notes it.
+/// Nothing is written here, so a read never waits for a flush.
+pub(crate) fn read<B: Backend + ?Sized>(
     backend: &B,
     user: &str,
-    path: &MemoryPath,
+    settings: &Settings,
+    command: &Command,
     now_ms: i64,
-    granularity_ms: i64,
-) -> Result<(), Error> {
-    let result = backend.write(&[user], |txn| {
-        let mut tree = Tree::new(txn, user);
-        // Another writer may have changed the file since the read.
-        if let Some(Node::File(meta)) = tree.read().node(path)?
-            && meta.accessed_ms < now_ms.saturating_sub(granularity_ms)
-        {
-            tree.touch(path, meta, now_ms)?;
-            return Ok(((), Finish::Commit));
-        }
-        Ok(((), Finish::Abort))
-    });
-    match result {
-        Err(Error::ReadOnly) => Ok(()),
-        other => other,
+    used: &[MemoryPath],
+) -> Result<(ToolOutput, Option<MemoryPath>), Error> {
+    let Command::View { path, view_range } = command else {
+        return execute(backend, user, settings, command, now_ms).map(|output| (output, None));
+    };
+    let txn = backend.begin_read()?;
+    let tree = TreeRead::new(&txn, user);
+    if let Ok(parsed) = MemoryPath::parse(path) {
+        let mut fetches = Vec::new();
+        tree::path_fetches(user, &parsed, true, false, &mut fetches);
+        fetches.push(tree::children_fetch(user, &parsed));
+        fetches.extend(tree::unused_fetch(user, settings.expiry_cutoff(now_ms)));
+        tree.prefetch(&fetches, false)?;
     }
+    let expired = Expired::load(&tree, settings.expiry_cutoff(now_ms))?.except(used);
+    let (output, viewed) = view(&tree, &settings.limits, &expired, path, *view_range)?;
+    let stale = viewed
+        .filter(|(_, meta)| meta.accessed_ms < now_ms.saturating_sub(settings.granularity_ms))
+        .map(|(path, _)| path);
+    Ok((output, stale))
 }
 
 /// What the write `command` of `user` reads before its first write, for
@@ -165,6 +152,14 @@ impl Expired {
             None => Vec::new(),
         };
         Ok(Expired { files })
+    }
+
+    /// Without the files in `used` (used since their recorded time: live).
+    pub(crate) fn except(mut self, used: &[MemoryPath]) -> Self {
+        if !used.is_empty() {
+            self.files.retain(|(p, _)| !used.contains(p));
+        }
+        self
     }
 
     pub(crate) fn contains(&self, path: &MemoryPath) -> bool {

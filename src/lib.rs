@@ -40,7 +40,8 @@
 //! - `messages`: every model-facing string, and nothing else.
 //! - `exec` and `tree`: the commands' semantics and the directory index with its aggregates,
 //!   written once over the seam; `limits` and `secrets`: what every write is checked against.
-//! - `group`: group commit, so that concurrent writers share transactions and flushes.
+//! - `group`: group commit, so that concurrent writers share transactions and flushes;
+//!   `access`: access times noted by views, written with the next writes.
 //! - [`storage`]: the narrow transactional seam; [`storage::redb`] is the embedded default and
 //!   holds every table definition and its [arrangement version](storage::redb::REDB_FORMAT);
 //!   `postgres` (feature `postgres`) the same in PostgreSQL; the logical layout version is
@@ -59,6 +60,7 @@
 #![forbid(unsafe_code)]
 #![warn(missing_docs)]
 
+mod access;
 mod backup;
 mod blocks;
 mod check;

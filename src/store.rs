@@ -9,6 +9,7 @@ use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use serde_json::Value;
 
+use crate::access::{self, PendingAccess};
 use crate::blocks::ToolOutput;
 use crate::check;
 use crate::command::Command;
@@ -203,6 +204,7 @@ impl StoreBuilder {
             secrets: self.secrets,
             clock: self.clock,
             group: GroupCommit::default(),
+            access: PendingAccess::default(),
         })
     }
 }
@@ -239,13 +241,23 @@ fn postgres_backend(url: &str, _mode: Mode) -> Result<AnyBackend, Error> {
 /// `Store` is `Sync`: share it between threads by reference or in an `Arc`. Reads run in
 /// parallel; writes are serialized by the backend, one transaction per command.
 #[derive(Debug)]
-pub struct Store<B = AnyBackend> {
+pub struct Store<B: Backend = AnyBackend> {
     pub(crate) backend: B,
     limits: Limits,
     expiry: Expiry,
     secrets: SecretPolicy,
     clock: Clock,
     group: GroupCommit,
+    /// Access times noted by views, written with the next writes (see [`crate::access`]).
+    access: PendingAccess,
+}
+
+/// Access times that views noted are written before the store goes (best effort: a failure
+/// here can only let those files expire earlier than they would have).
+impl<B: Backend> Drop for Store<B> {
+    fn drop(&mut self) {
+        let _ = self.flush_access_times();
+    }
 }
 
 /// One user's share of a store, as listed by [`Store::users`].
@@ -404,7 +416,9 @@ impl<B: Backend> Store<B> {
             .collect()
     }
 
-    /// Applies a batch of write commands in one transaction (see [`crate::group`]).
+    /// Applies a batch of write commands in one transaction (see [`crate::group`]), with the
+    /// access times that views noted meanwhile (written first, so the commands' expiry sweeps
+    /// see them).
     fn run_batch(&self, batch: &[Request]) -> Vec<Result<ToolOutput, Error>> {
         let alone = |r: &Request| {
             exec::execute(
@@ -415,15 +429,18 @@ impl<B: Backend> Store<B> {
                 self.now_ms(),
             )
         };
+        let notes = self.access.take();
         match batch {
-            [] => return Vec::new(),
-            [request] => return vec![alone(request)],
+            [] if notes.is_empty() => return Vec::new(),
+            [request] if notes.is_empty() => return vec![alone(request)],
             _ => {}
         }
         let mut lock: Vec<&str> = batch.iter().map(|r| r.user.as_str()).collect();
+        lock.extend(notes.iter().map(|(user, _, _)| user.as_str()));
         lock.sort_unstable();
         lock.dedup();
         let applied = self.backend.write(&lock, |txn| {
+            access::apply(txn, &notes)?;
             let mut outputs = Vec::with_capacity(batch.len());
             for r in batch {
                 let settings = self.settings(&r.user);
@@ -441,19 +458,70 @@ impl<B: Backend> Store<B> {
         match applied {
             Ok(outputs) => outputs.into_iter().map(Ok).collect(),
             // The shared commit may have been applied: re-running a command (an `insert`, say)
-            // could apply it twice. Every caller learns that the outcome is unknown.
-            Err(Error::OutcomeUnknown { location }) => batch
-                .iter()
-                .map(|_| {
-                    Err(Error::OutcomeUnknown {
-                        location: location.clone(),
+            // could apply it twice. Every caller learns that the outcome is unknown. The notes
+            // are kept (writing one twice changes nothing).
+            Err(Error::OutcomeUnknown { location }) => {
+                self.access.restore(notes);
+                batch
+                    .iter()
+                    .map(|_| {
+                        Err(Error::OutcomeUnknown {
+                            location: location.clone(),
+                        })
                     })
-                })
-                .collect(),
+                    .collect()
+            }
             // Any other failure rolled the shared transaction back: give every command a
-            // transaction of its own, so each fails or succeeds alone.
-            Err(_) => batch.iter().map(alone).collect(),
+            // transaction of its own, so each fails or succeeds alone, and keep the notes for
+            // the next batch.
+            Err(_) => {
+                self.access.restore(notes);
+                batch.iter().map(alone).collect()
+            }
         }
+    }
+
+    /// Writes the access times that views noted and that no write batch has written yet (see
+    /// [`crate::access`]), in one transaction. A read-only store has none to write.
+    ///
+    /// Runs by itself with the next write batch, before [`Self::expire`], and when the store
+    /// is dropped; a server may call it at shutdown. Until then, every expiry decision of this
+    /// store counts the noted times.
+    ///
+    /// # Errors
+    /// A storage failure; the notes are kept for the next write.
+    pub fn flush_access_times(&self) -> Result<(), Error> {
+        let notes = self.access.take();
+        if notes.is_empty() {
+            return Ok(());
+        }
+        let mut lock: Vec<&str> = notes.iter().map(|(user, _, _)| user.as_str()).collect();
+        lock.sort_unstable();
+        lock.dedup();
+        let written = self.backend.write(&lock, |txn| {
+            access::apply(txn, &notes)?;
+            Ok(((), Finish::Commit))
+        });
+        match written {
+            Ok(()) | Err(Error::ReadOnly) => Ok(()),
+            Err(e) => {
+                self.access.restore(notes);
+                Err(e)
+            }
+        }
+    }
+
+    /// Notes a view of a file whose recorded access time is stale; writes the notes at once
+    /// when too many wait (best effort: the view has succeeded whatever happens here).
+    fn note_access(&self, user: &str, path: &MemoryPath, now_ms: i64) {
+        if self.access.note(user, path, now_ms) > access::MAX_PENDING {
+            let _ = self.flush_access_times();
+        }
+    }
+
+    /// The files of `user` that views used after `cutoff_ms` but whose time is not written yet.
+    pub(crate) fn used_after(&self, user: &str, cutoff_ms: Option<i64>) -> Vec<MemoryPath> {
+        cutoff_ms.map_or_else(Vec::new, |cutoff| self.access.used_after(user, cutoff))
     }
 
     /// Everything a command of `user` is checked against.
@@ -482,10 +550,12 @@ impl<B: Backend> Store<B> {
                 let tree = TreeRead::new(&txn, &user);
                 let t = tree.totals()?;
                 let cutoff = self.settings(&user).expiry_cutoff(now);
+                let used = self.used_after(&user, cutoff);
                 let (expired_files, expired_bytes) = match cutoff {
                     Some(cutoff) => tree
                         .unused_since(cutoff)?
                         .iter()
+                        .filter(|(path, _, _)| !used.contains(path))
                         .fold((0, 0), |(n, b), (_, size, _)| (n + 1, b + size)),
                     None => (0, 0),
                 };
@@ -544,6 +614,7 @@ impl<B: Backend> Store<B> {
     /// Deletes every expired file (or, with `dry_run`, only lists them), one transaction per
     /// user. Expired files are already invisible; this reclaims their space.
     pub fn expire(&self, dry_run: bool) -> Result<Vec<ExpiredFile>, Error> {
+        self.flush_access_times()?;
         let now = self.now_ms();
         let mut out = Vec::new();
         for user in self.users()? {
@@ -576,7 +647,7 @@ impl<B: Backend> Store<B> {
 
 /// One user's `/memories`. Cheap to create; borrow of the [`Store`].
 #[derive(Debug, Clone)]
-pub struct UserHandle<'s, B = AnyBackend> {
+pub struct UserHandle<'s, B: Backend = AnyBackend> {
     store: &'s Store<B>,
     id: Arc<str>,
 }
@@ -585,12 +656,12 @@ pub struct UserHandle<'s, B = AnyBackend> {
 /// for async tasks and worker threads. [`Self::handle`] gives the borrowed [`UserHandle`] with
 /// every command method.
 #[derive(Debug)]
-pub struct OwnedUserHandle<B = AnyBackend> {
+pub struct OwnedUserHandle<B: Backend = AnyBackend> {
     store: Arc<Store<B>>,
     id: Arc<str>,
 }
 
-impl<B> Clone for OwnedUserHandle<B> {
+impl<B: Backend> Clone for OwnedUserHandle<B> {
     fn clone(&self) -> Self {
         OwnedUserHandle {
             store: Arc::clone(&self.store),
@@ -635,13 +706,15 @@ impl<B: Backend> UserHandle<'_, B> {
     /// Each caller gets the result it would have had alone; it returns once that is durable.
     pub fn execute(&self, command: &Command) -> Result<ToolOutput, Error> {
         if command.is_read_only() {
-            return exec::execute(
-                &self.store.backend,
-                &self.id,
-                &self.store.settings(&self.id),
-                command,
-                self.store.now_ms(),
-            );
+            let (store, now) = (self.store, self.store.now_ms());
+            let settings = store.settings(&self.id);
+            let used = store.used_after(&self.id, settings.expiry_cutoff(now));
+            let (output, stale) =
+                exec::read(&store.backend, &self.id, &settings, command, now, &used)?;
+            if let Some(path) = stale {
+                store.note_access(&self.id, &path, now);
+            }
+            return Ok(output);
         }
         let store = self.store;
         store
@@ -671,16 +744,21 @@ impl<B: Backend> UserHandle<'_, B> {
         let txn = self.store.backend.begin_read()?;
         let tree = TreeRead::new(&txn, &self.id);
         let expired = self.expired(&tree)?;
+        // A view noted but not yet written is a use all the same.
+        let noted = self.store.access.noted(&self.id);
         let mut out = Vec::new();
         tree.files(&mut |path, meta| {
             if !expired.contains(&path) {
+                let accessed_ms = noted
+                    .get(&path)
+                    .map_or(meta.accessed_ms, |&t| t.max(meta.accessed_ms));
                 out.push(FileInfo {
                     path,
                     size: meta.size,
                     sha256: crate::layout::hex(&meta.sha256),
                     created_ms: meta.created_ms,
                     modified_ms: meta.modified_ms,
-                    accessed_ms: meta.accessed_ms,
+                    accessed_ms,
                 });
             }
             Ok(ControlFlow::Continue(()))
@@ -706,12 +784,11 @@ impl<B: Backend> UserHandle<'_, B> {
     }
 
     fn expired<T: ReadTxn + ?Sized>(&self, tree: &TreeRead<'_, T>) -> Result<Expired, Error> {
-        Expired::load(
-            tree,
-            self.store
-                .settings(&self.id)
-                .expiry_cutoff(self.store.now_ms()),
-        )
+        let cutoff = self
+            .store
+            .settings(&self.id)
+            .expiry_cutoff(self.store.now_ms());
+        Ok(Expired::load(tree, cutoff)?.except(&self.store.used_after(&self.id, cutoff)))
     }
 }
 

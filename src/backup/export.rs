@@ -82,7 +82,10 @@ impl<B: Backend> Store<B> {
         let mut summary = Summary::default();
         for user in &selected {
             let tree = TreeRead::new(&txn, &user.user);
-            let expired = Expired::load(&tree, self.settings(&user.user).expiry_cutoff(now))?;
+            let cutoff = self.settings(&user.user).expiry_cutoff(now);
+            // Files viewed since their recorded time are live (`crate::access`).
+            let expired =
+                Expired::load(&tree, cutoff)?.except(&self.used_after(&user.user, cutoff));
             let mut any = false;
             tree.files(&mut |path, meta| {
                 if expired.contains(&path) {

@@ -4,6 +4,7 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::{Duration, UNIX_EPOCH};
 
+use memkv::storage::AnyBackend;
 use memkv::{Store, StoreBuilder};
 use serde_json::json;
 
@@ -267,4 +268,118 @@ fn no_ttl_means_nothing_expires() {
         .1
     );
     assert!(store.expire(false).unwrap().is_empty());
+}
+
+/// Memory that counts flushes, and whose durable image can be opened again.
+#[derive(Debug, Clone, Default)]
+struct Counted {
+    bytes: Arc<std::sync::Mutex<Vec<u8>>>,
+    flushes: Arc<AtomicU64>,
+}
+
+impl redb::StorageBackend for Counted {
+    fn len(&self) -> std::io::Result<u64> {
+        Ok(self.bytes.lock().unwrap().len() as u64)
+    }
+    fn read(&self, offset: u64, out: &mut [u8]) -> std::io::Result<()> {
+        let bytes = self.bytes.lock().unwrap();
+        out.copy_from_slice(&bytes[offset as usize..offset as usize + out.len()]);
+        Ok(())
+    }
+    fn set_len(&self, len: u64) -> std::io::Result<()> {
+        self.bytes.lock().unwrap().resize(len as usize, 0);
+        Ok(())
+    }
+    fn sync_data(&self) -> std::io::Result<()> {
+        self.flushes.fetch_add(1, Ordering::SeqCst);
+        Ok(())
+    }
+    fn write(&self, offset: u64, data: &[u8]) -> std::io::Result<()> {
+        let mut bytes = self.bytes.lock().unwrap();
+        bytes[offset as usize..offset as usize + data.len()].copy_from_slice(data);
+        Ok(())
+    }
+}
+
+impl Counted {
+    fn flushes(&self) -> u64 {
+        self.flushes.load(Ordering::SeqCst)
+    }
+    /// A store over a copy of what has been written so far.
+    fn reopen(&self, clock: &Clock) -> Store {
+        let copy = Counted {
+            bytes: Arc::new(std::sync::Mutex::new(self.bytes.lock().unwrap().clone())),
+            flushes: Arc::default(),
+        };
+        let redb = memkv::storage::redb::RedbBackend::with_storage(copy, "copy").unwrap();
+        clock.builder().backend(AnyBackend::from(redb)).unwrap()
+    }
+}
+
+#[test]
+fn a_view_never_flushes_its_access_time_is_written_with_the_next_write() {
+    let clock = Clock::new();
+    let storage = Counted::default();
+    let redb = memkv::storage::redb::RedbBackend::with_storage(storage.clone(), "counted").unwrap();
+    let store = clock
+        .builder()
+        .ttl(Duration::from_millis(10 * DAY))
+        .backend(AnyBackend::from(redb))
+        .unwrap();
+    create(&store, "u", "/memories/f", "x");
+    let created = clock.now();
+    clock.advance(2 * HOUR);
+    let viewed = clock.now();
+    let flushes = storage.flushes();
+    // A stale access time: the view notes it, and writes nothing.
+    for _ in 0..3 {
+        let (content, err) = run(
+            &store,
+            "u",
+            json!({"command": "view", "path": "/memories/f"}),
+        );
+        assert!(!err, "{content}");
+    }
+    assert_eq!(storage.flushes(), flushes, "a view flushed");
+    // Every decision of this store counts the noted time already.
+    assert_eq!(
+        store.user("u").unwrap().files().unwrap()[0].accessed_ms,
+        viewed
+    );
+    let recorded = |s: &Store| s.user("u").unwrap().files().unwrap()[0].accessed_ms;
+    assert_eq!(recorded(&storage.reopen(&clock)), created);
+    // A file viewed just before it would have expired stays alive on the noted time.
+    clock.advance(10 * DAY - HOUR);
+    let (content, err) = run(
+        &store,
+        "u",
+        json!({"command": "view", "path": "/memories/f"}),
+    );
+    assert!(!err, "{content}");
+    // The next write takes the note along, in its own transaction: one commit for both.
+    let flushes = storage.flushes();
+    create(&store, "u", "/memories/g", "y");
+    let per_commit = storage.flushes() - flushes;
+    assert_eq!(recorded(&storage.reopen(&clock)), clock.now());
+    // The write after it flushes no more than it did.
+    let flushes = storage.flushes();
+    create(&store, "u", "/memories/h", "z");
+    assert_eq!(storage.flushes() - flushes, per_commit);
+    assert!(store.check().unwrap().is_empty());
+
+    // Notes still waiting when the store goes are written then.
+    clock.advance(2 * HOUR);
+    let (_, err) = run(
+        &store,
+        "u",
+        json!({"command": "view", "path": "/memories/g"}),
+    );
+    assert!(!err);
+    let last_view = clock.now();
+    drop(store);
+    let reopened = storage.reopen(&clock);
+    let files = reopened.user("u").unwrap().files().unwrap();
+    assert_eq!(files[1].path.to_string(), "/memories/g");
+    assert_eq!(files[1].accessed_ms, last_view);
+    assert!(reopened.check().unwrap().is_empty());
 }

@@ -549,3 +549,95 @@ fn export_piped_into_import() {
         String::from_utf8_lossy(&out.stderr)
     );
 }
+
+#[test]
+fn exec_answers_a_line_that_is_not_utf8_and_goes_on() {
+    let (_dir, db) = temp_db();
+    let mut input = br#"{"command":"create","path":"/memories/a.md","file_text":"a\n"}"#.to_vec();
+    input.extend_from_slice(b"\n\xff\xfe{\"command\":\"view\",\"path\":\"/memories\"}\n");
+    input.extend_from_slice(b"{\"command\":\"view\",\"path\":\"/memories/a.md\"}\n");
+    let out = run_with_input(memkv(&db).args(["exec", "--user", "u"]), &input);
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert_eq!(
+        answers(&out),
+        vec![
+            json!({"content": "File created successfully at: /memories/a.md", "is_error": false}),
+            json!({"content": "Error: Invalid JSON: expected value at line 1 column 1", "is_error": true}),
+            json!({"content": "Here's the content of /memories/a.md with line numbers:\n     1\ta", "is_error": false}),
+        ]
+    );
+}
+
+/// The peak resident memory of a running process, in bytes (`VmHWM` in /proc).
+fn peak_rss(pid: u32) -> u64 {
+    let status = std::fs::read_to_string(format!("/proc/{pid}/status")).unwrap();
+    let kib: u64 = status
+        .lines()
+        .find_map(|l| l.strip_prefix("VmHWM:"))
+        .and_then(|v| v.trim().strip_suffix("kB"))
+        .map(|v| v.trim().parse().unwrap())
+        .expect("VmHWM in /proc/PID/status");
+    kib * 1024
+}
+
+#[test]
+fn exec_answers_a_300_mb_line_with_bounded_memory_and_goes_on() {
+    const LINE: u64 = 300 << 20;
+    const RSS_BOUND: u64 = 64 << 20;
+    let (_dir, db) = temp_db();
+    let mut child = memkv(&db)
+        .args(["exec", "--user", "u"])
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut stdin = child.stdin.take().unwrap();
+    let mut stdout = BufReader::new(child.stdout.take().unwrap());
+    // A generator: 300 MB without a newline, written in chunks, never held whole.
+    let writer = std::thread::spawn(move || {
+        let chunk = vec![b'a'; 1 << 20];
+        for _ in 0..LINE / chunk.len() as u64 {
+            stdin.write_all(&chunk).unwrap();
+        }
+        stdin
+            .write_all(b"\n{\"command\":\"create\",\"path\":\"/memories/after.md\",\"file_text\":\"ok\\n\"}\n")
+            .unwrap();
+        stdin.flush().unwrap();
+        stdin // kept open until the answers are read
+    });
+    let mut first = String::new();
+    stdout.read_line(&mut first).unwrap();
+    let mut second = String::new();
+    stdout.read_line(&mut second).unwrap();
+    let stdin = writer.join().unwrap();
+    // Measured while the process still runs, after it has read the whole line.
+    let peak = peak_rss(child.id());
+    drop(stdin);
+    let out = child.wait_with_output().unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let first: Value = serde_json::from_str(&first).unwrap();
+    assert_eq!(first["is_error"], true);
+    let message = first["content"].as_str().unwrap();
+    assert!(
+        message.starts_with("Error: Invalid JSON: the line is longer than "),
+        "{message}"
+    );
+    let second: Value = serde_json::from_str(&second).unwrap();
+    assert_eq!(
+        second,
+        json!({"content": "File created successfully at: /memories/after.md", "is_error": false})
+    );
+    assert!(
+        peak < RSS_BOUND,
+        "peak RSS {peak} bytes for a {LINE}-byte line (bound {RSS_BOUND})"
+    );
+}
