@@ -14,7 +14,8 @@
 //!    commit), as `crates/memkv-bench-compare` measures it;
 //! 2. HTTP create: `LOADGEN_CLIENTS` clients, one store each, POST durable 1 KiB `create`s;
 //! 3. HTTP sessions: the same clients replay `benches/data/agent-session.jsonl` (152 calls of a
-//!    real agent), each replay on a new store, reporting p50/p99 per command.
+//!    real agent), each replay on a new store, reporting p50/p99 per command;
+//! 4. the same replay by as many threads calling the library directly, for comparison.
 //!
 //! Every answer is checked (status 200; a create must succeed). Peak memory is read from
 //! `/proc/self/status`.
@@ -280,24 +281,47 @@ fn main() {
         })
     };
     drop(served);
+    drop(store);
+
+    // 4. The same replay in-process (64 threads on the library), for the HTTP layer's share.
+    let store = Arc::new(durable_store(dir.path(), "sessions.redb"));
+    let (inproc_session_rate, inproc_latencies, inproc_session_errors) = {
+        let session = Arc::clone(&session);
+        let store = Arc::clone(&store);
+        drive(clients, seconds, max, move |t, n, samples| {
+            let len = session.len() as u64;
+            let (line, command) = &session[(n % len) as usize];
+            let user = store.user(&format!("agent-{t}-{}", n / len)).unwrap();
+            let start = Instant::now();
+            let (_, errors) = memkv::protocol::answer_line(&user, line.as_bytes());
+            samples.push((command, start.elapsed().as_micros() as u64));
+            errors.is_empty()
+        })
+    };
     println!(
-        "HTTP, {clients} clients replaying agent sessions: {session_rate:.0} requests/s, errors {session_errors}"
+        "agent sessions, {clients} clients: HTTP {session_rate:.0} requests/s (errors {session_errors}), in-process {inproc_session_rate:.0}/s (errors {inproc_session_errors})"
     );
-    println!("| command | requests | p50 (ms) | p99 (ms) |\n|---|---:|---:|---:|");
+    println!(
+        "| command | HTTP requests | HTTP p50 (ms) | HTTP p99 (ms) | in-process p50 (ms) | in-process p99 (ms) |\n|---|---:|---:|---:|---:|---:|"
+    );
     for (command, mut us) in latencies {
         us.sort_unstable();
+        let mut local = inproc_latencies.get(command).cloned().unwrap_or_default();
+        local.sort_unstable();
         println!(
-            "| {command} | {} | {:.2} | {:.2} |",
+            "| {command} | {} | {:.2} | {:.2} | {:.2} | {:.2} |",
             us.len(),
             percentile(&us, 0.5),
-            percentile(&us, 0.99)
+            percentile(&us, 0.99),
+            percentile(&local, 0.5),
+            percentile(&local, 0.99)
         );
     }
     println!(
         "peak memory (RSS, server and clients in one process): {:.0} MiB",
         peak_rss_mib()
     );
-    if inproc_errors + create_errors + session_errors > 0 {
+    if inproc_errors + create_errors + session_errors + inproc_session_errors > 0 {
         std::process::exit(1);
     }
 }
