@@ -204,3 +204,62 @@ fn str_replace_with_many_matches_is_fast_and_lists_a_bounded_number_of_lines() {
         "No replacement was performed. Multiple occurrences of old_str `ab` in lines: 1, 3. Please ensure it is unique"
     );
 }
+
+#[test]
+fn a_damaged_page_never_panics_the_calling_thread() {
+    let dir = tempfile::tempdir().unwrap();
+    let db = dir.path().join("db");
+    {
+        let store = Store::open(&db).unwrap();
+        for u in 0..3 {
+            for f in 0..40 {
+                let text = format!("{u} {f} ").repeat(200);
+                let path = format!("/memories/d{}/f{f}.md", f % 5);
+                ok(
+                    &store,
+                    &format!("user{u}"),
+                    json!({"command": "create", "path": path, "file_text": text}),
+                );
+            }
+        }
+    }
+    let bytes = std::fs::read(&db).unwrap();
+    let mut contained = 0;
+    for page in 1..bytes.len() / 4096 {
+        let copy = dir.path().join(format!("copy-{page}"));
+        let mut damaged = bytes.clone();
+        damaged[page * 4096..(page + 1) * 4096].fill(0);
+        std::fs::write(&copy, damaged).unwrap();
+        // As a server's worker thread would: every call on the damaged file.
+        let results = std::thread::spawn(move || {
+            let store = match Store::builder().open_read_only(&copy) {
+                Ok(store) => store,
+                Err(e) => return vec![Err(e)],
+            };
+            let mut results = vec![store.users().map(drop), store.check().map(drop)];
+            for u in 0..3 {
+                let user = store.user(&format!("user{u}")).unwrap();
+                results.push(user.files().map(drop));
+                results.push(user.read_file("/memories/d1/f1.md").map(drop));
+                results.push(
+                    user.execute_json(&json!({"command": "view", "path": "/memories"}))
+                        .map(drop),
+                );
+            }
+            results
+        })
+        .join()
+        .unwrap_or_else(|_| panic!("zeroing page {page} panicked the calling thread"));
+        contained += results
+            .iter()
+            .filter(
+                |r| matches!(r, Err(Error::Corrupt(m)) if m.contains("stopped on a damaged page")),
+            )
+            .count();
+    }
+    // Some of those pages made redb itself panic, and the panic stayed inside the store.
+    assert!(
+        contained > 0,
+        "no page made redb panic: this test shows nothing"
+    );
+}
