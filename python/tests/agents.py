@@ -16,11 +16,11 @@ PROMPT = [{"role": "user", "content": "Check your memory, then work on the ledge
 
 
 def client(api: ScriptedAPI) -> Anthropic:
-    return Anthropic(base_url=api.base_url, api_key="sk-ant-test", max_retries=0)
+    return Anthropic(base_url=api.base_url, api_key="sk-ant-test", max_retries=0, timeout=30)
 
 
 def async_client(api: ScriptedAPI) -> AsyncAnthropic:
-    return AsyncAnthropic(base_url=api.base_url, api_key="sk-ant-test", max_retries=0)
+    return AsyncAnthropic(base_url=api.base_url, api_key="sk-ant-test", max_retries=0, timeout=30)
 
 
 def runner_args(api: ScriptedAPI, tool: object) -> dict[str, Any]:
