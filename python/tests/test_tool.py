@@ -10,6 +10,7 @@ import subprocess
 from typing import Any, Iterator
 from pathlib import Path
 
+import httpx2
 import pytest
 from memkv_cli import tree_paths
 from anthropic.tools import ToolError
@@ -210,3 +211,48 @@ def test_one_tool_object_serves_concurrent_callers(server: memkv.LocalServer) ->
             return await asyncio.gather(*(tool.call({"command": "view", "path": f"/memories/t{n}.md"}) for n in range(16)))
 
     assert asyncio.run(go()) == [viewed for _, _, viewed in results]
+
+
+def test_an_overloaded_server_is_retried_after_its_retry_after(db: Path, memkv_bin: str) -> None:
+    """With one request in flight at most, concurrent writers get 503 overloaded_error with
+    `Retry-After: 1`; without retries that is the caller's MemkvError, with them every write
+    lands exactly once."""
+    from concurrent.futures import ThreadPoolExecutor
+
+    with memkv.serve_local(db, binary=memkv_bin, serve_options=["--max-in-flight", "1"]) as server:
+
+        def hammer(n: int) -> MemkvError | None:
+            with server.tool("dana", max_retries=0) as tool:
+                for i in range(20):
+                    try:
+                        tool.call({"command": "create", "path": f"/memories/h{n}/{i}.md", "file_text": "x\n"})
+                    except MemkvError as exc:
+                        return exc
+            return None
+
+        refused: list[MemkvError] = []
+        deadline = time.monotonic() + 20
+        while not refused and time.monotonic() < deadline:
+            with ThreadPoolExecutor(6) as pool:
+                refused = [e for e in pool.map(hammer, range(6)) if e is not None]
+        assert refused, "no 503 from a server with --max-in-flight 1 and 6 concurrent writers"
+        assert all((e.status, e.type, e.retry_after) == (503, "overloaded_error", 1.0) for e in refused)
+
+        def write(n: int) -> list[str]:
+            with server.tool("dana", max_retries=10) as tool:
+                return [
+                    tool.call({"command": "create", "path": f"/memories/r{n}/{i}.md", "file_text": f"{n} {i}\n"})
+                    for i in range(3)
+                ]
+
+        def overloaded() -> int:
+            metrics = httpx2.get(server.base_url + "/metrics", headers={"x-api-key": server.api_key}, trust_env=False)
+            [line] = [line for line in metrics.text.splitlines() if line.startswith("memkv_overloaded_total ")]
+            return int(line.split()[1])
+
+        before = overloaded()
+        with ThreadPoolExecutor(4) as pool:
+            results = list(pool.map(write, range(4)))
+        assert results == [[f"File created successfully at: /memories/r{n}/{i}.md" for i in range(3)] for n in range(4)]
+        # Refusals happened, and were retried: every write above succeeded.
+        assert overloaded() > before

@@ -173,6 +173,7 @@ def serve_local(
     *,
     listen: str = "127.0.0.1:0",
     options: Sequence[str] = (),
+    serve_options: Sequence[str] = (),
     binary: str | os.PathLike[str] | None = None,
     start_timeout: float = 20.0,
     stop_timeout: float = 10.0,
@@ -184,7 +185,8 @@ def serve_local(
         memory = MemkvMemoryTool("dana", base_url=server.base_url, api_key=server.api_key)
     ```
 
-    `options` are memkv's store options (`--max-file-bytes`, `--secrets`, ...). Raises
+    `options` are memkv's store options (`--max-file-bytes`, `--secrets`, ...), `serve_options`
+    those of `serve` itself (`--max-in-flight`, ...). Raises
     `MemkvServeError` when the binary is missing or the server does not come up (with its
     stderr). On exit the server gets SIGTERM and `stop_timeout` seconds, then is killed.
     """
@@ -193,7 +195,7 @@ def serve_local(
     db.parent.mkdir(parents=True, exist_ok=True)
     api_key = _add_admin_key(memkv, db, options, start_timeout)
     process = subprocess.Popen(
-        [memkv, "--db", str(db), *options, "serve", "--listen", listen],
+        [memkv, "--db", str(db), *options, "serve", "--listen", listen, *serve_options],
         stdin=subprocess.DEVNULL,
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import os
 import json
+import random
 from typing import Any, Mapping
 from urllib.parse import quote
 
@@ -99,10 +100,11 @@ def retry_after(response: httpx2.Response) -> float | None:
 
 
 def retry_wait(attempt: int, error: MemkvError) -> float:
-    """The pause before retry number `attempt + 1`: `Retry-After` if given, else backoff."""
-    if error.retry_after is not None:
-        return min(error.retry_after, MAX_RETRY_WAIT)
-    return min(0.25 * (2**attempt), MAX_RETRY_WAIT)
+    """The pause before retry number `attempt + 1`: `Retry-After` if given, else exponential
+    backoff, plus up to a quarter more at random so that callers refused together do not all
+    come back at the same instant."""
+    base = error.retry_after if error.retry_after is not None else 0.25 * (2**attempt)
+    return min(base * (1 + random.random() / 4), MAX_RETRY_WAIT)
 
 
 def transport_error(exc: httpx2.HTTPError) -> MemkvConnectionError:
