@@ -10,6 +10,9 @@ pub struct Session {
 }
 
 impl Session {
+    /// Whether this face carries whole `tool_use` blocks (and inputs that are not objects).
+    pub const CARRIES_BLOCKS: bool = true;
+
     pub fn new(store: Store) -> Self {
         Session { store }
     }

@@ -30,6 +30,9 @@ pub struct Session {
 const USER: &str = "tester";
 
 impl Session {
+    /// Whether this face carries whole `tool_use` blocks (and inputs that are not objects).
+    pub const CARRIES_BLOCKS: bool = true;
+
     pub fn new(store: Store) -> Self {
         let store = Arc::new(store);
         let dir = tempfile::tempdir().unwrap();

@@ -1,0 +1,141 @@
+//! The `Session` of tests/it/golden.rs, over MCP: each store is served by a real memkv server on
+//! a free loopback port, and every command is a `tools/call` of the `memory` tool, sent by
+//! rmcp's streamable HTTP client to `/mcp`. The store is named in `x-memkv-store` (the server
+//! has no keys and listens on loopback).
+
+use std::collections::HashMap;
+use std::sync::Arc;
+
+use memkv::{Store, ToolOutput, UserHandle};
+use memkv_server::{Config, Server};
+use rmcp::ServiceExt;
+use rmcp::model::{CallToolRequestParams, ClientConfig};
+use rmcp::service::{RoleClient, RunningService};
+use rmcp::transport::StreamableHttpClientTransport;
+use rmcp::transport::streamable_http_client::StreamableHttpClientTransportConfig;
+use serde_json::{Value, json};
+
+/// The library's helpers, for their backend factory: every case runs on each backend.
+#[allow(dead_code, unused_imports)]
+#[path = "../../../../tests/it/util.rs"]
+mod library;
+
+pub use library::{Fresh, each_backend, fresh, fresh_location, snapshot};
+
+const USER: &str = "tester";
+
+/// One user's session against a store served over MCP.
+pub struct Session {
+    pub store: Arc<Store>,
+    runtime: tokio::runtime::Runtime,
+    client: Option<RunningService<RoleClient, ClientConfig>>,
+    stop: Option<tokio::sync::oneshot::Sender<()>>,
+    served: Option<tokio::task::JoinHandle<()>>,
+    _dir: tempfile::TempDir,
+}
+
+impl Session {
+    /// MCP carries only command objects as arguments: whole `tool_use` blocks, arrays of them
+    /// and inputs that are not objects are the Messages API's, not MCP's.
+    pub const CARRIES_BLOCKS: bool = false;
+
+    pub fn new(store: Store) -> Self {
+        let store = Arc::new(store);
+        let dir = tempfile::tempdir().unwrap();
+        let config = Config::new("127.0.0.1:0".parse().unwrap(), dir.path().join("keys"));
+        let runtime = tokio::runtime::Builder::new_multi_thread()
+            .worker_threads(2)
+            .enable_all()
+            .build()
+            .unwrap();
+        let server = runtime
+            .block_on(Server::bind(Arc::clone(&store), config))
+            .unwrap();
+        let addr = server.local_addr().unwrap();
+        let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
+        let served = runtime.spawn(server.run(async move {
+            let _ = stopped.await;
+        }));
+        let headers = HashMap::from([("x-memkv-store".parse().unwrap(), USER.parse().unwrap())]);
+        let client = runtime
+            .block_on(async {
+                let transport = StreamableHttpClientTransport::from_config(
+                    StreamableHttpClientTransportConfig::with_uri(format!("http://{addr}/mcp"))
+                        .custom_headers(headers),
+                );
+                ClientConfig::default().serve(transport).await
+            })
+            .unwrap();
+        Session {
+            store,
+            runtime,
+            client: Some(client),
+            stop: Some(stop),
+            served: Some(served),
+            _dir: dir,
+        }
+    }
+
+    pub fn user(&self) -> UserHandle<'_> {
+        self.store.user(USER).unwrap()
+    }
+
+    /// The answer to a command object, as `{"content", "is_error"}`.
+    #[track_caller]
+    pub fn answer(&self, message: Value) -> Value {
+        let Value::Object(arguments) = message else {
+            panic!("MCP carries only command objects: {message}");
+        };
+        assert_ne!(arguments.get("type"), Some(&json!("tool_use")));
+        let client = self.client.as_ref().unwrap();
+        let params = CallToolRequestParams::new("memory").with_arguments(arguments);
+        let result = self.runtime.block_on(client.call_tool(params)).unwrap();
+        let value = serde_json::to_value(&result).unwrap();
+        let content = value["content"].as_array().unwrap();
+        assert_eq!(content.len(), 1, "{value}");
+        assert_eq!(content[0]["type"], "text", "{value}");
+        json!({"content": content[0]["text"], "is_error": result.is_error == Some(true)})
+    }
+
+    #[track_caller]
+    pub fn run(&self, input: Value) -> ToolOutput {
+        serde_json::from_value(self.answer(input)).unwrap()
+    }
+
+    #[track_caller]
+    pub fn ok(&self, input: Value, want: &str) {
+        let out = self.run(input.clone());
+        assert_eq!(out.content, want, "{input}");
+        assert!(!out.is_error, "{input}");
+    }
+
+    #[track_caller]
+    pub fn err(&self, input: Value, want: &str) {
+        let out = self.run(input.clone());
+        assert_eq!(out.content, want, "{input}");
+        assert!(out.is_error, "{input}");
+    }
+
+    #[track_caller]
+    pub fn create(&self, path: &str, text: &str) {
+        self.ok(
+            json!({"command": "create", "path": path, "file_text": text}),
+            &format!("File created successfully at: {path}"),
+        );
+    }
+}
+
+impl Drop for Session {
+    fn drop(&mut self) {
+        // End the MCP session, stop the server, and wait until it let go of the store.
+        if let Some(client) = self.client.take() {
+            let _ = self.runtime.block_on(client.cancel());
+        }
+        if let Some(stop) = self.stop.take() {
+            let _ = stop.send(());
+        }
+        if let Some(served) = self.served.take() {
+            let _ = self.runtime.block_on(served);
+        }
+    }
+}
