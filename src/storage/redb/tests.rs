@@ -1,6 +1,9 @@
 //! Unit tests of the redb backend.
 
+use std::ops::ControlFlow;
+
 use super::*;
+use crate::storage::ReadTxn;
 
 fn collect(
     txn: &dyn ReadTxn,

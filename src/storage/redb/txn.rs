@@ -1,0 +1,360 @@
+//! Transactions over the redb tables: the stored key of `(user, space, key)`, reads and scans
+//! within one user's partition, and writes; every call into redb under [`Health::guard`].
+
+use std::ops::ControlFlow;
+use std::sync::Arc;
+
+use redb::{Database, ReadOnlyTable, ReadTransaction, ReadableTable, Table};
+
+use super::health::{self, Health};
+use super::{DATA, FORMAT_KEY, META, space_byte};
+use crate::error::Error;
+use crate::storage::{Finish, ReadTxn, Space, Visit, WriteTxn};
+
+/// `len(user) | user`: the prefix of every key of `user`.
+pub(super) fn user_prefix(user: &str) -> Vec<u8> {
+    let mut out = Vec::with_capacity(4 + user.len() + 1 + 32);
+    out.extend_from_slice(&(user.len() as u32).to_be_bytes());
+    out.extend_from_slice(user.as_bytes());
+    out
+}
+
+/// `len(user) | user | space | key`.
+pub(super) fn full_key(user: &str, space: Space, key: &[u8]) -> Vec<u8> {
+    let mut out = user_prefix(user);
+    out.push(space_byte(space));
+    out.extend_from_slice(key);
+    out
+}
+
+/// The user id of a stored key.
+pub(super) fn user_of(key: &[u8]) -> Result<&str, Error> {
+    let corrupt = || Error::Corrupt("a stored key has no valid user prefix".into());
+    let len = u32::from_be_bytes(
+        key.get(..4)
+            .ok_or_else(corrupt)?
+            .try_into()
+            .map_err(|_| corrupt())?,
+    );
+    let user = key.get(4..4 + len as usize).ok_or_else(corrupt)?;
+    std::str::from_utf8(user).map_err(|_| corrupt())
+}
+
+/// The smallest byte string above every string that starts with `prefix`; `None` if there is
+/// none (all bytes 0xFF).
+pub(super) fn after_prefix(prefix: &[u8]) -> Option<Vec<u8>> {
+    let mut bytes = prefix.to_vec();
+    while let Some(last) = bytes.pop() {
+        if last < u8::MAX {
+            bytes.push(last + 1);
+            return Some(bytes);
+        }
+    }
+    None
+}
+
+type Bytes = &'static [u8];
+
+fn get_in(
+    table: &impl ReadableTable<Bytes, Bytes>,
+    h: &Health,
+    space: Space,
+    user: &str,
+    key: &[u8],
+) -> Result<Option<Vec<u8>>, Error> {
+    h.guard(|| {
+        let k = full_key(user, space, key);
+        let v = table.get(k.as_slice()).map_err(|e| h.fail(e))?;
+        Ok(v.map(|v| v.value().to_vec()))
+    })
+}
+
+/// Scans `[start, end)` of one space within one user's partition.
+fn scan_in(
+    table: &impl ReadableTable<Bytes, Bytes>,
+    h: &Health,
+    space: Space,
+    user: &str,
+    start: &[u8],
+    end: Option<&[u8]>,
+    visit: Visit<'_>,
+) -> Result<(), Error> {
+    h.guard(|| {
+        let prefix_len = 4 + user.len() + 1;
+        let lower = full_key(user, space, start);
+        let upper = match end {
+            Some(end) => full_key(user, space, end),
+            // Every key of this user and space is below the next space byte.
+            None => after_prefix(&lower[..prefix_len]).expect("space bytes are below 0xFF"),
+        };
+        let range = table
+            .range::<&[u8]>(lower.as_slice()..upper.as_slice())
+            .map_err(|e| h.fail(e))?;
+        for entry in range {
+            let (k, v) = entry.map_err(|e| h.fail(e))?;
+            let key = k
+                .value()
+                .get(prefix_len..)
+                .ok_or_else(|| Error::Corrupt("a stored key lies outside its range".into()))?;
+            if visit(key, v.value())?.is_break() {
+                break;
+            }
+        }
+        Ok(())
+    })
+}
+
+fn users_in(
+    table: &impl ReadableTable<Bytes, Bytes>,
+    h: &Health,
+    space: Space,
+    visit: &mut dyn FnMut(&str) -> Result<ControlFlow<()>, Error>,
+) -> Result<(), Error> {
+    let mut next: Vec<u8> = Vec::new();
+    loop {
+        let first = h.guard(|| {
+            let first = table
+                .range::<&[u8]>(next.as_slice()..)
+                .map_err(|e| h.fail(e))?
+                .next();
+            match first {
+                None => Ok(None),
+                Some(entry) => {
+                    let (k, _) = entry.map_err(|e| h.fail(e))?;
+                    Ok(Some(user_of(k.value())?.to_owned()))
+                }
+            }
+        })?;
+        let Some(user) = first else { return Ok(()) };
+        let mut has_space = false;
+        scan_in(table, h, space, &user, &[], None, &mut |_, _| {
+            has_space = true;
+            Ok(ControlFlow::Break(()))
+        })?;
+        if has_space && visit(&user)?.is_break() {
+            return Ok(());
+        }
+        // Skip the rest of this user's keys.
+        match after_prefix(&user_prefix(&user)) {
+            Some(after) if after > next => next = after,
+            // A damaged page can hand back keys out of order; never loop on them.
+            Some(_) => {
+                return Err(Error::Corrupt("stored keys are out of order".into()));
+            }
+            None => return Ok(()),
+        }
+    }
+}
+
+/// A read-only snapshot over redb.
+pub struct RedbRead {
+    /// Dropped under [`Health::guard`] (see `Drop`); `None` only while dropping.
+    inner: Option<ReadTables>,
+    health: Arc<Health>,
+}
+
+struct ReadTables {
+    data: ReadOnlyTable<Bytes, Bytes>,
+    meta: ReadOnlyTable<&'static str, u64>,
+    _txn: ReadTransaction,
+}
+
+impl Drop for RedbRead {
+    fn drop(&mut self) {
+        if let Some(inner) = self.inner.take() {
+            health::quietly(|| drop(inner));
+        }
+    }
+}
+
+impl RedbRead {
+    /// A snapshot over the tables of `txn`.
+    pub(super) fn begin(txn: ReadTransaction, health: Arc<Health>) -> Result<Self, Error> {
+        let h = &health;
+        let inner = h.guard(|| {
+            let data = txn.open_table(DATA).map_err(|e| h.fail(e))?;
+            let meta = txn.open_table(META).map_err(|e| h.fail(e))?;
+            Ok(ReadTables {
+                data,
+                meta,
+                _txn: txn,
+            })
+        })?;
+        Ok(RedbRead {
+            inner: Some(inner),
+            health,
+        })
+    }
+
+    fn tables(&self) -> &ReadTables {
+        self.inner.as_ref().expect("present until dropped")
+    }
+}
+
+impl ReadTxn for RedbRead {
+    fn layout_version(&self) -> Result<u64, Error> {
+        let h = &*self.health;
+        h.guard(|| {
+            let v = self.tables().meta.get(FORMAT_KEY).map_err(|e| h.fail(e))?;
+            Ok(v.map_or(0, |v| v.value()))
+        })
+    }
+
+    fn get(&self, space: Space, user: &str, key: &[u8]) -> Result<Option<Vec<u8>>, Error> {
+        get_in(&self.tables().data, &self.health, space, user, key)
+    }
+
+    fn scan(
+        &self,
+        space: Space,
+        user: &str,
+        start: &[u8],
+        end: Option<&[u8]>,
+        visit: Visit<'_>,
+    ) -> Result<(), Error> {
+        scan_in(
+            &self.tables().data,
+            &self.health,
+            space,
+            user,
+            start,
+            end,
+            visit,
+        )
+    }
+
+    fn users(
+        &self,
+        space: Space,
+        visit: &mut dyn FnMut(&str) -> Result<ControlFlow<()>, Error>,
+    ) -> Result<(), Error> {
+        users_in(&self.tables().data, &self.health, space, visit)
+    }
+}
+
+/// The tables of one write transaction, opened once for all of it.
+pub struct RedbWrite<'t> {
+    data: Table<'t, Bytes, Bytes>,
+    meta: Table<'t, &'static str, u64>,
+    health: &'t Health,
+}
+
+impl ReadTxn for RedbWrite<'_> {
+    fn layout_version(&self) -> Result<u64, Error> {
+        let h = self.health;
+        h.guard(|| {
+            let v = self.meta.get(FORMAT_KEY).map_err(|e| h.fail(e))?;
+            Ok(v.map_or(0, |v| v.value()))
+        })
+    }
+
+    fn get(&self, space: Space, user: &str, key: &[u8]) -> Result<Option<Vec<u8>>, Error> {
+        get_in(&self.data, self.health, space, user, key)
+    }
+
+    fn scan(
+        &self,
+        space: Space,
+        user: &str,
+        start: &[u8],
+        end: Option<&[u8]>,
+        visit: Visit<'_>,
+    ) -> Result<(), Error> {
+        scan_in(&self.data, self.health, space, user, start, end, visit)
+    }
+
+    fn users(
+        &self,
+        space: Space,
+        visit: &mut dyn FnMut(&str) -> Result<ControlFlow<()>, Error>,
+    ) -> Result<(), Error> {
+        users_in(&self.data, self.health, space, visit)
+    }
+}
+
+impl WriteTxn for RedbWrite<'_> {
+    fn put(&mut self, space: Space, user: &str, key: &[u8], value: &[u8]) -> Result<(), Error> {
+        let h = self.health;
+        h.guard(|| {
+            let k = full_key(user, space, key);
+            self.data
+                .insert(k.as_slice(), value)
+                .map_err(|e| h.fail(e))?;
+            Ok(())
+        })
+    }
+
+    fn remove(&mut self, space: Space, user: &str, key: &[u8]) -> Result<(), Error> {
+        let h = self.health;
+        h.guard(|| {
+            let k = full_key(user, space, key);
+            self.data.remove(k.as_slice()).map_err(|e| h.fail(e))?;
+            Ok(())
+        })
+    }
+
+    fn remove_range(
+        &mut self,
+        space: Space,
+        user: &str,
+        start: &[u8],
+        end: &[u8],
+    ) -> Result<(), Error> {
+        let h = self.health;
+        h.guard(|| {
+            let lower = full_key(user, space, start);
+            let upper = full_key(user, space, end);
+            self.data
+                .retain_in::<&[u8], _>(lower.as_slice()..upper.as_slice(), |_, _| false)
+                .map_err(|e| h.fail(e))
+        })
+    }
+
+    fn set_layout_version(&mut self, version: u64) -> Result<(), Error> {
+        let h = self.health;
+        h.guard(|| {
+            self.meta
+                .insert(FORMAT_KEY, version)
+                .map_err(|e| h.fail(e))?;
+            Ok(())
+        })
+    }
+}
+
+/// Runs `f` in one write transaction of `db`, committed if it says so (see
+/// [`crate::storage::Backend::write`]).
+pub(super) fn write<R>(
+    db: &Database,
+    h: &Health,
+    mut f: impl FnMut(&mut dyn WriteTxn) -> Result<(R, Finish), Error>,
+) -> Result<R, Error> {
+    let txn = h.guard(|| db.begin_write().map_err(|e| h.fail(e)))?;
+    let opened = h.guard(|| {
+        Ok(RedbWrite {
+            data: txn.open_table(DATA).map_err(|e| h.fail(e))?,
+            meta: txn.open_table(META).map_err(|e| h.fail(e))?,
+            health: h,
+        })
+    });
+    let mut tables = opened?;
+    let outcome = f(&mut tables);
+    health::quietly(|| drop(tables));
+    h.guard(|| {
+        match outcome {
+            Ok((value, Finish::Commit)) => {
+                txn.commit().map_err(|e| h.fail(e))?;
+                Ok(value)
+            }
+            Ok((value, Finish::Abort)) => {
+                txn.abort().map_err(|e| h.fail(e))?;
+                Ok(value)
+            }
+            Err(e) => {
+                // The transaction is dropped uncommitted either way; its own error adds
+                // nothing.
+                let _ = txn.abort();
+                Err(e)
+            }
+        }
+    })
+}
