@@ -29,6 +29,9 @@ pub const ROUTES: &[(&str, &str)] = &[
     ("get", "/readyz"),
     ("get", "/metrics"),
     ("get", "/openapi.json"),
+    ("get", memkv_mcp::http::PATH),
+    ("post", memkv_mcp::http::PATH),
+    ("delete", memkv_mcp::http::PATH),
 ];
 
 /// The HTTP face of memkv. Every route is added here, in this one function (the MCP service
@@ -162,9 +165,6 @@ fn route_label(matched: Option<&MatchedPath>) -> &'static str {
     let Some(matched) = matched else {
         return "unmatched";
     };
-    if matched.as_str() == memkv_mcp::http::PATH {
-        return memkv_mcp::http::PATH;
-    }
     ROUTES
         .iter()
         .map(|(_, r)| *r)

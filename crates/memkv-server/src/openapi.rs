@@ -4,7 +4,52 @@
 
 use serde_json::{Value, json};
 
-use crate::app::{ROUTES, TOOL_ROUTE};
+use crate::app::TOOL_ROUTE;
+
+/// `/mcp`: MCP's streamable HTTP transport (JSON-RPC), served by the memkv-mcp crate. Its
+/// messages are MCP's; `tools/test-mcp.sh` tests it with the official MCP client, and the
+/// schemathesis run leaves it out.
+fn mcp() -> Value {
+    let plain = |description: &str| json!({"description": description, "content": {"text/plain": {"schema": {"type": "string"}}}});
+    let error = |description: &str| {
+        json!({"description": description,
+            "content": {"application/json": {"schema": {"$ref": "#/components/schemas/Error"}}}})
+    };
+    let common = json!({
+        "400": plain("Not a valid MCP request (a session id missing or unknown), or the x-memkv-store header is not a store id"),
+        "401": error("No API key, or an unknown one"),
+        "403": plain("A Host or Origin that is not allowed"),
+        "404": error("Not a store this key may use"),
+        "406": plain("An Accept header without application/json and text/event-stream"),
+        "415": plain("Not a JSON-RPC message"),
+        "500": error("The keys file cannot be read")
+    });
+    let op = |id: &str, summary: &str, ok: Value| {
+        let mut responses = common.clone();
+        responses
+            .as_object_mut()
+            .expect("an object")
+            .extend(ok.as_object().expect("an object").clone());
+        json!({"operationId": id, "summary": summary,
+            "description": "MCP streamable HTTP (protocol 2025-06-18). A store key acts on its store; an admin key names the store in the `x-memkv-store` header (percent-encoded). One tool, `memory`.",
+            "security": [{"apiKey": []}, {"bearer": []}, {}],
+            "parameters": [{"name": "x-memkv-store", "in": "header", "required": false,
+                "schema": {"type": "string"}}],
+            "responses": responses})
+    };
+    json!({
+        "post": op("mcp_post", "Send a JSON-RPC message",
+            json!({"200": {"description": "The JSON-RPC answer, as JSON or an event stream",
+                "content": {"application/json": {"schema": {"type": "object"}},
+                            "text/event-stream": {"schema": {"type": "string"}}}},
+                   "202": {"description": "A notification or response, accepted"}})),
+        "get": op("mcp_get", "Open the session's event stream",
+            json!({"200": {"description": "Server-sent events",
+                "content": {"text/event-stream": {"schema": {"type": "string"}}}}})),
+        "delete": op("mcp_delete", "End a session",
+            json!({"200": {"description": "The session is ended"}}))
+    })
+}
 
 /// The document, with `max_blocks` and the body cap as configured.
 pub fn document(max_blocks: usize, max_body: usize) -> Value {
@@ -94,7 +139,7 @@ pub fn document(max_blocks: usize, max_body: usize) -> Value {
                 "content": {"application/json": {"schema": {"type": "object"}}}},
                 "405": error("Another method than GET")}}}),
     );
-    debug_assert_eq!(paths.len(), ROUTES.len());
+    paths.insert(memkv_mcp::http::PATH.to_owned(), mcp());
     let path_text = json!({"type": "string"});
     json!({
         "openapi": "3.1.0",
@@ -183,6 +228,7 @@ pub fn document(max_blocks: usize, max_body: usize) -> Value {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::app::ROUTES;
 
     #[test]
     fn the_document_lists_exactly_the_routes() {

@@ -341,7 +341,7 @@ fn the_openapi_document_matches_the_router() {
     let doc = c.get("/openapi.json").json();
     assert_eq!(doc["openapi"], "3.1.0");
     let paths = doc["paths"].as_object().unwrap();
-    assert_eq!(paths.len(), 5);
+    assert_eq!(paths.len(), 6);
     for (path, item) in paths {
         let target = path.replace("{store}", "s");
         let methods: Vec<String> = item.as_object().unwrap().keys().cloned().collect();
@@ -350,7 +350,7 @@ fn the_openapi_document_matches_the_router() {
                 .send(
                     &method.to_uppercase(),
                     &target,
-                    &[("content-type", "application/json")],
+                    &[("content-type", "application/json"), ("x-memkv-store", "s")],
                     br#"{"command":"view","path":"/memories"}"#,
                 )
                 .unwrap();
