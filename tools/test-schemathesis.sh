@@ -9,7 +9,7 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 
 VERSION=4.32.5
-VENV=${MEMKV_SCHEMATHESIS_VENV:-target/schemathesis-venv}
+VENV=$(realpath -m "${MEMKV_SCHEMATHESIS_VENV:-target/schemathesis-venv}")
 if [ ! -x "$VENV/bin/schemathesis" ] || ! "$VENV/bin/schemathesis" --version 2>/dev/null | grep -q "$VERSION"; then
     python3 -m venv "$VENV"
     "$VENV/bin/pip" install --quiet "schemathesis==$VERSION"
@@ -40,7 +40,10 @@ done
 URL=$(sed -n 's/^listening on //p' "$WORK/stdout")
 [ -n "$URL" ] || { echo "the server did not start" >&2; cat "$WORK/stderr" >&2; exit 1; }
 
-MEMKV_URL="$URL" MEMKV_KEY="$KEY" PYTHONPATH=tools/schemathesis SCHEMATHESIS_HOOKS=memkv_hooks \
+# Run from the temporary directory: schemathesis keeps its caches in the working directory.
+ROOT=$PWD
+cd "$WORK"
+MEMKV_URL="$URL" MEMKV_KEY="$KEY" PYTHONPATH="$ROOT/tools/schemathesis" SCHEMATHESIS_HOOKS=memkv_hooks \
     "$VENV/bin/schemathesis" run "$URL/openapi.json" \
     --header "x-api-key: $KEY" \
     --exclude-path /mcp \
@@ -52,6 +55,7 @@ MEMKV_URL="$URL" MEMKV_KEY="$KEY" PYTHONPATH=tools/schemathesis SCHEMATHESIS_HOO
     --generation-database none \
     --no-color
 
+cd "$ROOT"
 kill -TERM "$SERVER_PID"
 wait "$SERVER_PID"
 SERVER_PID=
