@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # The README's test command: every suite of the repository. Rust first; then the Python and
-# TypeScript packages against the `memkv` binary that `cargo test` built; then a short run of
-# every fuzz target. A suite that cannot run fails the script.
+# TypeScript packages, the MCP client tests and schemathesis against the `memkv` binary that
+# `cargo test` built; then a short run of every fuzz target. A suite that cannot run fails the
+# script.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -18,6 +19,12 @@ tools/test-python.sh
 
 echo "== TypeScript (tools/test-typescript.sh)"
 tools/test-typescript.sh
+
+echo "== MCP, with the official Python MCP client (tools/test-mcp.sh)"
+tools/test-mcp.sh
+
+echo "== schemathesis against a live memkv serve (tools/test-schemathesis.sh)"
+tools/test-schemathesis.sh
 
 echo "== fuzz smoke (tools/fuzz-smoke.sh)"
 tools/fuzz-smoke.sh
