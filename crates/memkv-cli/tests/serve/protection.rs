@@ -137,15 +137,12 @@ fn slow_clients_are_cut_off_and_hold_no_worker() {
         for s in &mut slow_bodies {
             let _ = s.write_all(b" ");
         }
-        // Meanwhile, others are served at once.
+        // Meanwhile, others are served: the slow clients hold no permit (with one permit, a
+        // held one would make this a 503).
         let t = Instant::now();
         let r = Client::new(server.addr).tool("v", br#"{"command":"view","path":"/memories"}"#);
         assert_eq!(r.status, 200);
-        assert!(
-            t.elapsed() < Duration::from_millis(900),
-            "{:?}",
-            t.elapsed()
-        );
+        assert!(t.elapsed() < Duration::from_secs(5), "{:?}", t.elapsed());
         std::thread::sleep(Duration::from_millis(100));
     }
     for s in &mut slow_headers {
