@@ -75,6 +75,22 @@ pub fn path_fetches(
     }
 }
 
+/// Everything a bulk write into `user`'s tree reads (an import): the totals and the whole
+/// directory index, for [`ReadTxn::prefetch`].
+pub fn index_fetches(user: &str, out: &mut Vec<Fetch>) {
+    out.push(Fetch::Get {
+        space: Space::Totals,
+        user: user.to_owned(),
+        key: Vec::new(),
+    });
+    out.push(Fetch::Range {
+        space: Space::Nodes,
+        user: user.to_owned(),
+        start: Vec::new(),
+        end: None,
+    });
+}
+
 /// The children of `dir`, for [`ReadTxn::prefetch`].
 pub fn children_fetch(user: &str, dir: &MemoryPath) -> Fetch {
     let start = layout::children_prefix(dir);
@@ -214,22 +230,53 @@ impl<'t, T: ReadTxn + ?Sized> TreeRead<'t, T> {
 
     /// Visits every file of the user with its metadata, in path order (segment by segment).
     pub fn files(&self, visit: FileVisit<'_>) -> Result<(), Error> {
-        self.walk(&MemoryPath::root(), visit).map(|_| ())
+        self.walk(&MemoryPath::root(), visit, false).map(|_| ())
     }
 
-    fn walk(&self, dir: &MemoryPath, visit: FileVisit<'_>) -> Result<ControlFlow<()>, Error> {
+    /// [`Self::files`] for a visitor that reads every file's content too (an export): a backend
+    /// with round trips fetches each directory's contents, and its subdirectories' listings, at
+    /// once.
+    pub fn files_with_contents(&self, visit: FileVisit<'_>) -> Result<(), Error> {
+        self.txn
+            .prefetch(&[children_fetch(self.user, &MemoryPath::root())], false)?;
+        self.walk(&MemoryPath::root(), visit, true).map(|_| ())
+    }
+
+    fn walk(
+        &self,
+        dir: &MemoryPath,
+        visit: FileVisit<'_>,
+        contents: bool,
+    ) -> Result<ControlFlow<()>, Error> {
         let mut entries = Vec::new();
         self.children(dir, &mut |name, node| {
             entries.push((name.to_owned(), node));
             Ok(ControlFlow::Continue(()))
         })?;
+        if contents {
+            let fetches: Vec<Fetch> = entries
+                .iter()
+                .map(|(name, node)| {
+                    let path = dir.child(name);
+                    match node {
+                        Node::File(_) => Fetch::Get {
+                            space: Space::Contents,
+                            user: self.user.to_owned(),
+                            key: layout::content_key(&path),
+                        },
+                        Node::Dir(_) => children_fetch(self.user, &path),
+                    }
+                })
+                .collect();
+            self.txn.prefetch(&fetches, false)?;
+        }
         for (name, node) in entries {
             let path = dir
                 .join(&name)
                 .map_err(|e| Error::Corrupt(format!("stored name {name:?}: {e}")))?;
             let flow = match node {
                 Node::File(meta) => visit(path, meta)?,
-                Node::Dir(_) => self.walk(&path, visit)?,
+                Node::Dir(_) => self.walk(&path, visit, contents)?,
             };
             if flow.is_break() {
                 return Ok(flow);

@@ -70,7 +70,10 @@ impl<B: Backend> Store<B> {
             });
         }
         let total = entries.len() as u64;
+        let mut fetches = Vec::new();
+        crate::tree::index_fetches(user, &mut fetches);
         let summary = self.backend.write(&[user], |txn| {
+            txn.prefetch(&fetches, false)?;
             let mut summary = Summary::default();
             for (i, (rel, entry)) in entries.iter().enumerate() {
                 self.apply(txn, entry, conflict, &mut summary)

@@ -87,7 +87,7 @@ impl<B: Backend> Store<B> {
             let expired =
                 Expired::load(&tree, cutoff)?.except(&self.used_after(&user.user, cutoff));
             let mut any = false;
-            tree.files(&mut |path, meta| {
+            tree.files_with_contents(&mut |path, meta| {
                 if expired.contains(&path) {
                     return Ok(ControlFlow::Continue(()));
                 }

@@ -174,7 +174,13 @@ impl<B: Backend> Store<B> {
     ) -> Result<Summary, Error> {
         let verified = self.verify(source, users, progress)?;
         let lock: Vec<&str> = verified.users.iter().map(String::as_str).collect();
+        let mut fetches = Vec::new();
+        for user in &lock {
+            crate::tree::index_fetches(user, &mut fetches);
+        }
         self.backend.write(&lock, |txn| {
+            // One round trip for every read of the import (on a networked backend).
+            txn.prefetch(&fetches, false)?;
             let mut digest = Sha256::new();
             let mut summary = Summary::default();
             let mut imported = BTreeSet::new();

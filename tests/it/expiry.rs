@@ -5,6 +5,8 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::{Duration, UNIX_EPOCH};
 
 use memkv::storage::AnyBackend;
+#[allow(unused_imports)]
+use crate::util::{Fresh, each_backend, fresh};
 use memkv::{Store, StoreBuilder};
 use serde_json::json;
 
@@ -45,138 +47,117 @@ fn create(store: &Store, user: &str, path: &str, text: &str) {
 
 #[test]
 fn unused_files_expire_and_vanish_from_every_command() {
-    let clock = Clock::new();
-    let store = clock
-        .builder()
-        .ttl(Duration::from_millis(7 * DAY))
-        .in_memory()
-        .unwrap();
-    create(&store, "u", "/memories/old/a.md", "aaaa");
-    create(&store, "u", "/memories/keep.md", "kk");
-    clock.advance(3 * DAY);
-    create(&store, "u", "/memories/old/b.md", "b");
-    // 7 days + the 1 hour granularity after its last use, a.md is gone; b.md is not.
-    clock.advance(4 * DAY + HOUR);
-    assert_eq!(
-        run(&store, "u", json!({"command": "view", "path": "/memories"})),
-        ("Here're the files and directories up to 2 levels deep in /memories, excluding hidden items and node_modules:\n1B\t/memories\n1B\t/memories/old/\n1B\t/memories/old/b.md".to_owned(), false)
-    );
-    assert_eq!(
-        run(
-            &store,
-            "u",
-            json!({"command": "view", "path": "/memories/keep.md"})
-        ),
-        (
-            "The path /memories/keep.md does not exist. Please provide a valid path.".to_owned(),
-            true
-        )
-    );
-    assert_eq!(store.user("u").unwrap().totals().unwrap(), (1, 1));
-    let stats = &store.users().unwrap()[0];
-    assert_eq!(
-        (
-            stats.files,
-            stats.bytes,
-            stats.expired_files,
-            stats.expired_bytes
-        ),
-        (1, 1, 2, 6)
-    );
-    assert!(store.check().unwrap().is_empty());
-    // Writes see the same: the path is free again, and the sweep reclaims the space.
-    create(&store, "u", "/memories/keep.md", "new");
-    let stats = &store.users().unwrap()[0];
-    assert_eq!((stats.files, stats.bytes, stats.expired_files), (2, 4, 0));
-    assert!(store.check().unwrap().is_empty());
+    each_backend(|| {
+        let clock = Clock::new();
+        let store = clock
+            .builder()
+            .ttl(Duration::from_millis(7 * DAY))
+            .fresh()
+            .unwrap();
+        create(&store, "u", "/memories/old/a.md", "aaaa");
+        create(&store, "u", "/memories/keep.md", "kk");
+        clock.advance(3 * DAY);
+        create(&store, "u", "/memories/old/b.md", "b");
+        // 7 days + the 1 hour granularity after its last use, a.md is gone; b.md is not.
+        clock.advance(4 * DAY + HOUR);
+        assert_eq!(
+            run(&store, "u", json!({"command": "view", "path": "/memories"})),
+            ("Here're the files and directories up to 2 levels deep in /memories, excluding hidden items and node_modules:\n1B\t/memories\n1B\t/memories/old/\n1B\t/memories/old/b.md".to_owned(), false)
+        );
+        assert_eq!(
+            run(
+                &store,
+                "u",
+                json!({"command": "view", "path": "/memories/keep.md"})
+            ),
+            (
+                "The path /memories/keep.md does not exist. Please provide a valid path."
+                    .to_owned(),
+                true
+            )
+        );
+        assert_eq!(store.user("u").unwrap().totals().unwrap(), (1, 1));
+        let stats = &store.users().unwrap()[0];
+        assert_eq!(
+            (
+                stats.files,
+                stats.bytes,
+                stats.expired_files,
+                stats.expired_bytes
+            ),
+            (1, 1, 2, 6)
+        );
+        assert!(store.check().unwrap().is_empty());
+        // Writes see the same: the path is free again, and the sweep reclaims the space.
+        create(&store, "u", "/memories/keep.md", "new");
+        let stats = &store.users().unwrap()[0];
+        assert_eq!((stats.files, stats.bytes, stats.expired_files), (2, 4, 0));
+        assert!(store.check().unwrap().is_empty());
+    });
 }
 
 #[test]
 fn a_directory_of_expired_files_is_gone() {
-    let clock = Clock::new();
-    let store = clock
-        .builder()
-        .ttl(Duration::from_millis(DAY))
-        .access_granularity(Duration::ZERO)
-        .in_memory()
-        .unwrap();
-    create(&store, "u", "/memories/d/x", "1");
-    create(&store, "u", "/memories/d/y/z", "22");
-    clock.advance(DAY);
-    for path in ["/memories/d", "/memories/d/y", "/memories/d/y/z"] {
-        let (content, err) = run(&store, "u", json!({"command": "view", "path": path}));
-        assert!(err, "{path}: {content}");
-    }
-    assert_eq!(
-        run(
-            &store,
-            "u",
-            json!({"command": "rename", "old_path": "/memories/d", "new_path": "/memories/e"})
-        ),
-        (
-            "Error: The path /memories/d does not exist".to_owned(),
-            true
-        )
-    );
-    assert_eq!(
-        run(
-            &store,
-            "u",
-            json!({"command": "str_replace", "path": "/memories/d/x", "old_str": "1"})
-        ),
-        (
-            "Error: The path /memories/d/x does not exist. Please provide a valid path.".to_owned(),
-            true
-        )
-    );
-    assert!(store.user("u").unwrap().files().unwrap().is_empty());
-    assert_eq!(
-        store.user("u").unwrap().read_file("/memories/d/x").unwrap(),
-        None
-    );
+    each_backend(|| {
+        let clock = Clock::new();
+        let store = clock
+            .builder()
+            .ttl(Duration::from_millis(DAY))
+            .access_granularity(Duration::ZERO)
+            .fresh()
+            .unwrap();
+        create(&store, "u", "/memories/d/x", "1");
+        create(&store, "u", "/memories/d/y/z", "22");
+        clock.advance(DAY);
+        for path in ["/memories/d", "/memories/d/y", "/memories/d/y/z"] {
+            let (content, err) = run(&store, "u", json!({"command": "view", "path": path}));
+            assert!(err, "{path}: {content}");
+        }
+        assert_eq!(
+            run(
+                &store,
+                "u",
+                json!({"command": "rename", "old_path": "/memories/d", "new_path": "/memories/e"})
+            ),
+            (
+                "Error: The path /memories/d does not exist".to_owned(),
+                true
+            )
+        );
+        assert_eq!(
+            run(
+                &store,
+                "u",
+                json!({"command": "str_replace", "path": "/memories/d/x", "old_str": "1"})
+            ),
+            (
+                "Error: The path /memories/d/x does not exist. Please provide a valid path."
+                    .to_owned(),
+                true
+            )
+        );
+        assert!(store.user("u").unwrap().files().unwrap().is_empty());
+        assert_eq!(
+            store.user("u").unwrap().read_file("/memories/d/x").unwrap(),
+            None
+        );
+    });
 }
 
 #[test]
 fn reads_refresh_access_time_coarsely() {
-    let clock = Clock::new();
-    let store = clock
-        .builder()
-        .ttl(Duration::from_millis(10 * DAY))
-        .in_memory()
-        .unwrap();
-    create(&store, "u", "/memories/f", "x");
-    let created = clock.now();
-    let accessed = || store.user("u").unwrap().files().unwrap()[0].accessed_ms;
-    // Within the granularity a read writes nothing.
-    clock.advance(HOUR / 2);
-    assert!(
-        !run(
-            &store,
-            "u",
-            json!({"command": "view", "path": "/memories/f"})
-        )
-        .1
-    );
-    assert_eq!(accessed(), created);
-    // Past it, the read records its time.
-    clock.advance(HOUR);
-    assert!(
-        !run(
-            &store,
-            "u",
-            json!({"command": "view", "path": "/memories/f"})
-        )
-        .1
-    );
-    assert_eq!(accessed(), clock.now());
-    // A directory listing is not a use of the files in it.
-    let before = accessed();
-    clock.advance(2 * HOUR);
-    assert!(!run(&store, "u", json!({"command": "view", "path": "/memories"})).1);
-    assert_eq!(accessed(), before);
-    // Kept alive by reads, the file outlives its first ttl.
-    for _ in 0..3 {
-        clock.advance(6 * DAY);
+    each_backend(|| {
+        let clock = Clock::new();
+        let store = clock
+            .builder()
+            .ttl(Duration::from_millis(10 * DAY))
+            .fresh()
+            .unwrap();
+        create(&store, "u", "/memories/f", "x");
+        let created = clock.now();
+        let accessed = || store.user("u").unwrap().files().unwrap()[0].accessed_ms;
+        // Within the granularity a read writes nothing.
+        clock.advance(HOUR / 2);
         assert!(
             !run(
                 &store,
@@ -185,89 +166,122 @@ fn reads_refresh_access_time_coarsely() {
             )
             .1
         );
-    }
-    assert!(store.check().unwrap().is_empty());
-    // Times survive a rename.
-    assert!(
-        !run(
-            &store,
-            "u",
-            json!({"command": "rename", "old_path": "/memories/f", "new_path": "/memories/g"})
-        )
-        .1
-    );
-    assert_eq!(accessed(), clock.now());
-    assert!(store.check().unwrap().is_empty());
+        assert_eq!(accessed(), created);
+        // Past it, the read records its time.
+        clock.advance(HOUR);
+        assert!(
+            !run(
+                &store,
+                "u",
+                json!({"command": "view", "path": "/memories/f"})
+            )
+            .1
+        );
+        assert_eq!(accessed(), clock.now());
+        // A directory listing is not a use of the files in it.
+        let before = accessed();
+        clock.advance(2 * HOUR);
+        assert!(!run(&store, "u", json!({"command": "view", "path": "/memories"})).1);
+        assert_eq!(accessed(), before);
+        // Kept alive by reads, the file outlives its first ttl.
+        for _ in 0..3 {
+            clock.advance(6 * DAY);
+            assert!(
+                !run(
+                    &store,
+                    "u",
+                    json!({"command": "view", "path": "/memories/f"})
+                )
+                .1
+            );
+        }
+        assert!(store.check().unwrap().is_empty());
+        // Times survive a rename.
+        assert!(
+            !run(
+                &store,
+                "u",
+                json!({"command": "rename", "old_path": "/memories/f", "new_path": "/memories/g"})
+            )
+            .1
+        );
+        assert_eq!(accessed(), clock.now());
+        assert!(store.check().unwrap().is_empty());
+    });
 }
 
 #[test]
 fn per_user_overrides_and_the_expire_call() {
-    let clock = Clock::new();
-    let store = clock
-        .builder()
-        .ttl(Duration::from_millis(DAY))
-        .user_ttl("vip", None)
-        .user_ttl("short", Some(Duration::from_millis(HOUR)))
-        .in_memory()
-        .unwrap();
-    for user in ["normal", "vip", "short"] {
-        create(&store, user, "/memories/a", "12345");
-        create(&store, user, "/memories/d/b", "1");
-    }
-    clock.advance(2 * HOUR + 1);
-    let dry = store.expire(true).unwrap();
-    let names: Vec<(String, String)> = dry
-        .iter()
-        .map(|f| (f.user.clone(), f.path.to_string()))
-        .collect();
-    assert_eq!(
-        names,
-        [
-            ("short".into(), "/memories/a".into()),
-            ("short".into(), "/memories/d/b".into())
-        ]
-    );
-    // A dry run deletes nothing (the files stay pending).
-    assert_eq!(
-        store
+    each_backend(|| {
+        let clock = Clock::new();
+        let store = clock
+            .builder()
+            .ttl(Duration::from_millis(DAY))
+            .user_ttl("vip", None)
+            .user_ttl("short", Some(Duration::from_millis(HOUR)))
+            .fresh()
+            .unwrap();
+        for user in ["normal", "vip", "short"] {
+            create(&store, user, "/memories/a", "12345");
+            create(&store, user, "/memories/d/b", "1");
+        }
+        clock.advance(2 * HOUR + 1);
+        let dry = store.expire(true).unwrap();
+        let names: Vec<(String, String)> = dry
+            .iter()
+            .map(|f| (f.user.clone(), f.path.to_string()))
+            .collect();
+        assert_eq!(
+            names,
+            [
+                ("short".into(), "/memories/a".into()),
+                ("short".into(), "/memories/d/b".into())
+            ]
+        );
+        // A dry run deletes nothing (the files stay pending).
+        assert_eq!(
+            store
+                .users()
+                .unwrap()
+                .iter()
+                .map(|u| u.expired_files)
+                .sum::<u64>(),
+            2
+        );
+        clock.advance(DAY);
+        let done = store.expire(false).unwrap();
+        assert_eq!(done.len(), 4);
+        assert!(done.iter().all(|f| f.user != "vip"));
+        assert_eq!(done.iter().map(|f| f.size).sum::<u64>(), 12);
+        let users: Vec<(String, u64)> = store
             .users()
             .unwrap()
-            .iter()
-            .map(|u| u.expired_files)
-            .sum::<u64>(),
-        2
-    );
-    clock.advance(DAY);
-    let done = store.expire(false).unwrap();
-    assert_eq!(done.len(), 4);
-    assert!(done.iter().all(|f| f.user != "vip"));
-    assert_eq!(done.iter().map(|f| f.size).sum::<u64>(), 12);
-    let users: Vec<(String, u64)> = store
-        .users()
-        .unwrap()
-        .into_iter()
-        .map(|u| (u.user, u.files))
-        .collect();
-    assert_eq!(users, [("vip".into(), 2)]);
-    assert!(store.expire(false).unwrap().is_empty());
-    assert!(store.check().unwrap().is_empty());
+            .into_iter()
+            .map(|u| (u.user, u.files))
+            .collect();
+        assert_eq!(users, [("vip".into(), 2)]);
+        assert!(store.expire(false).unwrap().is_empty());
+        assert!(store.check().unwrap().is_empty());
+    });
 }
 
 #[test]
 fn no_ttl_means_nothing_expires() {
-    let clock = Clock::new();
-    let store = clock.builder().in_memory().unwrap();
-    create(&store, "u", "/memories/a", "x");
-    clock.advance(10_000 * DAY);
-    assert!(
-        !run(
-            &store,
-            "u",
-            json!({"command": "view", "path": "/memories/a"})
-        )
-        .1
-    );
-    assert!(store.expire(false).unwrap().is_empty());
+    each_backend(|| {
+        let clock = Clock::new();
+        let store = clock.builder().fresh().unwrap();
+        create(&store, "u", "/memories/a", "x");
+        clock.advance(10_000 * DAY);
+        assert!(
+            !run(
+                &store,
+                "u",
+                json!({"command": "view", "path": "/memories/a"})
+            )
+            .1
+        );
+        assert!(store.expire(false).unwrap().is_empty());
+    });
 }
 
 /// Memory that counts flushes, and whose durable image can be opened again.

@@ -5,6 +5,8 @@
 
 use std::collections::{BTreeMap, BTreeSet};
 
+#[allow(unused_imports)]
+use crate::util::{Fresh, each_backend, fresh};
 use memkv::{MemoryPath, Store};
 use proptest::prelude::*;
 use serde_json::{Value, json};
@@ -24,7 +26,7 @@ fn store() -> Store {
         .max_files(MAX_FILES as u64)
         .max_bytes(MAX_BYTES as u64)
         .view_max_chars(VIEW_MAX)
-        .in_memory()
+        .fresh()
         .unwrap()
 }
 
@@ -416,17 +418,20 @@ proptest! {
 
     #[test]
     fn memkv_matches_the_model(steps in prop::collection::vec((0..USERS.len(), command()), 1..60)) {
-        let store = store();
-        let mut model = Model { users: BTreeMap::new() };
-        for (u, input) in steps {
-            let user = USERS[u];
-            let got = store.user(user).unwrap().execute_json(&input).unwrap();
-            let (want, want_err) = model.run(user, &input);
-            prop_assert_eq!(got.is_error, want_err, "{} {}: {}", user, input, got.content);
-            if !want.is_empty() || !want_err {
-                prop_assert_eq!(&got.content, &want, "{} {}", user, input);
+        for backend in crate::util::backends() {
+            let _on = crate::util::using(backend);
+            let store = store();
+            let mut model = Model { users: BTreeMap::new() };
+            for (u, input) in steps.clone() {
+                let user = USERS[u];
+                let got = store.user(user).unwrap().execute_json(&input).unwrap();
+                let (want, want_err) = model.run(user, &input);
+                prop_assert_eq!(got.is_error, want_err, "{} {}: {}", user, input, got.content);
+                if !want.is_empty() || !want_err {
+                    prop_assert_eq!(&got.content, &want, "{} {}", user, input);
+                }
+                same_as_model(&store, &model, &format!("{user} {input}"))?;
             }
-            same_as_model(&store, &model, &format!("{user} {input}"))?;
         }
     }
 }
@@ -438,30 +443,33 @@ proptest! {
     /// command's output is what it would be alone, in order, and failures leave no trace.
     #[test]
     fn batches_match_the_model(steps in prop::collection::vec((0..USERS.len(), command(), prop::bool::weighted(0.25)), 1..60)) {
-        let store = store();
-        let mut model = Model { users: BTreeMap::new() };
-        let mut batch: Vec<(String, Value)> = Vec::new();
-        let n = steps.len();
-        for (i, (u, input, cut)) in steps.into_iter().enumerate() {
-            batch.push((USERS[u].to_owned(), input));
-            if !(cut || i + 1 == n) {
-                continue;
-            }
-            let parsed: Vec<(String, memkv::Command)> = batch
-                .iter()
-                .map(|(u, input)| (u.clone(), memkv::Command::from_json(input).unwrap()))
-                .collect();
-            let results = store.execute_batch(&parsed);
-            prop_assert_eq!(results.len(), batch.len());
-            for ((user, input), got) in batch.drain(..).zip(results) {
-                let got = got.unwrap();
-                let (want, want_err) = model.run(&user, &input);
-                prop_assert_eq!(got.is_error, want_err, "{} {}: {}", user, input, got.content);
-                if !want.is_empty() || !want_err {
-                    prop_assert_eq!(&got.content, &want, "{} {}", user, input);
+        for backend in crate::util::backends() {
+            let _on = crate::util::using(backend);
+            let store = store();
+            let mut model = Model { users: BTreeMap::new() };
+            let mut batch: Vec<(String, Value)> = Vec::new();
+            let n = steps.len();
+            for (i, (u, input, cut)) in steps.clone().into_iter().enumerate() {
+                batch.push((USERS[u].to_owned(), input));
+                if !(cut || i + 1 == n) {
+                    continue;
                 }
+                let parsed: Vec<(String, memkv::Command)> = batch
+                    .iter()
+                    .map(|(u, input)| (u.clone(), memkv::Command::from_json(input).unwrap()))
+                    .collect();
+                let results = store.execute_batch(&parsed);
+                prop_assert_eq!(results.len(), batch.len());
+                for ((user, input), got) in batch.drain(..).zip(results) {
+                    let got = got.unwrap();
+                    let (want, want_err) = model.run(&user, &input);
+                    prop_assert_eq!(got.is_error, want_err, "{} {}: {}", user, input, got.content);
+                    if !want.is_empty() || !want_err {
+                        prop_assert_eq!(&got.content, &want, "{} {}", user, input);
+                    }
+                }
+                same_as_model(&store, &model, "a batch")?;
             }
-            same_as_model(&store, &model, "a batch")?;
         }
     }
 }

@@ -6,6 +6,8 @@
 use std::ops::Range;
 use std::path::Path;
 
+#[allow(unused_imports)]
+use crate::util::{Fresh, each_backend, fresh};
 use memkv::{SecretPolicy, Store};
 use serde_json::json;
 
@@ -19,110 +21,113 @@ fn run(store: &Store, input: serde_json::Value) -> (String, bool) {
 
 #[test]
 fn reject_is_the_default_on_every_write() {
-    let store = Store::in_memory().unwrap();
-    let refused = "Error: The content appears to contain a secret (AWS access key). Secrets must not be stored in memory; remove it and try again.".to_owned();
-    assert_eq!(
-        run(
-            &store,
-            json!({"command": "create", "path": "/memories/a", "file_text": format!("id {KEY}")})
-        ),
-        (refused.clone(), true)
-    );
-    assert!(
-        !run(
-            &store,
-            json!({"command": "create", "path": "/memories/a", "file_text": "line one\n"})
-        )
-        .1
-    );
-    assert_eq!(
-        run(
-            &store,
-            json!({"command": "str_replace", "path": "/memories/a", "old_str": "one", "new_str": KEY})
-        ),
-        (refused.clone(), true)
-    );
-    assert_eq!(
-        run(&store, json!({"command": "insert", "path": "/memories/a", "insert_line": 1, "insert_text": format!("token ghp_{}", "A1b2".repeat(9))})),
-        ("Error: The content appears to contain a secret (GitHub token). Secrets must not be stored in memory; remove it and try again.".to_owned(), true)
-    );
-    assert_eq!(
-        store
-            .user("u")
-            .unwrap()
-            .read_file("/memories/a")
-            .unwrap()
-            .unwrap(),
-        "line one\n"
-    );
+    each_backend(|| {
+        let store = fresh().unwrap();
+        let refused = "Error: The content appears to contain a secret (AWS access key). Secrets must not be stored in memory; remove it and try again.".to_owned();
+        assert_eq!(
+            run(
+                &store,
+                json!({"command": "create", "path": "/memories/a", "file_text": format!("id {KEY}")})
+            ),
+            (refused.clone(), true)
+        );
+        assert!(
+            !run(
+                &store,
+                json!({"command": "create", "path": "/memories/a", "file_text": "line one\n"})
+            )
+            .1
+        );
+        assert_eq!(
+            run(
+                &store,
+                json!({"command": "str_replace", "path": "/memories/a", "old_str": "one", "new_str": KEY})
+            ),
+            (refused.clone(), true)
+        );
+        assert_eq!(
+            run(&store, json!({"command": "insert", "path": "/memories/a", "insert_line": 1, "insert_text": format!("token ghp_{}", "A1b2".repeat(9))})),
+            ("Error: The content appears to contain a secret (GitHub token). Secrets must not be stored in memory; remove it and try again.".to_owned(), true)
+        );
+        assert_eq!(
+            store
+                .user("u")
+                .unwrap()
+                .read_file("/memories/a")
+                .unwrap()
+                .unwrap(),
+            "line one\n"
+        );
+    });
 }
 
 #[test]
 fn redact_replaces_and_reports() {
-    let store = Store::builder()
-        .secrets(SecretPolicy::Redact)
-        .in_memory()
-        .unwrap();
-    assert_eq!(
-        run(&store, json!({"command": "create", "path": "/memories/a", "file_text": format!("aws {KEY}\nnext\n")})),
-        ("File created successfully at: /memories/a\nNote: the content appeared to contain secrets (AWS access key); each was replaced with [REDACTED:<kind>] before saving.".to_owned(), false)
-    );
-    assert_eq!(
-        store
-            .user("u")
-            .unwrap()
-            .read_file("/memories/a")
-            .unwrap()
-            .unwrap(),
-        "aws [REDACTED:AWS access key]\nnext\n"
-    );
-    let jwt = "eyJhbGciOiJIUzI1NiJ9.eyJzdWIiOiIxMjM0NTY3ODkwIn0.dozjgNryP4J3jVmNHl0w5N_XgL0n3I9PlFUP0THsR8U";
-    assert_eq!(
-        run(&store, json!({"command": "str_replace", "path": "/memories/a", "old_str": "next", "new_str": format!("jwt {jwt}")})),
-        ("The memory file has been edited. Here is the snippet showing the change (with line numbers):\n     1\taws [REDACTED:AWS access key]\n     2\tjwt [REDACTED:JSON Web Token]\nNote: the content appeared to contain secrets (JSON Web Token); each was replaced with [REDACTED:<kind>] before saving.".to_owned(), false)
-    );
-    // Clean edits carry no note.
-    assert_eq!(
-        run(
-            &store,
-            json!({"command": "insert", "path": "/memories/a", "insert_line": 0, "insert_text": "top"})
-        ),
-        ("The file /memories/a has been edited.".to_owned(), false)
-    );
+    each_backend(|| {
+        let store = Store::builder()
+            .secrets(SecretPolicy::Redact)
+            .fresh()
+            .unwrap();
+        assert_eq!(
+            run(&store, json!({"command": "create", "path": "/memories/a", "file_text": format!("aws {KEY}\nnext\n")})),
+            ("File created successfully at: /memories/a\nNote: the content appeared to contain secrets (AWS access key); each was replaced with [REDACTED:<kind>] before saving.".to_owned(), false)
+        );
+        assert_eq!(
+            store
+                .user("u")
+                .unwrap()
+                .read_file("/memories/a")
+                .unwrap()
+                .unwrap(),
+            "aws [REDACTED:AWS access key]\nnext\n"
+        );
+        let jwt = "eyJhbGciOiJIUzI1NiJ9.eyJzdWIiOiIxMjM0NTY3ODkwIn0.dozjgNryP4J3jVmNHl0w5N_XgL0n3I9PlFUP0THsR8U";
+        assert_eq!(
+            run(&store, json!({"command": "str_replace", "path": "/memories/a", "old_str": "next", "new_str": format!("jwt {jwt}")})),
+            ("The memory file has been edited. Here is the snippet showing the change (with line numbers):\n     1\taws [REDACTED:AWS access key]\n     2\tjwt [REDACTED:JSON Web Token]\nNote: the content appeared to contain secrets (JSON Web Token); each was replaced with [REDACTED:<kind>] before saving.".to_owned(), false)
+        );
+        // Clean edits carry no note.
+        assert_eq!(
+            run(
+                &store,
+                json!({"command": "insert", "path": "/memories/a", "insert_line": 0, "insert_text": "top"})
+            ),
+            ("The file /memories/a has been edited.".to_owned(), false)
+        );
+    });
 }
 
 #[test]
 fn off_stores_as_given() {
-    let store = Store::builder()
-        .secrets(SecretPolicy::Off)
-        .in_memory()
-        .unwrap();
-    assert_eq!(
-        run(
-            &store,
-            json!({"command": "create", "path": "/memories/a", "file_text": KEY})
-        ),
-        (
-            "File created successfully at: /memories/a".to_owned(),
-            false
-        )
-    );
-    assert_eq!(
-        store
-            .user("u")
-            .unwrap()
-            .read_file("/memories/a")
-            .unwrap()
-            .unwrap(),
-        KEY
-    );
+    each_backend(|| {
+        let store = Store::builder().secrets(SecretPolicy::Off).fresh().unwrap();
+        assert_eq!(
+            run(
+                &store,
+                json!({"command": "create", "path": "/memories/a", "file_text": KEY})
+            ),
+            (
+                "File created successfully at: /memories/a".to_owned(),
+                false
+            )
+        );
+        assert_eq!(
+            store
+                .user("u")
+                .unwrap()
+                .read_file("/memories/a")
+                .unwrap()
+                .unwrap(),
+            KEY
+        );
+    });
 }
 
 fn store(policy: SecretPolicy) -> Store {
     Store::builder()
         .secrets(policy)
         .max_file_bytes(1 << 20)
-        .in_memory()
+        .fresh()
         .unwrap()
 }
 
@@ -180,24 +185,26 @@ fn data() -> &'static Path {
 
 #[test]
 fn benign_corpus_has_no_false_positive() {
-    let (reject, redact) = (store(SecretPolicy::Reject), store(SecretPolicy::Redact));
-    let mut files: Vec<_> = std::fs::read_dir(data().join("benign"))
-        .unwrap()
-        .map(|e| e.unwrap().path())
-        .collect();
-    files.sort();
-    assert!(files.len() >= 5, "{files:?}");
-    let mut samples = 0;
-    for file in files {
-        let text = std::fs::read_to_string(&file).unwrap();
-        // The whole note, and each line on its own (a short note is the common write).
-        assert_benign(&reject, &redact, &text);
-        for line in text.lines().filter(|l| !l.trim().is_empty()) {
-            assert_benign(&reject, &redact, line);
-            samples += 1;
+    each_backend(|| {
+        let (reject, redact) = (store(SecretPolicy::Reject), store(SecretPolicy::Redact));
+        let mut files: Vec<_> = std::fs::read_dir(data().join("benign"))
+            .unwrap()
+            .map(|e| e.unwrap().path())
+            .collect();
+        files.sort();
+        assert!(files.len() >= 5, "{files:?}");
+        let mut samples = 0;
+        for file in files {
+            let text = std::fs::read_to_string(&file).unwrap();
+            // The whole note, and each line on its own (a short note is the common write).
+            assert_benign(&reject, &redact, &text);
+            for line in text.lines().filter(|l| !l.trim().is_empty()) {
+                assert_benign(&reject, &redact, line);
+                samples += 1;
+            }
         }
-    }
-    assert!(samples >= 250, "{samples} lines");
+        assert!(samples >= 250, "{samples} lines");
+    });
 }
 
 /// SplitMix64: a small deterministic generator, so failures reproduce.
@@ -292,63 +299,65 @@ fn expand(rng: &mut Rng, template: &str) -> (String, Vec<Range<usize>>) {
 
 #[test]
 fn every_supported_kind_is_caught_and_redacted_exactly() {
-    let (reject, redact) = (store(SecretPolicy::Reject), store(SecretPolicy::Redact));
-    let templates = std::fs::read_to_string(data().join("keys.txt")).unwrap();
-    let mut kinds = Vec::new();
-    let mut keys = 0;
-    for (n, line) in templates.lines().enumerate() {
-        if line.starts_with('#') || line.trim().is_empty() {
-            continue;
+    each_backend(|| {
+        let (reject, redact) = (store(SecretPolicy::Reject), store(SecretPolicy::Redact));
+        let templates = std::fs::read_to_string(data().join("keys.txt")).unwrap();
+        let mut kinds = Vec::new();
+        let mut keys = 0;
+        for (n, line) in templates.lines().enumerate() {
+            if line.starts_with('#') || line.trim().is_empty() {
+                continue;
+            }
+            let (kind, template) = line.split_once(" | ").unwrap();
+            for seed in 0..12 {
+                let mut rng = Rng(seed * 1_000 + n as u64);
+                let (text, secrets) = expand(&mut rng, template);
+                assert!(!secrets.is_empty(), "{line}");
+                assert_caught(&reject, &redact, kind, &text, &secrets);
+                keys += secrets.len();
+            }
+            if !kinds.contains(&kind) {
+                kinds.push(kind);
+            }
         }
-        let (kind, template) = line.split_once(" | ").unwrap();
-        for seed in 0..12 {
-            let mut rng = Rng(seed * 1_000 + n as u64);
-            let (text, secrets) = expand(&mut rng, template);
-            assert!(!secrets.is_empty(), "{line}");
-            assert_caught(&reject, &redact, kind, &text, &secrets);
-            keys += secrets.len();
+        // Every format the guard promises (issue 7 lists the newer ones) has realistic samples.
+        for kind in [
+            "private key",
+            "GCP service account key",
+            "AWS access key",
+            "AWS secret access key",
+            "Azure storage account key",
+            "Google API key",
+            "Google OAuth client secret",
+            "Anthropic API key",
+            "OpenAI API key",
+            "Hugging Face token",
+            "GitHub token",
+            "GitLab token",
+            "Slack token",
+            "Slack app token",
+            "Slack webhook",
+            "Stripe key",
+            "Stripe webhook secret",
+            "npm token",
+            "PyPI token",
+            "SendGrid API key",
+            "Twilio API key",
+            "Twilio auth token",
+            "Telegram bot token",
+            "DigitalOcean token",
+            "Shopify token",
+            "Databricks token",
+            "Mailgun API key",
+            "Discord bot token",
+            "Discord webhook",
+            "database password",
+            "JSON Web Token",
+        ] {
+            assert!(kinds.contains(&kind), "no sample of {kind}");
         }
-        if !kinds.contains(&kind) {
-            kinds.push(kind);
-        }
-    }
-    // Every format the guard promises (issue 7 lists the newer ones) has realistic samples.
-    for kind in [
-        "private key",
-        "GCP service account key",
-        "AWS access key",
-        "AWS secret access key",
-        "Azure storage account key",
-        "Google API key",
-        "Google OAuth client secret",
-        "Anthropic API key",
-        "OpenAI API key",
-        "Hugging Face token",
-        "GitHub token",
-        "GitLab token",
-        "Slack token",
-        "Slack app token",
-        "Slack webhook",
-        "Stripe key",
-        "Stripe webhook secret",
-        "npm token",
-        "PyPI token",
-        "SendGrid API key",
-        "Twilio API key",
-        "Twilio auth token",
-        "Telegram bot token",
-        "DigitalOcean token",
-        "Shopify token",
-        "Databricks token",
-        "Mailgun API key",
-        "Discord bot token",
-        "Discord webhook",
-        "database password",
-        "JSON Web Token",
-    ] {
-        assert!(kinds.contains(&kind), "no sample of {kind}");
-    }
-    assert!(keys >= 800, "{keys} keys");
+        assert!(keys >= 800, "{keys} keys");
+    });
 }
 
 // Issue 7, defect 2: each case below failed before the fix.
@@ -363,63 +372,69 @@ The rest of this note must survive.\n";
 
 #[test]
 fn issue_7_redaction_covers_the_secret_and_nothing_else() {
-    let redact = store(SecretPolicy::Redact);
-    assert_eq!(
-        write(&redact, MENTIONS),
-        (
-            "File created successfully at: /memories/t".to_owned(),
-            false,
-            Some(MENTIONS.to_owned())
-        )
-    );
-    // A real key among the mentions: only the key goes.
-    let key = format!(
-        "-----BEGIN RSA PRIVATE KEY-----\n{}\n{}\nQx7=\n-----END RSA PRIVATE KEY-----",
-        "MIIEowIBAAKCAQEA7bq3Xk9vQ2mZ8Lw1Rt5Yp0Hn4Ud6Sa2Jf7Kc9Ve3Gx8Bq1Ni",
-        "Lm4Pz7Wc2Ev9Ty6Ro3Hb8Dk1Fj5Sa0Gu4Iq7Xn2Ml9Vw6Ky3Ch8Bt1Zp5Ee0Ra"
-    );
-    let text = format!("{MENTIONS}{key}\nAfter the key.\n");
-    assert_eq!(
-        write(&redact, &text).2.unwrap(),
-        format!("{MENTIONS}[REDACTED:private key]\nAfter the key.\n")
-    );
+    each_backend(|| {
+        let redact = store(SecretPolicy::Redact);
+        assert_eq!(
+            write(&redact, MENTIONS),
+            (
+                "File created successfully at: /memories/t".to_owned(),
+                false,
+                Some(MENTIONS.to_owned())
+            )
+        );
+        // A real key among the mentions: only the key goes.
+        let key = format!(
+            "-----BEGIN RSA PRIVATE KEY-----\n{}\n{}\nQx7=\n-----END RSA PRIVATE KEY-----",
+            "MIIEowIBAAKCAQEA7bq3Xk9vQ2mZ8Lw1Rt5Yp0Hn4Ud6Sa2Jf7Kc9Ve3Gx8Bq1Ni",
+            "Lm4Pz7Wc2Ev9Ty6Ro3Hb8Dk1Fj5Sa0Gu4Iq7Xn2Ml9Vw6Ky3Ch8Bt1Zp5Ee0Ra"
+        );
+        let text = format!("{MENTIONS}{key}\nAfter the key.\n");
+        assert_eq!(
+            write(&redact, &text).2.unwrap(),
+            format!("{MENTIONS}[REDACTED:private key]\nAfter the key.\n")
+        );
+    });
 }
 
 #[test]
 fn issue_7_reject_mode_accepts_notes_that_mention_secrets_and_aws_example_keys() {
-    let reject = store(SecretPolicy::Reject);
-    for text in [
-        MENTIONS,
-        "AWS documents AKIAIOSFODNN7EXAMPLE as its example access key id.",
-        "[default]\naws_access_key_id = AKIAIOSFODNN7EXAMPLE\naws_secret_access_key = wJalrXUtnFEMI/K7MDENG/bPxRfiCYEXAMPLEKEY\n",
-    ] {
-        assert_eq!(write(&reject, text).2.as_deref(), Some(text));
-    }
+    each_backend(|| {
+        let reject = store(SecretPolicy::Reject);
+        for text in [
+            MENTIONS,
+            "AWS documents AKIAIOSFODNN7EXAMPLE as its example access key id.",
+            "[default]\naws_access_key_id = AKIAIOSFODNN7EXAMPLE\naws_secret_access_key = wJalrXUtnFEMI/K7MDENG/bPxRfiCYEXAMPLEKEY\n",
+        ] {
+            assert_eq!(write(&reject, text).2.as_deref(), Some(text));
+        }
+    });
 }
 
 #[test]
 fn issue_7_aws_secret_keys_ending_in_slash_or_plus_and_the_json_form_are_caught() {
-    let (reject, redact) = (store(SecretPolicy::Reject), store(SecretPolicy::Redact));
-    let kind = "AWS secret access key";
-    for (before, secret, after) in [
-        (
-            "aws_secret_access_key = ",
-            "Zq8Lr3Xv7Kd2Mw9Pt4Yb6Hn1Jc5Fs0Ga8Ue3Io7/",
-            "\n",
-        ),
-        (
-            "AWS_SECRET_ACCESS_KEY=",
-            "Zq8Lr3Xv7Kd2Mw9Pt4Yb6Hn1Jc5Fs0Ga8Ue3Io7+",
-            "",
-        ),
-        (
-            r#"{"SecretAccessKey": ""#,
-            "Zq8Lr3Xv7Kd2Mw9Pt4Yb6Hn1Jc5Fs0Ga8Ue3Io7Q",
-            r#""}"#,
-        ),
-    ] {
-        let text = format!("{before}{secret}{after}");
-        let range = before.len()..before.len() + secret.len();
-        assert_caught(&reject, &redact, kind, &text, &[range]);
-    }
+    each_backend(|| {
+        let (reject, redact) = (store(SecretPolicy::Reject), store(SecretPolicy::Redact));
+        let kind = "AWS secret access key";
+        for (before, secret, after) in [
+            (
+                "aws_secret_access_key = ",
+                "Zq8Lr3Xv7Kd2Mw9Pt4Yb6Hn1Jc5Fs0Ga8Ue3Io7/",
+                "\n",
+            ),
+            (
+                "AWS_SECRET_ACCESS_KEY=",
+                "Zq8Lr3Xv7Kd2Mw9Pt4Yb6Hn1Jc5Fs0Ga8Ue3Io7+",
+                "",
+            ),
+            (
+                r#"{"SecretAccessKey": ""#,
+                "Zq8Lr3Xv7Kd2Mw9Pt4Yb6Hn1Jc5Fs0Ga8Ue3Io7Q",
+                r#""}"#,
+            ),
+        ] {
+            let text = format!("{before}{secret}{after}");
+            let range = before.len()..before.len() + secret.len();
+            assert_caught(&reject, &redact, kind, &text, &[range]);
+        }
+    });
 }

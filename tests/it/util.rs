@@ -144,3 +144,26 @@ impl Fresh for StoreBuilder {
 pub fn fresh() -> Result<Store, memkv::Error> {
     Store::builder().fresh()
 }
+
+/// The backends to run on: redb, and PostgreSQL where it is installed (for loops in proptest
+/// bodies, where `prop_assert!` must return from the test function).
+pub fn backends() -> Vec<Backend> {
+    let mut out = vec![Backend::Redb];
+    if pg::cluster().is_some() {
+        out.push(Backend::Postgres);
+    }
+    out
+}
+
+/// Makes `backend` current until dropped.
+pub struct Using(Backend);
+
+pub fn using(backend: Backend) -> Using {
+    Using(CURRENT.with(|c| c.replace(backend)))
+}
+
+impl Drop for Using {
+    fn drop(&mut self) {
+        CURRENT.with(|c| c.set(self.0));
+    }
+}

@@ -72,12 +72,31 @@ pub fn cat(global: &Global, args: &CatArgs) -> Result {
     }
 }
 
+/// `memkv init`: creates the database, or checks an existing one.
+pub fn init(global: &Global) -> Result {
+    let path = global.db_path()?;
+    if !global.is_url()
+        && let Some(parent) = path.parent().filter(|p| !p.as_os_str().is_empty())
+    {
+        std::fs::create_dir_all(parent)
+            .map_err(|e| format!("cannot create {}: {e}", parent.display()))?;
+    }
+    let store = global.builder().open(&path)?;
+    writeln!(io::stdout().lock(), "ready: {}", store.location())?;
+    Ok(())
+}
+
 pub fn stats(global: &Global) -> Result {
     let store = open_read_only(global)?;
-    let path = global.db_path()?;
-    let size = std::fs::metadata(&path)?.len();
     let mut out = io::stdout().lock();
-    writeln!(out, "database {} ({size} bytes)", path.display())?;
+    if global.is_url() {
+        // The location, never the URL as given: it may hold a password.
+        writeln!(out, "database {}", store.location())?;
+    } else {
+        let path = global.db_path()?;
+        let size = std::fs::metadata(&path)?.len();
+        writeln!(out, "database {} ({size} bytes)", path.display())?;
+    }
     writeln!(
         out,
         "{:>8}  {:>12}  {:<20}  {:>8}  {:>12}  USER",

@@ -19,13 +19,13 @@ pub struct Cli {
 /// Options for every subcommand.
 #[derive(Debug, Args)]
 pub struct Global {
-    /// The database file [default: $XDG_DATA_HOME/memkv/memkv.redb, else ~/.local/share/memkv/memkv.redb]
+    /// The database: a redb file, or a PostgreSQL URL (postgres://user@host/db) [default: $XDG_DATA_HOME/memkv/memkv.redb, else ~/.local/share/memkv/memkv.redb]
     #[arg(
         long,
         global = true,
         help_heading = "Store options",
         env = "MEMKV_DB",
-        value_name = "PATH"
+        value_name = "PATH|URL"
     )]
     pub db: Option<PathBuf>,
     /// The API keys file of `memkv serve` [default: the database path + .keys]
@@ -125,6 +125,8 @@ pub enum Commands {
     Import(ImportArgs),
     /// Delete expired files and list them (needs --ttl or --user-ttl)
     Expire(ExpireArgs),
+    /// Create the database (a redb file, or memkv's tables in PostgreSQL) if it does not exist
+    Init,
     /// Verify the database against memkv's invariants
     Check,
     /// Serve the memory tool over MCP on stdin/stdout (Claude Desktop, Claude Code, ...)
@@ -280,6 +282,14 @@ pub struct CatArgs {
 }
 
 impl Global {
+    /// Whether the database is a PostgreSQL URL (no file to create, size or guard).
+    pub fn is_url(&self) -> bool {
+        self.db
+            .as_ref()
+            .and_then(|d| d.to_str())
+            .is_some_and(memkv::storage::is_postgres_url)
+    }
+
     /// The database path: --db, $MEMKV_DB, or the default location.
     pub fn db_path(&self) -> Result<PathBuf, String> {
         if let Some(db) = &self.db {

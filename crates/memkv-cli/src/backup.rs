@@ -75,7 +75,8 @@ pub fn export(global: &Global, args: &ExportArgs) -> Result {
     } else if let Some(path) = &args.output {
         // A private temporary file beside the target, renamed over it once complete: a failed
         // export leaves no half file, and never overwrites the database itself.
-        let mut file = ExportFile::create(path, Some(&global.db_path()?))?;
+        let db = (!global.is_url()).then(|| global.db_path()).transpose()?;
+        let mut file = ExportFile::create(path, db.as_deref())?;
         let summary = store.export(&args.user, &mut file, &mut |p| bar.update(p))?;
         file.finish()?;
         summary
@@ -116,7 +117,9 @@ pub fn import(global: &Global, args: &ImportArgs) -> Result {
         None => None,
     };
     let path = global.db_path()?;
-    if fs::symlink_metadata(&path).is_err_and(|e| e.kind() == io::ErrorKind::NotFound) {
+    if !global.is_url()
+        && fs::symlink_metadata(&path).is_err_and(|e| e.kind() == io::ErrorKind::NotFound)
+    {
         // A refused import must not leave a new database (or its folders) behind: check it all
         // against an empty store first.
         match (&mut source, &args.from_dir, dir_user) {

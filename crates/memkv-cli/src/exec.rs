@@ -10,7 +10,9 @@ use crate::args::{ExecArgs, Global};
 
 pub fn run(global: &Global, args: &ExecArgs) -> Result<(), Box<dyn std::error::Error>> {
     let path = global.db_path()?;
-    if let Some(parent) = path.parent().filter(|p| !p.as_os_str().is_empty()) {
+    if !global.is_url()
+        && let Some(parent) = path.parent().filter(|p| !p.as_os_str().is_empty())
+    {
         std::fs::create_dir_all(parent)
             .map_err(|e| format!("cannot create {}: {e}", parent.display()))?;
     }

@@ -73,6 +73,7 @@ fn main() -> ExitCode {
         Commands::Cat(a) => admin::cat(&cli.global, a),
         Commands::Stats => admin::stats(&cli.global),
         Commands::Check => admin::check(&cli.global),
+        Commands::Init => admin::init(&cli.global),
         Commands::Export(a) => backup::export(&cli.global, a),
         Commands::Import(a) => backup::import(&cli.global, a),
         Commands::Expire(a) => backup::expire(&cli.global, a),

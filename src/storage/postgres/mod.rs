@@ -117,7 +117,7 @@ fn rollback(session: &mut Session) {
     if !session.begun {
         return;
     }
-    session.pending.clear();
+    session.forget_writes();
     let ok = session
         .conn
         .as_mut()
@@ -261,6 +261,7 @@ impl Backend for PgBackend {
                 conn,
                 "BEGIN ISOLATION LEVEL REPEATABLE READ READ ONLY;\n".into(),
                 &self.location,
+                true,
             )),
         })
     }
@@ -283,7 +284,7 @@ impl Backend for PgBackend {
             attempt += 1;
             let conn = self.conn()?;
             let mut txn = PgWrite {
-                session: RefCell::new(Session::new(conn, prologue.clone(), &self.location)),
+                session: RefCell::new(Session::new(conn, prologue.clone(), &self.location, false)),
             };
             let outcome = f(&mut txn);
             let mut session = txn.session.into_inner();

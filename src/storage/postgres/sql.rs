@@ -111,23 +111,47 @@ pub(crate) fn select(fetches: &[Fetch]) -> String {
     sql
 }
 
-/// `INSERT … ON CONFLICT DO UPDATE` of one entry.
-pub(crate) fn put(out: &mut String, space: Space, user: &str, key: &[u8], value: &[u8]) {
-    let _ = write!(out, "INSERT INTO {ENTRIES} VALUES (");
-    bytea(out, user.as_bytes());
-    let _ = write!(out, ", {}, ", space_number(space));
-    bytea(out, key);
-    out.push_str(", ");
-    bytea(out, value);
-    out.push_str(") ON CONFLICT (store, space, key) DO UPDATE SET value = EXCLUDED.value;\n");
+/// `(space, user, key)` as the cache keys them.
+pub(crate) type Key = (u8, String, Vec<u8>);
+
+/// One `INSERT … ON CONFLICT DO UPDATE` of every `(key, value)` (keys distinct).
+pub(crate) fn put_keys(out: &mut String, puts: &[(&Key, &[u8])]) {
+    if puts.is_empty() {
+        return;
+    }
+    let _ = write!(out, "INSERT INTO {ENTRIES} VALUES ");
+    for (i, ((space, user, key), value)) in puts.iter().enumerate() {
+        if i > 0 {
+            out.push_str(", ");
+        }
+        out.push('(');
+        bytea(out, user.as_bytes());
+        let _ = write!(out, ", {space}, ");
+        bytea(out, key);
+        out.push_str(", ");
+        bytea(out, value);
+        out.push(')');
+    }
+    out.push_str(" ON CONFLICT (store, space, key) DO UPDATE SET value = EXCLUDED.value;\n");
 }
 
-pub(crate) fn remove(out: &mut String, space: Space, user: &str, key: &[u8]) {
-    let _ = write!(out, "DELETE FROM {ENTRIES} WHERE ");
-    store_and_space(out, user, space);
-    out.push_str(" AND key = ");
-    bytea(out, key);
-    out.push_str(";\n");
+/// One `DELETE` of every key.
+pub(crate) fn remove_keys(out: &mut String, keys: &[&Key]) {
+    if keys.is_empty() {
+        return;
+    }
+    let _ = write!(out, "DELETE FROM {ENTRIES} WHERE (store, space, key) IN (");
+    for (i, (space, user, key)) in keys.iter().enumerate() {
+        if i > 0 {
+            out.push_str(", ");
+        }
+        out.push('(');
+        bytea(out, user.as_bytes());
+        let _ = write!(out, ", {space}, ");
+        bytea(out, key);
+        out.push(')');
+    }
+    out.push_str(");\n");
 }
 
 pub(crate) fn remove_range(out: &mut String, space: Space, user: &str, start: &[u8], end: &[u8]) {

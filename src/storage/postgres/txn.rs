@@ -7,7 +7,7 @@
 //! sends the queued SQL first, in the same round trip, so the database agrees with the cache.
 
 use std::cell::RefCell;
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet};
 use std::ops::{Bound, ControlFlow};
 
 use super::super::{Fetch, ReadTxn, Space, Visit, WriteTxn};
@@ -15,7 +15,7 @@ use super::pool::Conn;
 use super::sql;
 use crate::error::Error;
 
-type CacheKey = (u8, String, Vec<u8>);
+pub(crate) type CacheKey = (u8, String, Vec<u8>);
 /// `(space, user, start, end)`.
 type KnownRange = (u8, String, Vec<u8>, Option<Vec<u8>>);
 
@@ -142,8 +142,12 @@ pub(crate) struct Session {
     pub(crate) conn: Option<Conn>,
     /// Sent before the first statement: `BEGIN …` and, for writers, the store locks.
     pub(crate) prologue: Option<String>,
-    /// Writes not yet sent.
+    /// Statements not yet sent (a layout version).
     pub(crate) pending: String,
+    /// Keys written and not yet sent: their final values are in the cache.
+    pub(crate) dirty: BTreeSet<CacheKey>,
+    /// Range removals not yet sent, sent before the keys.
+    pub(crate) removed_ranges: Vec<(Space, String, Vec<u8>, Vec<u8>)>,
     pub(crate) cache: Cache,
     /// Whether anything has been sent (a transaction is open on the server).
     pub(crate) begun: bool,
@@ -152,19 +156,25 @@ pub(crate) struct Session {
     /// The database failure seen, if any, for the retry decision.
     pub(crate) failure: Option<postgres::Error>,
     pub(crate) location: String,
+    /// A snapshot (whose cache may forget: the database answers the same) or a writer (whose
+    /// cache holds its own writes).
+    pub(crate) read_only: bool,
 }
 
 impl Session {
-    pub(crate) fn new(conn: Conn, prologue: String, location: &str) -> Self {
+    pub(crate) fn new(conn: Conn, prologue: String, location: &str, read_only: bool) -> Self {
         Session {
             conn: Some(conn),
             prologue: Some(prologue),
             pending: String::new(),
+            dirty: BTreeSet::new(),
+            removed_ranges: Vec::new(),
             cache: Cache::default(),
             begun: false,
             ended: false,
             failure: None,
             location: location.to_owned(),
+            read_only,
         }
     }
 
@@ -176,6 +186,7 @@ impl Session {
         epilogue: &str,
     ) -> Result<Vec<postgres::SimpleQueryRow>, Error> {
         let mut text = self.prologue.take().unwrap_or_default();
+        self.render_writes(&mut text);
         text.push_str(&std::mem::take(&mut self.pending));
         text.push_str(query);
         text.push_str(epilogue);
@@ -194,6 +205,32 @@ impl Session {
         }
     }
 
+    /// The queued writes as SQL: range removals first, then one `DELETE` and one `INSERT … ON
+    /// CONFLICT` for the final state of every key written (each key once).
+    fn render_writes(&mut self, out: &mut String) {
+        for (space, user, start, end) in self.removed_ranges.drain(..) {
+            sql::remove_range(out, space, &user, &start, &end);
+        }
+        let dirty = std::mem::take(&mut self.dirty);
+        let mut puts = Vec::new();
+        let mut removes = Vec::new();
+        for key in &dirty {
+            match self.cache.entries.get(key) {
+                Some(Some(value)) => puts.push((key, value.as_slice())),
+                _ => removes.push(key),
+            }
+        }
+        sql::remove_keys(out, &removes);
+        sql::put_keys(out, &puts);
+    }
+
+    /// Forgets queued writes (the transaction is being rolled back).
+    pub(crate) fn forget_writes(&mut self) {
+        self.pending.clear();
+        self.dirty.clear();
+        self.removed_ranges.clear();
+    }
+
     fn fetch(&mut self, fetches: &[Fetch], epilogue: &str) -> Result<(), Error> {
         if fetches.is_empty() && epilogue.is_empty() {
             return Ok(());
@@ -209,6 +246,15 @@ impl Session {
 
     fn get(&mut self, space: Space, user: &str, key: &[u8]) -> Result<Option<Vec<u8>>, Error> {
         if let Some(v) = self.cache.lookup(space, user, key) {
+            if self.read_only && space == Space::Contents && v.is_some() {
+                // A snapshot reads the same bytes again if asked, so file contents (the bulk of
+                // an export) leave the cache once read; memory stays bounded by a directory.
+                let mut end = key.to_vec();
+                end.push(0);
+                if !self.cache.covers(space, user, key, Some(&end)) {
+                    self.cache.entries.remove(&ck(space, user, key));
+                }
+            }
             return Ok(v);
         }
         let fetch = Fetch::Get {
@@ -385,18 +431,20 @@ pub struct PgWrite {
 impl WriteTxn for PgWrite {
     fn put(&mut self, space: Space, user: &str, key: &[u8], value: &[u8]) -> Result<(), Error> {
         let session = self.session.get_mut();
-        sql::put(&mut session.pending, space, user, key, value);
+        let k = ck(space, user, key);
         session
             .cache
             .entries
-            .insert(ck(space, user, key), Some(value.to_vec()));
+            .insert(k.clone(), Some(value.to_vec()));
+        session.dirty.insert(k);
         Ok(())
     }
 
     fn remove(&mut self, space: Space, user: &str, key: &[u8]) -> Result<(), Error> {
         let session = self.session.get_mut();
-        sql::remove(&mut session.pending, space, user, key);
-        session.cache.entries.insert(ck(space, user, key), None);
+        let k = ck(space, user, key);
+        session.cache.entries.insert(k.clone(), None);
+        session.dirty.insert(k);
         Ok(())
     }
 
@@ -408,7 +456,9 @@ impl WriteTxn for PgWrite {
         end: &[u8],
     ) -> Result<(), Error> {
         let session = self.session.get_mut();
-        sql::remove_range(&mut session.pending, space, user, start, end);
+        session
+            .removed_ranges
+            .push((space, user.to_owned(), start.to_vec(), end.to_vec()));
         session.cache.drop_range(space, user, start, Some(end));
         session.cache.known.push((
             sql::space_number(space),

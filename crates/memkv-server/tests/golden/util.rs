@@ -16,7 +16,7 @@ use crate::client::Client;
 #[path = "../../../../tests/it/util.rs"]
 mod library;
 
-pub use library::{Fresh, each_backend, fresh, fresh_location};
+pub use library::{Backend, Fresh, current, each_backend, fresh, fresh_location};
 
 /// One user's session against a store served over HTTP.
 pub struct Session {
