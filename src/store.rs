@@ -327,6 +327,12 @@ impl Store {
 }
 
 impl<B: Backend> Store<B> {
+    /// The backend (for its own statistics, such as
+    /// [`AnyBackend::round_trips`](crate::storage::AnyBackend::round_trips)).
+    pub fn storage(&self) -> &B {
+        &self.backend
+    }
+
     /// Where the database lives (a path, `memory`, or a URL without its password).
     pub fn location(&self) -> &str {
         self.backend.location()

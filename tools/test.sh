@@ -6,7 +6,8 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
-echo "== cargo test --workspace"
+echo "== cargo test --workspace (redb, and PostgreSQL when its binaries are installed:"
+echo "   tools/install-postgres.sh; without them its halves print SKIPPED)"
 cargo test --workspace --locked
 
 # The debug binary is built by the CLI's tests above (dependencies are optimized even in dev).

@@ -41,6 +41,17 @@ impl From<PgBackend> for AnyBackend {
     }
 }
 
+impl AnyBackend {
+    /// Round trips to the database server so far (`None` for an embedded backend).
+    pub fn round_trips(&self) -> Option<u64> {
+        match self {
+            AnyBackend::Redb(_) => None,
+            #[cfg(feature = "postgres")]
+            AnyBackend::Postgres(b) => Some(b.round_trips()),
+        }
+    }
+}
+
 /// A read snapshot of an [`AnyBackend`].
 pub enum AnyRead {
     /// On redb.

@@ -10,5 +10,6 @@ mod hardening;
 mod isolation;
 mod lines;
 mod model;
+mod postgres;
 mod secrets;
 mod util;

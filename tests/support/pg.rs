@@ -49,6 +49,9 @@ pub fn bin_dir() -> Option<PathBuf> {
 /// The shared cluster, started on first use; `None` (said once on stderr) without PostgreSQL.
 pub fn cluster() -> Option<&'static Cluster> {
     let cluster = CLUSTER.get_or_init(start).as_ref();
+    if cluster.is_none() && std::env::var_os("MEMKV_REQUIRE_POSTGRES").is_some() {
+        panic!("MEMKV_REQUIRE_POSTGRES is set, and PostgreSQL's server binaries are missing");
+    }
     if cluster.is_none() {
         let mut noted = SKIP_NOTED.lock().unwrap();
         if !*noted {

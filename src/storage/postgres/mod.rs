@@ -19,6 +19,7 @@ mod txn;
 use std::cell::RefCell;
 use std::str::FromStr;
 use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Duration;
 
 use postgres::error::SqlState;
@@ -52,6 +53,8 @@ pub enum Access {
 /// A memkv database in PostgreSQL.
 pub struct PgBackend {
     pool: Arc<Pool>,
+    /// Round trips of transactions so far (for tests and benchmarks).
+    trips: Arc<AtomicU64>,
     location: String,
     writable: bool,
 }
@@ -118,6 +121,7 @@ fn rollback(session: &mut Session) {
         return;
     }
     session.forget_writes();
+    session.trips.fetch_add(1, Ordering::Relaxed);
     let ok = session
         .conn
         .as_mut()
@@ -148,6 +152,7 @@ impl PgBackend {
         })?;
         let backend = PgBackend {
             pool: Pool::new(config, location.clone(), POOL_SIZE),
+            trips: Arc::default(),
             location,
             writable: access != Access::ReadOnly,
         };
@@ -231,6 +236,12 @@ impl PgBackend {
         Ok(())
     }
 
+    /// Round trips that transactions have made so far (each a statement batch sent and its
+    /// answer awaited); schema checks at connection are not counted.
+    pub fn round_trips(&self) -> u64 {
+        self.trips.load(Ordering::Relaxed)
+    }
+
     /// A connection, retried (with backoff) while the server is unreachable or restarting.
     fn conn(&self) -> Result<pool::Conn, Error> {
         let mut attempt = 0;
@@ -262,6 +273,7 @@ impl Backend for PgBackend {
                 "BEGIN ISOLATION LEVEL REPEATABLE READ READ ONLY;\n".into(),
                 &self.location,
                 true,
+                Arc::clone(&self.trips),
             )),
         })
     }
@@ -284,7 +296,13 @@ impl Backend for PgBackend {
             attempt += 1;
             let conn = self.conn()?;
             let mut txn = PgWrite {
-                session: RefCell::new(Session::new(conn, prologue.clone(), &self.location, false)),
+                session: RefCell::new(Session::new(
+                    conn,
+                    prologue.clone(),
+                    &self.location,
+                    false,
+                    Arc::clone(&self.trips),
+                )),
             };
             let outcome = f(&mut txn);
             let mut session = txn.session.into_inner();

@@ -9,6 +9,8 @@
 use std::cell::RefCell;
 use std::collections::{BTreeMap, BTreeSet};
 use std::ops::{Bound, ControlFlow};
+use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, Ordering};
 
 use super::super::{Fetch, ReadTxn, Space, Visit, WriteTxn};
 use super::pool::Conn;
@@ -159,10 +161,18 @@ pub(crate) struct Session {
     /// A snapshot (whose cache may forget: the database answers the same) or a writer (whose
     /// cache holds its own writes).
     pub(crate) read_only: bool,
+    /// The backend's round-trip counter.
+    pub(crate) trips: Arc<AtomicU64>,
 }
 
 impl Session {
-    pub(crate) fn new(conn: Conn, prologue: String, location: &str, read_only: bool) -> Self {
+    pub(crate) fn new(
+        conn: Conn,
+        prologue: String,
+        location: &str,
+        read_only: bool,
+        trips: Arc<AtomicU64>,
+    ) -> Self {
         Session {
             conn: Some(conn),
             prologue: Some(prologue),
@@ -175,6 +185,7 @@ impl Session {
             failure: None,
             location: location.to_owned(),
             read_only,
+            trips,
         }
     }
 
@@ -191,6 +202,7 @@ impl Session {
         text.push_str(query);
         text.push_str(epilogue);
         self.begun = true;
+        self.trips.fetch_add(1, Ordering::Relaxed);
         let conn = self
             .conn
             .as_mut()
@@ -340,6 +352,7 @@ impl Drop for PgRead {
     fn drop(&mut self) {
         let session = self.session.get_mut();
         if session.begun && !session.ended {
+            session.trips.fetch_add(1, Ordering::Relaxed);
             let ok = session
                 .conn
                 .as_mut()

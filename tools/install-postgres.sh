@@ -1,0 +1,15 @@
+#!/usr/bin/env bash
+# What the PostgreSQL backend needs on a Debian machine, installed when missing (idempotent,
+# quiet): OpenSSL's headers and pkg-config to build its TLS, and PostgreSQL's server binaries for
+# the tests, which start a throwaway cluster of their own (tests/support/pg.rs).
+set -euo pipefail
+missing=()
+pkg-config --exists openssl 2>/dev/null || missing+=(libssl-dev pkg-config)
+ls /usr/lib/postgresql/*/bin/initdb >/dev/null 2>&1 || missing+=(postgresql)
+if [ ${#missing[@]} -gt 0 ]; then
+    echo "installing ${missing[*]}"
+    export DEBIAN_FRONTEND=noninteractive
+    apt-get update -qq >/dev/null
+    apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
+fi
+ls -d /usr/lib/postgresql/*/bin | tail -1
