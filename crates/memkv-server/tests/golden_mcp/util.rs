@@ -20,7 +20,7 @@ use serde_json::{Value, json};
 #[path = "../../../../tests/it/util.rs"]
 mod library;
 
-pub use library::{Fresh, each_backend, fresh, fresh_location, snapshot};
+pub use library::{Backend, Fresh, current, each_backend, fresh, fresh_location, snapshot};
 
 const USER: &str = "tester";
 
