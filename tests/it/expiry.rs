@@ -4,9 +4,9 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::{Duration, UNIX_EPOCH};
 
-use memkv::storage::AnyBackend;
 #[allow(unused_imports)]
 use crate::util::{Fresh, each_backend, fresh};
+use memkv::storage::AnyBackend;
 use memkv::{Store, StoreBuilder};
 use serde_json::json;
 
