@@ -35,7 +35,11 @@ pub(crate) fn execute<B: Backend + ?Sized>(
     if command.is_read_only() {
         return read(backend, user, settings, command, now_ms, &[]).map(|(output, _)| output);
     }
-    let fetches = write_fetches(user, settings, command, now_ms);
+    let fetches = if backend.wants_prefetch() {
+        write_fetches(user, settings, command, now_ms)
+    } else {
+        Vec::new()
+    };
     backend.write(&[user], |txn| {
         txn.prefetch(&fetches, false)?;
         let mut tree = Tree::new(txn, user);
@@ -67,7 +71,9 @@ pub(crate) fn read<B: Backend + ?Sized>(
     };
     let txn = backend.begin_read()?;
     let tree = TreeRead::new(&txn, user);
-    if let Ok(parsed) = MemoryPath::parse(path) {
+    if backend.wants_prefetch()
+        && let Ok(parsed) = MemoryPath::parse(path)
+    {
         let mut fetches = Vec::new();
         tree::path_fetches(user, &parsed, true, false, &mut fetches);
         fetches.push(tree::children_fetch(user, &parsed));

@@ -445,16 +445,19 @@ impl<B: Backend> Store<B> {
         lock.extend(notes.iter().map(|(user, _, _)| user.as_str()));
         lock.sort_unstable();
         lock.dedup();
+        let prefetch = self.backend.wants_prefetch();
         let applied = self.backend.write(&lock, |txn| {
             access::apply(txn, &notes)?;
             let mut outputs = Vec::with_capacity(batch.len());
             for r in batch {
                 let settings = self.settings(&r.user);
                 let now = self.now_ms();
-                txn.prefetch(
-                    &exec::write_fetches(&r.user, &settings, &r.command, now),
-                    false,
-                )?;
+                if prefetch {
+                    txn.prefetch(
+                        &exec::write_fetches(&r.user, &settings, &r.command, now),
+                        false,
+                    )?;
+                }
                 let mut tree = Tree::new(txn, &r.user);
                 exec::sweep(&mut tree, settings.expiry_cutoff(now))?;
                 outputs.push(exec::write(&mut tree, &settings, &r.command, now)?);

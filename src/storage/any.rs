@@ -135,6 +135,14 @@ impl Backend for AnyBackend {
         }
     }
 
+    fn wants_prefetch(&self) -> bool {
+        match self {
+            AnyBackend::Redb(_) => false,
+            #[cfg(feature = "postgres")]
+            AnyBackend::Postgres(_) => true,
+        }
+    }
+
     fn verify_storage(&self) -> Result<Vec<String>, Error> {
         match self {
             AnyBackend::Redb(b) => b.verify_storage(),

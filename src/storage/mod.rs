@@ -115,6 +115,12 @@ pub trait Backend: Send + Sync {
         f: impl FnMut(&mut dyn WriteTxn) -> Result<(R, Finish), Error>,
     ) -> Result<R, Error>;
 
+    /// Whether [`ReadTxn::prefetch`] saves anything (round trips): callers skip working out
+    /// their fetches when it does not. By default, no.
+    fn wants_prefetch(&self) -> bool {
+        false
+    }
+
     /// Checks the stored bytes beneath the records (page checksums, say) without changing
     /// anything, for `Store::check`; the problems found, as sentences. By default, none.
     fn verify_storage(&self) -> Result<Vec<String>, Error> {

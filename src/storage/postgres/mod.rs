@@ -265,6 +265,10 @@ impl Backend for PgBackend {
         &self.location
     }
 
+    fn wants_prefetch(&self) -> bool {
+        true
+    }
+
     fn begin_read(&self) -> Result<PgRead, Error> {
         let conn = self.conn()?;
         Ok(PgRead {
