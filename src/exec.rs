@@ -16,7 +16,7 @@ use crate::blocks::ToolOutput;
 use crate::command::{Command, ViewRange};
 use crate::error::Error;
 use crate::layout::{FileMeta, Node, Totals, UserTotals};
-use crate::limits::{Limits, Settings};
+use crate::limits::{Limits, Refusal, Settings};
 use crate::messages;
 use crate::path::MemoryPath;
 use crate::secrets::{self, SecretPolicy};
@@ -469,36 +469,46 @@ pub(crate) fn check_limits(
     content: &str,
     old: Option<FileMeta>,
     user: UserTotals,
-) -> Option<String> {
+) -> Option<Refusal> {
+    let _ = raw;
     let size = content.len() as u64;
     if size > limits.max_file_bytes {
-        return Some(messages::file_too_large(raw, size, limits.max_file_bytes));
+        return Some(Refusal::FileTooLarge {
+            size,
+            limit: limits.max_file_bytes,
+        });
     }
     if count_lines(content) > limits.max_lines {
-        return Some(messages::too_many_lines(raw, limits.max_lines));
+        return Some(Refusal::TooManyLines {
+            limit: limits.max_lines,
+        });
     }
     if old.is_none() && user.files + 1 > limits.max_files {
-        return Some(messages::quota_files(limits.max_files));
+        return Some(Refusal::QuotaFiles {
+            limit: limits.max_files,
+        });
     }
     let bytes_after = (user.bytes.saturating_sub(old.map_or(0, |m| m.size))).saturating_add(size);
     // A write that does not add bytes is always allowed, so that a user over a lowered quota
     // can still shrink and edit what they have.
     if bytes_after > limits.max_bytes && bytes_after > user.bytes {
-        return Some(messages::quota_bytes(limits.max_bytes));
+        return Some(Refusal::QuotaBytes {
+            limit: limits.max_bytes,
+        });
     }
     None
 }
 
 /// Applies the secrets policy to content about to be written: the content to write and the
-/// kinds redacted, or the message refusing it.
+/// kinds redacted, or why it is refused.
 pub(crate) fn guard(
     policy: SecretPolicy,
     content: &str,
-) -> Result<(Cow<'_, str>, Vec<&'static str>), String> {
+) -> Result<(Cow<'_, str>, Vec<&'static str>), Refusal> {
     match policy {
         SecretPolicy::Off => Ok((Cow::Borrowed(content), Vec::new())),
         SecretPolicy::Reject => match secrets::find(content) {
-            Some(kind) => Err(messages::secret_rejected(kind)),
+            Some(kind) => Err(Refusal::Secret { kind }),
             None => Ok((Cow::Borrowed(content), Vec::new())),
         },
         SecretPolicy::Redact => {
@@ -531,11 +541,11 @@ fn store<'c, T: WriteTxn + ?Sized>(
 ) -> Result<Result<Stored<'c>, String>, Error> {
     let (content, redacted) = match guard(settings.secrets, content) {
         Ok(guarded) => guarded,
-        Err(message) => return Ok(Err(message)),
+        Err(why) => return Ok(Err(messages::refusal(raw, &why))),
     };
     let totals = tree.read().totals()?;
-    if let Some(message) = check_limits(&settings.limits, raw, &content, old, totals) {
-        return Ok(Err(message));
+    if let Some(why) = check_limits(&settings.limits, raw, &content, old, totals) {
+        return Ok(Err(messages::refusal(raw, &why)));
     }
     let meta = FileMeta::times(old.map_or(now_ms, |m| m.created_ms), now_ms, now_ms);
     tree.write_file(path, &content, old, meta)?;

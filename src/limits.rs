@@ -5,6 +5,23 @@ use std::time::Duration;
 
 use crate::secrets::SecretPolicy;
 
+/// Why a write was refused before anything changed: a limit or the secrets policy. Rendered by
+/// `crate::messages`: [`crate::messages::refusal`] for the model, [`crate::messages::refusal_reason`]
+/// for an operator (an import).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Refusal {
+    /// The file would be `size` bytes, over `limit`.
+    FileTooLarge { size: u64, limit: u64 },
+    /// The file would have more than `limit` lines.
+    TooManyLines { limit: u64 },
+    /// The user would have more than `limit` files.
+    QuotaFiles { limit: u64 },
+    /// The user would have more than `limit` bytes.
+    QuotaBytes { limit: u64 },
+    /// The content holds a secret of this kind.
+    Secret { kind: &'static str },
+}
+
 /// Limits checked inside every write transaction. `Default` gives PROTOCOL.md's defaults.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 #[non_exhaustive]

@@ -5,6 +5,7 @@
 
 use std::fmt::Write as _;
 
+use crate::limits::Refusal;
 use crate::path::PathError;
 
 // ---- paths -------------------------------------------------------------------------------
@@ -203,28 +204,33 @@ pub fn renamed(old_path: &str, new_path: &str) -> String {
 
 // ---- limits ------------------------------------------------------------------------------
 
-/// A write that would make a file larger than the per-file limit.
-pub fn file_too_large(path: &str, size: u64, limit: u64) -> String {
-    format!("Error: File {path} would be {size} bytes, over the limit of {limit} bytes")
+/// A refused write, as the model reads it.
+pub(crate) fn refusal(path: &str, why: &Refusal) -> String {
+    format!("Error: {}", refusal_reason(path, why))
 }
 
-/// A write that would give a file more lines than allowed.
-pub fn too_many_lines(path: &str, max_lines: u64) -> String {
-    format!(
-        "Error: File {path} would have more than {} lines",
-        thousands(max_lines)
-    )
-}
-
-/// A `create` over the per-user file quota.
-pub fn quota_files(limit: u64) -> String {
-    // PROTOCOL.md's template, byte for byte, even for a limit of 1.
-    format!("Error: Memory quota exceeded: at most {limit} files")
-}
-
-/// A write over the per-user byte quota.
-pub fn quota_bytes(limit: u64) -> String {
-    format!("Error: Memory quota exceeded: at most {limit} bytes in total")
+/// A refused write, as an operator reads it (in an import's error): the model's message
+/// without its `Error: ` prefix.
+pub(crate) fn refusal_reason(path: &str, why: &Refusal) -> String {
+    match *why {
+        Refusal::FileTooLarge { size, limit } => {
+            format!("File {path} would be {size} bytes, over the limit of {limit} bytes")
+        }
+        Refusal::TooManyLines { limit } => {
+            format!(
+                "File {path} would have more than {} lines",
+                thousands(limit)
+            )
+        }
+        // PROTOCOL.md's template, byte for byte, even for a limit of 1.
+        Refusal::QuotaFiles { limit } => format!("Memory quota exceeded: at most {limit} files"),
+        Refusal::QuotaBytes { limit } => {
+            format!("Memory quota exceeded: at most {limit} bytes in total")
+        }
+        Refusal::Secret { kind } => format!(
+            "The content appears to contain a secret ({kind}). Secrets must not be stored in memory; remove it and try again."
+        ),
+    }
 }
 
 // ---- malformed input ---------------------------------------------------------------------
@@ -250,13 +256,6 @@ pub fn invalid_json(reason: &str) -> String {
 }
 
 // ---- secrets guard -----------------------------------------------------------------------
-
-/// A write refused because the content holds a secret of `kind`.
-pub fn secret_rejected(kind: &str) -> String {
-    format!(
-        "Error: The content appears to contain a secret ({kind}). Secrets must not be stored in memory; remove it and try again."
-    )
-}
 
 /// A success message, with a note when secrets were redacted from the content written.
 pub fn with_redactions(message: String, kinds: &[&str]) -> String {

@@ -15,6 +15,7 @@ use crate::error::Error;
 use crate::exec;
 use crate::layout::{FileMeta, Node};
 use crate::limits::Limits;
+use crate::messages;
 use crate::path::MemoryPath;
 use crate::storage::{Backend, Finish, WriteTxn};
 use crate::store::{Store, validate_user};
@@ -345,19 +346,16 @@ impl<B: Backend> Store<B> {
                     if selected(users, &user) {
                         let settings = self.settings(&user);
                         let (guarded, _) =
-                            exec::guard(settings.secrets, &content).map_err(|m| {
+                            exec::guard(settings.secrets, &content).map_err(|why| {
                                 import_error(
                                     n,
-                                    format!("{path}: {}", m.trim_start_matches("Error: ")),
+                                    format!("{path}: {}", messages::refusal_reason(&path, &why)),
                                 )
                             })?;
-                        if let Some(m) =
+                        if let Some(why) =
                             exec::check_limits(&limits, &path, &guarded, None, Default::default())
                         {
-                            return Err(import_error(
-                                n,
-                                m.trim_start_matches("Error: ").to_owned(),
-                            ));
+                            return Err(import_error(n, messages::refusal_reason(&path, &why)));
                         }
                         let plan = plans.entry(user.clone()).or_default();
                         plan.add(n, parsed, guarded.len() as u64)?;
@@ -481,16 +479,16 @@ impl<B: Backend> Store<B> {
                 ));
             }
         };
-        let (content, _) =
-            exec::guard(settings.secrets, &entry.content).map_err(|m| format!("{path}: {m}"))?;
+        let (content, _) = exec::guard(settings.secrets, &entry.content)
+            .map_err(|why| format!("{path}: {}", messages::refusal(&path.to_string(), &why)))?;
         let totals = tree.read().totals().map_err(fail)?;
-        if let Some(m) =
+        if let Some(why) =
             exec::check_limits(&settings.limits, &path.to_string(), &content, old, totals)
         {
             return Err(format!(
                 "user {:?}: {}",
                 entry.user,
-                m.trim_start_matches("Error: ")
+                messages::refusal_reason(&path.to_string(), &why)
             ));
         }
         tree.write_file(path, &content, old, entry.meta)
