@@ -226,3 +226,20 @@ fn an_export_crosses_backends_and_comes_back_the_same() {
     assert_eq!(body(&from_redb), body(&from_pg));
     assert_eq!(body(&from_pg), body(&back));
 }
+
+/// The README's recorded session through `memkv exec` on PostgreSQL: byte for byte the golden
+/// transcript that `memkv exec` on redb answers (`cli.rs` pins the redb side).
+#[test]
+fn recorded_session_matches_its_golden_transcript_on_postgres() {
+    let Some(cluster) = pg::cluster() else { return };
+    let root = concat!(env!("CARGO_MANIFEST_DIR"), "/../..");
+    let input = std::fs::read(format!("{root}/examples/session.jsonl")).unwrap();
+    let want =
+        std::fs::read_to_string(format!("{root}/tests/data/session.expected.jsonl")).unwrap();
+    let got = ok(&memkv(
+        &cluster.fresh_url(),
+        &["exec", "--user", "dana"],
+        &input,
+    ));
+    assert_eq!(got, want);
+}
