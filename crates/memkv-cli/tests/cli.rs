@@ -7,27 +7,9 @@ use std::time::{Duration, Instant};
 
 use serde_json::{Value, json};
 
-fn memkv(db: &Path) -> Command {
-    let mut c = Command::new(env!("CARGO_BIN_EXE_memkv"));
-    c.arg("--db").arg(db).env_remove("MEMKV_DB");
-    c
-}
+mod common;
 
-/// Runs `command` with `input` on its standard input, capturing both outputs.
-fn run_with_input(command: &mut Command, input: &[u8]) -> Output {
-    let mut child = command
-        .stdin(Stdio::piped())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .unwrap();
-    // A process that fails at start (a locked database, say) may exit before reading its input.
-    match child.stdin.take().unwrap().write_all(input) {
-        Err(e) if e.kind() == std::io::ErrorKind::BrokenPipe => {}
-        other => other.unwrap(),
-    }
-    child.wait_with_output().unwrap()
-}
+use common::{memkv, run_with_input};
 
 fn exec(db: &Path, user: &str, input: &str) -> Output {
     run_with_input(memkv(db).args(["exec", "--user", user]), input.as_bytes())

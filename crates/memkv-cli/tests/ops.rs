@@ -7,26 +7,9 @@ use std::path::{Path, PathBuf};
 use std::process::{Child, Command, ExitStatus, Output, Stdio};
 use std::time::{Duration, Instant};
 
-fn memkv(db: &Path) -> Command {
-    let mut c = Command::new(env!("CARGO_BIN_EXE_memkv"));
-    c.arg("--db").arg(db).env_remove("MEMKV_DB");
-    c
-}
+mod common;
 
-/// Runs `command` with `input` on its standard input, capturing both outputs.
-fn run_with_input(command: &mut Command, input: &[u8]) -> Output {
-    let mut child = command
-        .stdin(Stdio::piped())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .unwrap();
-    match child.stdin.take().unwrap().write_all(input) {
-        Err(e) if e.kind() == std::io::ErrorKind::BrokenPipe => {}
-        other => other.unwrap(),
-    }
-    child.wait_with_output().unwrap()
-}
+use common::{memkv, run_with_input};
 
 /// Runs `command` to its end, and fails the test (killing the process) if that takes longer
 /// than `limit`.
