@@ -17,6 +17,8 @@ use std::collections::HashMap;
 use std::sync::{Mutex, MutexGuard, PoisonError};
 
 use crate::error::Error;
+use crate::history::Retention;
+use crate::history::record::Recorder;
 use crate::layout::Node;
 use crate::path::MemoryPath;
 use crate::storage::WriteTxn;
@@ -89,7 +91,13 @@ impl PendingAccess {
 /// noted time.
 pub(crate) fn apply<T: WriteTxn + ?Sized>(txn: &mut T, notes: &[Note]) -> Result<(), Error> {
     for (user, path, t) in notes {
-        let mut tree = Tree::new(txn, user);
+        // A read changes no memory: nothing is recorded.
+        let rec = Recorder {
+            actor: None,
+            now_ms: *t,
+            retention: Retention::NONE,
+        };
+        let mut tree = Tree::new(txn, user, rec);
         if let Some(Node::File(meta)) = tree.read().node(path)?
             && meta.accessed_ms < *t
         {

@@ -15,6 +15,7 @@ use std::ops::ControlFlow;
 use crate::blocks::ToolOutput;
 use crate::command::{Command, ViewRange};
 use crate::error::Error;
+use crate::history::Actor;
 use crate::layout::{FileMeta, Node, Totals, UserTotals};
 use crate::limits::{Limits, Refusal, Settings};
 use crate::messages;
@@ -31,6 +32,7 @@ pub(crate) fn execute<B: Backend + ?Sized>(
     settings: &Settings,
     command: &Command,
     now_ms: i64,
+    actor: Option<&Actor>,
 ) -> Result<ToolOutput, Error> {
     if command.is_read_only() {
         return read(backend, user, settings, command, now_ms, &[]).map(|(output, _)| output);
@@ -42,7 +44,7 @@ pub(crate) fn execute<B: Backend + ?Sized>(
     };
     backend.write(&[user], |txn| {
         txn.prefetch(&fetches, false)?;
-        let mut tree = Tree::new(txn, user);
+        let mut tree = Tree::new(txn, user, settings.recorder(now_ms, actor));
         sweep(&mut tree, settings.expiry_cutoff(now_ms))?;
         let output = write(&mut tree, settings, command, now_ms)?;
         let finish = if output.is_error {
@@ -67,7 +69,8 @@ pub(crate) fn read<B: Backend + ?Sized>(
     used: &[MemoryPath],
 ) -> Result<(ToolOutput, Option<MemoryPath>), Error> {
     let Command::View { path, view_range } = command else {
-        return execute(backend, user, settings, command, now_ms).map(|output| (output, None));
+        return execute(backend, user, settings, command, now_ms, None)
+            .map(|output| (output, None));
     };
     let txn = backend.begin_read()?;
     let tree = TreeRead::new(&txn, user);
@@ -125,6 +128,12 @@ pub(crate) fn sweep<T: WriteTxn + ?Sized>(
         return Ok(Vec::new());
     };
     let expired = tree.read().unused_since(cutoff)?;
+    // Expiry deletes on nobody's behalf.
+    let actor = if expired.is_empty() {
+        None
+    } else {
+        tree.set_actor(None)
+    };
     for (path, _, _) in &expired {
         match tree.read().node(path)? {
             Some(node @ Node::File(_)) => tree.remove(path, node)?,
@@ -134,6 +143,9 @@ pub(crate) fn sweep<T: WriteTxn + ?Sized>(
                 )));
             }
         }
+    }
+    if !expired.is_empty() {
+        tree.set_actor(actor);
     }
     Ok(expired)
 }
@@ -207,6 +219,9 @@ pub(crate) fn write<T: WriteTxn + ?Sized>(
     command: &Command,
     now_ms: i64,
 ) -> Result<ToolOutput, Error> {
+    if !command.is_read_only() && tree.archived()? {
+        return fail(messages::store_archived());
+    }
     match command {
         Command::View { path, view_range } => {
             let none = Expired { files: Vec::new() };

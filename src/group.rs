@@ -25,6 +25,7 @@ use std::sync::{Arc, Condvar, Mutex, MutexGuard, PoisonError};
 use crate::blocks::ToolOutput;
 use crate::command::Command;
 use crate::error::Error;
+use crate::history::Actor;
 
 /// Most commands in one transaction; bounds the transaction's memory and the leader's work.
 pub(crate) const MAX_BATCH: usize = 256;
@@ -33,14 +34,17 @@ pub(crate) const MAX_BATCH: usize = 256;
 pub(crate) struct Request {
     pub user: String,
     pub command: Command,
+    /// Who sends it (recorded in the versions it writes).
+    pub actor: Option<Actor>,
 }
 
 impl Request {
     /// A request outside the queue (for [`crate::Store::execute_batch`]).
-    pub(crate) fn unqueued(user: &str, command: &Command) -> Self {
+    pub(crate) fn unqueued(user: &str, command: &Command, actor: Option<&Actor>) -> Self {
         Request {
             user: user.to_owned(),
             command: command.clone(),
+            actor: actor.cloned(),
         }
     }
 }
@@ -102,13 +106,11 @@ impl GroupCommit {
         &self,
         user: &str,
         command: &Command,
+        actor: Option<&Actor>,
         run: impl Fn(&[Request]) -> Vec<Result<ToolOutput, Error>>,
     ) -> Result<ToolOutput, Error> {
         let slot = Arc::new(Slot::default());
-        let request = Request {
-            user: user.to_owned(),
-            command: command.clone(),
-        };
+        let request = Request::unqueued(user, command, actor);
         let lead_now = {
             let mut queue = self.lock();
             queue.pending.push((request, slot.clone()));
@@ -194,7 +196,7 @@ mod tests {
                         path: format!("/memories/{i}"),
                     };
                     let out = group
-                        .submit("u", &command, |batch| {
+                        .submit("u", &command, None, |batch| {
                             batches.fetch_add(1, Ordering::SeqCst);
                             // A slow "flush", so that callers pile up behind it.
                             std::thread::sleep(std::time::Duration::from_millis(20));

@@ -22,7 +22,7 @@ use sha2::{Digest, Sha256};
 /// the backend. Bump it on any change here, add the step to `crate::migrate`, and say in
 /// `docs/design.md` how older data is treated. Every backend records it and refuses a newer one.
 /// (Versions 1 and 2 predate the PostgreSQL backend and exist only in redb files.)
-pub const LAYOUT_VERSION: u64 = 4;
+pub const LAYOUT_VERSION: u64 = 5;
 /// The oldest layout version this build migrates on open (see `crate::migrate`).
 pub const OLDEST_MIGRATABLE: u64 = 1;
 
@@ -42,9 +42,13 @@ pub enum Node {
     Dir(Totals),
 }
 
-/// A file's size, content hash and times (milliseconds since the Unix epoch).
+/// A file's size, content hash, times (milliseconds since the Unix epoch) and history.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 pub struct FileMeta {
+    /// The memory's id (`crate::history::MemoryId`), since format 5.
+    pub memory: u64,
+    /// The version holding the current content (`crate::history::VersionId`), since format 5.
+    pub version: u64,
     /// Length in bytes.
     pub size: u64,
     /// SHA-256 of the content's UTF-8 bytes (since format 4); `memkv check` verifies it.
@@ -61,6 +65,8 @@ impl FileMeta {
     /// The metadata of `content` with the given times: its size and SHA-256 are computed.
     pub fn new(content: &str, created_ms: i64, modified_ms: i64, accessed_ms: i64) -> Self {
         FileMeta {
+            memory: 0,
+            version: 0,
             size: content.len() as u64,
             sha256: sha256(content.as_bytes()),
             created_ms,
@@ -70,9 +76,11 @@ impl FileMeta {
     }
 
     /// Times only, for [`crate::tree::Tree::write_file`], which fills in the size and hash of
-    /// the content it writes.
+    /// the content it writes, and the memory and version ids.
     pub fn times(created_ms: i64, modified_ms: i64, accessed_ms: i64) -> Self {
         FileMeta {
+            memory: 0,
+            version: 0,
             size: 0,
             sha256: [0; 32],
             created_ms,

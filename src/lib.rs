@@ -68,9 +68,11 @@ pub mod command;
 mod error;
 mod exec;
 mod group;
+mod history;
 mod layout;
 mod limits;
 pub mod lines;
+mod memories;
 mod messages;
 mod migrate;
 pub mod path;
@@ -78,8 +80,10 @@ pub mod protocol;
 mod secrets;
 pub mod storage;
 mod store;
+mod stores;
 mod time;
 mod tree;
+mod versions;
 
 /// The README's Rust examples run as doctests.
 #[doc = include_str!("../README.md")]
@@ -92,7 +96,12 @@ pub use backup::{
 pub use blocks::{TOOL_NAME, ToolOutput, ToolResult, ToolUse};
 pub use command::{Command, InputError, ViewRange};
 pub use error::Error;
+pub use history::{
+    Actor, ApiRefusal, HistoryTotals, InvalidId, Memory, MemoryId, Operation, Page, Redaction,
+    Retention, StoreInfo, Version, VersionId,
+};
 pub use limits::{Expiry, Limits};
+pub use memories::ListItem;
 pub use path::{MemoryPath, PathError};
 pub use protocol::{InvalidMessage, Message, Response};
 pub use secrets::SecretPolicy;
@@ -101,3 +110,4 @@ pub use store::{
     UserSummary,
 };
 pub use time::utc;
+pub use versions::VersionFilter;

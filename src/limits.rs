@@ -3,6 +3,8 @@
 use std::collections::BTreeMap;
 use std::time::Duration;
 
+use crate::history::record::Recorder;
+use crate::history::{Actor, Retention};
 use crate::secrets::SecretPolicy;
 
 /// Why a write was refused before anything changed: a limit or the secrets policy. Rendered by
@@ -99,9 +101,20 @@ pub(crate) struct Settings {
     /// Time-to-live in ms, if files of this user expire.
     pub ttl_ms: Option<i64>,
     pub granularity_ms: i64,
+    /// How much history the store keeps.
+    pub retention: Retention,
 }
 
 impl Settings {
+    /// What a write at `now_ms` by `actor` records its changes with.
+    pub fn recorder(&self, now_ms: i64, actor: Option<&Actor>) -> Recorder {
+        Recorder {
+            actor: actor.cloned(),
+            now_ms,
+            retention: self.retention,
+        }
+    }
+
     /// Files last used at or before this instant are expired (and invisible) at `now_ms`.
     pub fn expiry_cutoff(&self, now_ms: i64) -> Option<i64> {
         self.ttl_ms.map(|ttl| {

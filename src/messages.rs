@@ -12,19 +12,25 @@ use crate::path::PathError;
 
 /// The message for a path the rules of PROTOCOL.md reject.
 pub fn path_error(raw: &str, error: PathError) -> String {
+    format!("Error: {}", path_reason(raw, error))
+}
+
+/// Why the rules of PROTOCOL.md reject a path, without `Error: ` (for an operator or the
+/// memory-stores API).
+pub fn path_reason(raw: &str, error: PathError) -> String {
     match error {
-        PathError::OutsideRoot => format!("Error: Path must start with /memories, got: {raw}"),
+        PathError::OutsideRoot => format!("Path must start with /memories, got: {raw}"),
         PathError::DotSegment => {
-            format!("Error: Invalid path {raw}: '.' and '..' segments are not allowed")
+            format!("Invalid path {raw}: '.' and '..' segments are not allowed")
         }
-        PathError::EmptySegment => format!("Error: Invalid path {raw}: empty path segment"),
+        PathError::EmptySegment => format!("Invalid path {raw}: empty path segment"),
         PathError::Separator => {
-            format!("Error: Invalid path {raw}: '\\' and encoded separators are not allowed")
+            format!("Invalid path {raw}: '\\' and encoded separators are not allowed")
         }
         PathError::ControlCharacter => {
-            format!("Error: Invalid path {raw}: control and format characters are not allowed")
+            format!("Invalid path {raw}: control and format characters are not allowed")
         }
-        PathError::TooLong => format!("Error: Invalid path {raw}: too long"),
+        PathError::TooLong => format!("Invalid path {raw}: too long"),
     }
 }
 
@@ -278,6 +284,11 @@ pub fn invalid_block(reason: &str) -> String {
 /// A `tool_use` block for a tool other than `memory` (`name_json` is the name as JSON).
 pub fn unknown_tool(name_json: &str) -> String {
     format!("Error: Unknown tool: {name_json}")
+}
+
+/// A write to an archived memory store (archived stores are read-only); nothing was changed.
+pub fn store_archived() -> String {
+    "Error: This memory store is archived and read-only; the command was not applied.".to_owned()
 }
 
 /// The storage failed; the command was not applied.

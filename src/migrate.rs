@@ -6,9 +6,11 @@
 
 use std::ops::ControlFlow;
 
-use serde::Deserialize;
+use serde::{Deserialize, Serialize};
 
 use crate::error::Error;
+use crate::history::Operation;
+use crate::history::record::{self, StoreRecord, VersionRecord};
 use crate::layout::LAYOUT_VERSION as FORMAT_VERSION;
 use crate::layout::{self, FileMeta, Node, Totals, UserTotals};
 use crate::path::MemoryPath;
@@ -31,6 +33,7 @@ pub(crate) fn upgrade<B: Backend>(backend: &B) -> Result<(), Error> {
                 // which it converts itself when it opens the file.
                 2 => {}
                 3 => v3_to_v4(txn)?,
+                4 => v4_to_v5(txn)?,
                 other => {
                     return Err(Error::UnsupportedFormat {
                         location: backend.location().to_owned(),
@@ -68,6 +71,23 @@ struct FileMetaV3 {
 enum NodeV3 {
     File(FileMetaV3),
     #[allow(dead_code)] // decoded to tell it apart, never used
+    Dir(Totals),
+}
+
+/// `FileMeta` as format 4 stored it: without the memory and version ids.
+#[derive(Debug, Clone, Copy, Serialize, Deserialize)]
+struct FileMetaV4 {
+    size: u64,
+    sha256: [u8; 32],
+    created_ms: i64,
+    modified_ms: i64,
+    accessed_ms: i64,
+}
+
+/// `Node` as format 4 stored it.
+#[derive(Debug, Clone, Copy, Serialize, Deserialize)]
+enum NodeV4 {
+    File(FileMetaV4),
     Dir(Totals),
 }
 
@@ -130,7 +150,7 @@ fn v3_to_v4(txn: &mut dyn WriteTxn) -> Result<(), Error> {
             let content = txn
                 .get(Space::Contents, &user, &layout::content_key(&path))?
                 .unwrap_or_default();
-            let meta = FileMeta {
+            let meta = FileMetaV4 {
                 size: old.size,
                 sha256: layout::sha256(&content),
                 created_ms: old.created_ms,
@@ -141,9 +161,81 @@ fn v3_to_v4(txn: &mut dyn WriteTxn) -> Result<(), Error> {
                 Space::Nodes,
                 &user,
                 &layout::node_key(&path),
+                &layout::encode(&NodeV4::File(meta)),
+            )?;
+        }
+    }
+    Ok(())
+}
+
+/// Format 5 added history: each file becomes a memory with an id and one `created` version of
+/// its current content (at its last modification, by nobody recorded), and each store gets its
+/// record (named after its id, created when its oldest file was).
+fn v4_to_v5(txn: &mut dyn WriteTxn) -> Result<(), Error> {
+    for user in users_of(txn, Space::Nodes)? {
+        let mut files = Vec::new();
+        txn.scan(Space::Nodes, &user, &[], None, &mut |key, value| {
+            if let NodeV4::File(meta) = layout::decode(value, "format-4 index node")? {
+                files.push((key.to_vec(), meta));
+            }
+            Ok(ControlFlow::Continue(()))
+        })?;
+        let created_ms = files.iter().map(|(_, m)| m.created_ms).min().unwrap_or(0);
+        let mut store = StoreRecord::new(&user, created_ms);
+        for (node_key, old) in files {
+            let content_key = layout::content_key_of_node_key(&node_key)?;
+            let path = layout::path_of_content_key(&content_key)?;
+            let content = txn
+                .get(Space::Contents, &user, &content_key)?
+                .unwrap_or_default();
+            let content = String::from_utf8(content)
+                .map_err(|_| Error::Corrupt(format!("the content of {path} is not UTF-8")))?;
+            let seq = store.next_seq;
+            store.next_seq += 1;
+            let version = VersionRecord {
+                memory: seq,
+                operation: Operation::Created,
+                created_ms: old.modified_ms,
+                actor: None,
+                path: Some(path.to_string()),
+                size: Some(content.len() as u64),
+                content: Some(content),
+                sha256: Some(old.sha256),
+                redacted: None,
+            };
+            txn.put(
+                Space::Versions,
+                &user,
+                &record::seq_key(seq),
+                &layout::encode(&version),
+            )?;
+            txn.put(Space::Lineage, &user, &record::lineage_key(seq, seq), &[])?;
+            txn.put(Space::Ids, &user, &seq.to_be_bytes(), &content_key)?;
+            let h = &mut store.history;
+            h.oldest_ms = if h.versions == 0 {
+                version.created_ms
+            } else {
+                h.oldest_ms.min(version.created_ms)
+            };
+            h.versions += 1;
+            h.bytes += version.weight();
+            let meta = FileMeta {
+                memory: seq,
+                version: seq,
+                size: old.size,
+                sha256: old.sha256,
+                created_ms: old.created_ms,
+                modified_ms: old.modified_ms,
+                accessed_ms: old.accessed_ms,
+            };
+            txn.put(
+                Space::Nodes,
+                &user,
+                &node_key,
                 &layout::encode(&Node::File(meta)),
             )?;
         }
+        record::put_store_record(txn, &user, &store)?;
     }
     Ok(())
 }

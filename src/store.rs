@@ -16,6 +16,7 @@ use crate::command::Command;
 use crate::error::Error;
 use crate::exec::{self, Expired};
 use crate::group::{GroupCommit, Request};
+use crate::history::{Actor, Retention};
 use crate::layout::Node;
 use crate::limits::{Expiry, Limits, Settings, millis};
 use crate::migrate;
@@ -37,6 +38,7 @@ pub struct StoreBuilder {
     secrets: SecretPolicy,
     clock: Clock,
     shared: bool,
+    retention: Retention,
 }
 
 /// Where a store reads the time: the system clock unless [`StoreBuilder::clock`] sets another.
@@ -101,6 +103,13 @@ impl StoreBuilder {
     /// tests of applications that depend on expiry.
     pub fn clock(mut self, clock: impl Fn() -> SystemTime + Send + Sync + 'static) -> Self {
         self.clock = Clock(Some(Arc::new(clock)));
+        self
+    }
+
+    /// How much history each store keeps (versions of every change). Default =
+    /// [`Retention::DEFAULT`]; [`Retention::NONE`] keeps none.
+    pub fn retention(mut self, retention: Retention) -> Self {
+        self.retention = retention;
         self
     }
 
@@ -203,6 +212,7 @@ impl StoreBuilder {
             expiry: self.expiry,
             secrets: self.secrets,
             clock: self.clock,
+            retention: self.retention,
             group: GroupCommit::default(),
             access: PendingAccess::default(),
         })
@@ -247,6 +257,7 @@ pub struct Store<B: Backend = AnyBackend> {
     expiry: Expiry,
     secrets: SecretPolicy,
     clock: Clock,
+    retention: Retention,
     group: GroupCommit,
     /// Access times noted by views, written with the next writes (see [`crate::access`]).
     access: PendingAccess,
@@ -338,6 +349,11 @@ impl<B: Backend> Store<B> {
         self.backend.location()
     }
 
+    /// How much history each store keeps.
+    pub fn retention(&self) -> &Retention {
+        &self.retention
+    }
+
     /// The limits every command is checked against.
     pub fn limits(&self) -> &Limits {
         &self.limits
@@ -354,6 +370,7 @@ impl<B: Backend> Store<B> {
         Ok(UserHandle {
             store: self,
             id: id.into(),
+            actor: None,
         })
     }
 
@@ -367,6 +384,7 @@ impl<B: Backend> Store<B> {
         Ok(OwnedUserHandle {
             store: Arc::clone(self),
             id: id.into(),
+            actor: None,
         })
     }
 
@@ -409,7 +427,7 @@ impl<B: Backend> Store<B> {
         for (user, command) in commands {
             match validate_user(user) {
                 Ok(()) => {
-                    valid.push(Request::unqueued(user, command));
+                    valid.push(Request::unqueued(user, command, None));
                     results.push(None);
                 }
                 Err(e) => results.push(Some(Err(e))),
@@ -433,6 +451,7 @@ impl<B: Backend> Store<B> {
                 &self.settings(&r.user),
                 &r.command,
                 self.now_ms(),
+                r.actor.as_ref(),
             )
         };
         let notes = self.access.take();
@@ -458,7 +477,7 @@ impl<B: Backend> Store<B> {
                         false,
                     )?;
                 }
-                let mut tree = Tree::new(txn, &r.user);
+                let mut tree = Tree::new(txn, &r.user, settings.recorder(now, r.actor.as_ref()));
                 exec::sweep(&mut tree, settings.expiry_cutoff(now))?;
                 outputs.push(exec::write(&mut tree, &settings, &r.command, now)?);
             }
@@ -540,6 +559,7 @@ impl<B: Backend> Store<B> {
             secrets: self.secrets,
             ttl_ms: self.expiry.ttl_for(user).map(millis),
             granularity_ms: millis(self.expiry.granularity),
+            retention: self.retention,
         }
     }
 
@@ -635,7 +655,8 @@ impl<B: Backend> Store<B> {
                 TreeRead::new(&txn, &user.user).unused_since(cutoff)?
             } else {
                 self.backend.write(&[&user.user], |txn| {
-                    let swept = exec::sweep(&mut Tree::new(txn, &user.user), Some(cutoff))?;
+                    let rec = self.settings(&user.user).recorder(now, None);
+                    let swept = exec::sweep(&mut Tree::new(txn, &user.user, rec), Some(cutoff))?;
                     Ok((swept, Finish::Commit))
                 })?
             };
@@ -657,8 +678,10 @@ impl<B: Backend> Store<B> {
 /// One user's `/memories`. Cheap to create; borrow of the [`Store`].
 #[derive(Debug, Clone)]
 pub struct UserHandle<'s, B: Backend = AnyBackend> {
-    store: &'s Store<B>,
-    id: Arc<str>,
+    pub(crate) store: &'s Store<B>,
+    pub(crate) id: Arc<str>,
+    /// Who the changes made through this handle are recorded as made by.
+    pub(crate) actor: Option<Actor>,
 }
 
 /// One user's `/memories`, owning a share of the store: `'static`, `Send` and cheap to clone,
@@ -668,6 +691,7 @@ pub struct UserHandle<'s, B: Backend = AnyBackend> {
 pub struct OwnedUserHandle<B: Backend = AnyBackend> {
     store: Arc<Store<B>>,
     id: Arc<str>,
+    actor: Option<Actor>,
 }
 
 impl<B: Backend> Clone for OwnedUserHandle<B> {
@@ -675,6 +699,7 @@ impl<B: Backend> Clone for OwnedUserHandle<B> {
         OwnedUserHandle {
             store: Arc::clone(&self.store),
             id: Arc::clone(&self.id),
+            actor: self.actor.clone(),
         }
     }
 }
@@ -690,12 +715,19 @@ impl<B: Backend> OwnedUserHandle<B> {
         &self.store
     }
 
-    /// The handle to run commands with (no allocation).
+    /// The handle to run commands with.
     pub fn handle(&self) -> UserHandle<'_, B> {
         UserHandle {
             store: &self.store,
             id: Arc::clone(&self.id),
+            actor: self.actor.clone(),
         }
+    }
+
+    /// This handle, recording its changes as made by `actor`.
+    pub fn with_actor(mut self, actor: Option<Actor>) -> Self {
+        self.actor = actor;
+        self
     }
 }
 
@@ -703,6 +735,17 @@ impl<B: Backend> UserHandle<'_, B> {
     /// The user id.
     pub fn id(&self) -> &str {
         &self.id
+    }
+
+    /// This handle, recording its changes (versions) as made by `actor`.
+    pub fn with_actor(mut self, actor: Option<Actor>) -> Self {
+        self.actor = actor;
+        self
+    }
+
+    /// Who this handle's changes are recorded as made by.
+    pub fn actor(&self) -> Option<&Actor> {
+        self.actor.as_ref()
     }
 
     /// Runs one command in its own transaction.
@@ -728,7 +771,9 @@ impl<B: Backend> UserHandle<'_, B> {
         let store = self.store;
         store
             .group
-            .submit(&self.id, command, |batch| store.run_batch(batch))
+            .submit(&self.id, command, self.actor.as_ref(), |batch| {
+                store.run_batch(batch)
+            })
     }
 
     /// Parses and runs the `input` object of a `tool_use` block.
@@ -792,7 +837,10 @@ impl<B: Backend> UserHandle<'_, B> {
         }
     }
 
-    fn expired<T: ReadTxn + ?Sized>(&self, tree: &TreeRead<'_, T>) -> Result<Expired, Error> {
+    pub(crate) fn expired<T: ReadTxn + ?Sized>(
+        &self,
+        tree: &TreeRead<'_, T>,
+    ) -> Result<Expired, Error> {
         let cutoff = self
             .store
             .settings(&self.id)

@@ -13,6 +13,7 @@ use super::{
 };
 use crate::error::Error;
 use crate::exec;
+use crate::history::Actor;
 use crate::layout::{FileMeta, Node};
 use crate::limits::Limits;
 use crate::messages;
@@ -444,7 +445,8 @@ impl<B: Backend> Store<B> {
         summary: &mut Summary,
     ) -> Result<(), String> {
         let settings = self.settings(&entry.user);
-        let mut tree = Tree::new(txn, &entry.user);
+        let rec = settings.recorder(self.now_ms(), Some(&Actor::operator()));
+        let mut tree = Tree::new(txn, &entry.user, rec);
         let fail = |e: Error| e.to_string();
         // Expired files are gone for imports too (after the first entry this finds nothing).
         exec::sweep(&mut tree, settings.expiry_cutoff(self.now_ms())).map_err(fail)?;

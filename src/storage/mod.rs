@@ -42,11 +42,29 @@ pub enum Space {
     Totals,
     /// The access-time index: one entry per file, ordered by last access (for expiry).
     Access,
+    /// The store's own record (name, metadata, archival, sequence, history totals) under the
+    /// empty key.
+    Meta,
+    /// Live memories by id: the content key of each one's path.
+    Ids,
+    /// Each memory's versions: `memory seq` keys, empty values.
+    Lineage,
+    /// Every version kept, by sequence number.
+    Versions,
 }
 
 impl Space {
     /// Every space, in a fixed order.
-    pub const ALL: [Space; 4] = [Space::Nodes, Space::Contents, Space::Totals, Space::Access];
+    pub const ALL: [Space; 8] = [
+        Space::Nodes,
+        Space::Contents,
+        Space::Totals,
+        Space::Access,
+        Space::Meta,
+        Space::Ids,
+        Space::Lineage,
+        Space::Versions,
+    ];
 }
 
 /// Called for each entry of a scan, in key order; return `ControlFlow::Break(())` to stop.

@@ -7,6 +7,7 @@ mod faults;
 mod format;
 mod golden;
 mod hardening;
+mod history;
 mod isolation;
 mod lines;
 mod model;

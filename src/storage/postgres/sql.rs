@@ -35,6 +35,10 @@ pub(crate) fn space_number(space: Space) -> u8 {
         Space::Totals => 2,
         Space::Nodes => 3,
         Space::Contents => 4,
+        Space::Meta => 5,
+        Space::Ids => 6,
+        Space::Lineage => 7,
+        Space::Versions => 8,
     }
 }
 

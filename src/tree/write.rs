@@ -1,0 +1,435 @@
+//! Writes to a user's tree: every change to a file keeps the index, the aggregates, the
+//! access index and the memory ids in step, and appends the file's version
+//! (`crate::history::record::append`) in the same transaction.
+
+use std::collections::HashMap;
+use std::ops::ControlFlow;
+
+use super::{Tree, TreeRead};
+use crate::error::Error;
+use crate::history::record::{self, Change, Recorder};
+use crate::history::{Actor, Operation};
+use crate::layout::{self, FileMeta, Node, Totals, UserTotals};
+use crate::path::{MemoryPath, PathError};
+use crate::storage::{Space, WriteTxn};
+
+impl<'t, T: WriteTxn + ?Sized> Tree<'t, T> {
+    /// The user's tree in `txn`, for writing; changes are recorded with `rec`.
+    pub fn new(txn: &'t mut T, user: &'t str, rec: Recorder) -> Self {
+        Tree { txn, user, rec }
+    }
+
+    /// Records the following changes as made by `actor`; returns the previous actor.
+    pub fn set_actor(&mut self, actor: Option<Actor>) -> Option<Actor> {
+        std::mem::replace(&mut self.rec.actor, actor)
+    }
+
+    /// The time the changes are recorded at.
+    pub fn now_ms(&self) -> i64 {
+        self.rec.now_ms
+    }
+
+    /// The underlying transaction (for the store's own record).
+    pub(crate) fn txn(&mut self) -> &mut T {
+        self.txn
+    }
+
+    /// Whether the store is archived (read-only).
+    pub fn archived(&self) -> Result<bool, Error> {
+        Ok(record::store_record(self.txn, self.user)?.is_some_and(|r| r.archived_ms.is_some()))
+    }
+
+    /// Read access within the same transaction.
+    pub fn read(&self) -> TreeRead<'_, T> {
+        TreeRead {
+            txn: self.txn,
+            user: self.user,
+        }
+    }
+
+    /// Writes `content` to the file at `path` with the times of `meta` (its size, hash and ids
+    /// are filled in here: build it with [`FileMeta::times`]), replacing the file `existing` if
+    /// there is one (a new version of that memory, unless the content is the same), else creating
+    /// a memory. The caller has checked that no ancestor is a file and that `path` is no
+    /// directory.
+    pub fn write_file(
+        &mut self,
+        path: &MemoryPath,
+        content: &str,
+        existing: Option<FileMeta>,
+        meta: FileMeta,
+    ) -> Result<(), Error> {
+        self.put_file(path, content, existing, existing, meta)
+    }
+
+    /// Replaces the file `old` at `from` by `content` at `to` (which may be `from`), keeping the
+    /// memory's id: one `modified` version, none when neither the path nor the content change.
+    /// The caller has checked `to` as for [`Self::write_file`] and that it is free (or `from`).
+    pub fn update_file(
+        &mut self,
+        from: &MemoryPath,
+        to: &MemoryPath,
+        content: &str,
+        old: FileMeta,
+        meta: FileMeta,
+    ) -> Result<(), Error> {
+        if from == to {
+            return self.write_file(to, content, Some(old), meta);
+        }
+        self.remove_entries(from, Node::File(old))?;
+        let moved = FileMeta {
+            sha256: [0; 32],
+            ..old
+        }; // the path changed: always a version
+        self.put_file(to, content, None, Some(moved), meta)
+    }
+
+    /// Writes the file at `path`; `replaced` is the file there before, `lineage` the file this
+    /// content continues (a new memory when `None`).
+    fn put_file(
+        &mut self,
+        path: &MemoryPath,
+        content: &str,
+        replaced: Option<FileMeta>,
+        lineage: Option<FileMeta>,
+        meta: FileMeta,
+    ) -> Result<(), Error> {
+        let mut meta = FileMeta::new(content, meta.created_ms, meta.modified_ms, meta.accessed_ms);
+        (meta.memory, meta.version) = match lineage {
+            Some(old) if old.sha256 == meta.sha256 => (old.memory, old.version),
+            _ => record::append(
+                self.txn,
+                self.user,
+                &self.rec,
+                Change {
+                    memory: lineage.map(|old| old.memory),
+                    operation: match lineage {
+                        Some(_) => Operation::Modified,
+                        None => Operation::Created,
+                    },
+                    path,
+                    content: Some(content),
+                    sha256: Some(meta.sha256),
+                },
+            )?,
+        };
+        let old = replaced.map_or(Totals::default(), |m| Node::File(m).weight());
+        if let Some(old) = replaced {
+            self.txn.remove(
+                Space::Access,
+                self.user,
+                &layout::access_key(old.accessed_ms, path),
+            )?;
+        }
+        self.put_node(path, &Node::File(meta))?;
+        self.put_access(path, &meta)?;
+        self.txn.put(
+            Space::Contents,
+            self.user,
+            &layout::content_key(path),
+            content.as_bytes(),
+        )?;
+        self.adjust_ancestors(path, old, Node::File(meta).weight(), Some(meta.modified_ms))
+    }
+
+    /// Records a read of the file at `path` at `now_ms`.
+    pub fn touch(&mut self, path: &MemoryPath, meta: FileMeta, now_ms: i64) -> Result<(), Error> {
+        self.txn.remove(
+            Space::Access,
+            self.user,
+            &layout::access_key(meta.accessed_ms, path),
+        )?;
+        let meta = FileMeta {
+            accessed_ms: now_ms,
+            ..meta
+        };
+        self.put_node(path, &Node::File(meta))?;
+        self.put_access(path, &meta)
+    }
+
+    fn put_access(&mut self, path: &MemoryPath, meta: &FileMeta) -> Result<(), Error> {
+        self.txn.put(
+            Space::Access,
+            self.user,
+            &layout::access_key(meta.accessed_ms, path),
+            &layout::encode(&meta.size),
+        )
+    }
+
+    /// Every file below the directory `dir`, with its metadata.
+    fn files_below(&self, dir: &MemoryPath) -> Result<Vec<(MemoryPath, FileMeta)>, Error> {
+        let (start, end) = layout::subtree_nodes(dir);
+        let mut out = Vec::new();
+        self.txn.scan(
+            Space::Nodes,
+            self.user,
+            &start,
+            Some(&end),
+            &mut |key, value| {
+                if let Node::File(meta) = layout::decode(value, "index node")? {
+                    let content_key = layout::content_key_of_node_key(key)?;
+                    out.push((layout::path_of_content_key(&content_key)?, meta));
+                }
+                Ok(ControlFlow::Continue(()))
+            },
+        )?;
+        Ok(out)
+    }
+
+    /// Removes the file or whole directory `node` at the non-root `path`: a `deleted` version
+    /// for each memory.
+    pub fn remove(&mut self, path: &MemoryPath, node: Node) -> Result<(), Error> {
+        let files = match node {
+            Node::File(meta) => vec![(path.clone(), meta)],
+            Node::Dir(_) => self.files_below(path)?,
+        };
+        for (file, meta) in &files {
+            record::append(
+                self.txn,
+                self.user,
+                &self.rec,
+                Change {
+                    memory: Some(meta.memory),
+                    operation: Operation::Deleted,
+                    path: file,
+                    content: None,
+                    sha256: None,
+                },
+            )?;
+        }
+        self.remove_entries(path, node)
+    }
+
+    /// Removes the file or directory `node` at `path` from the index, the contents and the
+    /// access index, recording nothing (the caller does).
+    fn remove_entries(&mut self, path: &MemoryPath, node: Node) -> Result<(), Error> {
+        self.txn
+            .remove(Space::Nodes, self.user, &layout::node_key(path))?;
+        match node {
+            Node::File(meta) => {
+                self.txn
+                    .remove(Space::Contents, self.user, &layout::content_key(path))?;
+                self.txn.remove(
+                    Space::Access,
+                    self.user,
+                    &layout::access_key(meta.accessed_ms, path),
+                )?;
+            }
+            Node::Dir(_) => {
+                for (file, meta) in self.files_below(path)? {
+                    self.txn.remove(
+                        Space::Access,
+                        self.user,
+                        &layout::access_key(meta.accessed_ms, &file),
+                    )?;
+                }
+                let (start, end) = layout::subtree_nodes(path);
+                self.txn
+                    .remove_range(Space::Nodes, self.user, &start, &end)?;
+                let (start, end) = layout::subtree_contents(path);
+                self.txn
+                    .remove_range(Space::Contents, self.user, &start, &end)?;
+            }
+        }
+        self.adjust_ancestors(path, node.weight(), Totals::default(), None)
+    }
+
+    /// Every path below (or at) `from` rebased onto `to`, checked against the path rules, so a
+    /// move that would make some path too long is refused before anything changes.
+    pub fn check_move(
+        &self,
+        from: &MemoryPath,
+        to: &MemoryPath,
+        node: Node,
+    ) -> Result<Result<(), (MemoryPath, PathError)>, Error> {
+        if let Node::File(_) = node {
+            return Ok(Ok(()));
+        }
+        // Only the deepest paths can break the rules; files are the leaves, so checking the
+        // content keys covers every path below.
+        let (start, end) = layout::subtree_contents(from);
+        let mut verdict = Ok(());
+        self.txn.scan(
+            Space::Contents,
+            self.user,
+            &start,
+            Some(&end),
+            &mut |key, _| {
+                let old = layout::path_of_content_key(key)?;
+                match old.rebase(from, to) {
+                    Some(Ok(_)) => Ok(ControlFlow::Continue(())),
+                    Some(Err(e)) => {
+                        verdict = Err((old, e));
+                        Ok(ControlFlow::Break(()))
+                    }
+                    None => Err(Error::Corrupt(format!("{old} is listed below {from}"))),
+                }
+            },
+        )?;
+        Ok(verdict)
+    }
+
+    /// Moves the file or directory `node` from `from` to `to` (which does not exist, is not
+    /// inside `from`, and has no file ancestor; [`Self::check_move`] passed). Times and ids are
+    /// kept; each memory moved gets a `modified` version at its new path.
+    pub fn move_node(
+        &mut self,
+        from: &MemoryPath,
+        to: &MemoryPath,
+        node: Node,
+    ) -> Result<(), Error> {
+        let (old_enc, new_enc) = (layout::content_key(from), layout::content_key(to));
+        let mut nodes = Vec::new();
+        let mut contents = Vec::new();
+        match node {
+            Node::File(meta) => {
+                let content = self
+                    .txn
+                    .get(Space::Contents, self.user, &old_enc)?
+                    .ok_or_else(|| Error::Corrupt(format!("{from} has no content")))?;
+                contents.push((new_enc.clone(), content));
+                nodes.push((layout::node_key(to), layout::encode(&Node::File(meta))));
+            }
+            Node::Dir(_) => {
+                let (start, end) = layout::subtree_nodes(from);
+                self.txn.scan(
+                    Space::Nodes,
+                    self.user,
+                    &start,
+                    Some(&end),
+                    &mut rebased_into(&mut nodes, &old_enc, &new_enc),
+                )?;
+                let (start, end) = layout::subtree_contents(from);
+                self.txn.scan(
+                    Space::Contents,
+                    self.user,
+                    &start,
+                    Some(&end),
+                    &mut rebased_into(&mut contents, &old_enc, &new_enc),
+                )?;
+            }
+        }
+        // Removing the last file drops the user's totals with their last-write time; a move
+        // writes no content, so the time it had is the time it keeps.
+        let last_write_ms = self.read().totals()?.last_write_ms;
+        self.remove_entries(from, node)?;
+        if let Node::Dir(_) = node {
+            self.put_node(to, &node)?;
+        }
+        let by_key: HashMap<&[u8], &[u8]> = contents
+            .iter()
+            .map(|(k, v)| (k.as_slice(), v.as_slice()))
+            .collect();
+        for (key, value) in &nodes {
+            let mut value = value.clone();
+            if let Node::File(mut meta) = layout::decode(&value, "index node")? {
+                let content_key = layout::content_key_of_node_key(key)?;
+                let path = layout::path_of_content_key(&content_key)?;
+                let content = by_key
+                    .get(content_key.as_slice())
+                    .ok_or_else(|| Error::Corrupt(format!("{path} has no content")))?;
+                let content = std::str::from_utf8(content)
+                    .map_err(|_| Error::Corrupt(format!("the content of {path} is not UTF-8")))?;
+                (_, meta.version) = record::append(
+                    self.txn,
+                    self.user,
+                    &self.rec,
+                    Change {
+                        memory: Some(meta.memory),
+                        operation: Operation::Modified,
+                        path: &path,
+                        content: Some(content),
+                        sha256: Some(meta.sha256),
+                    },
+                )?;
+                value = layout::encode(&Node::File(meta));
+                self.put_access(&path, &meta)?;
+            }
+            self.txn.put(Space::Nodes, self.user, key, &value)?;
+        }
+        for (k, v) in &contents {
+            self.txn.put(Space::Contents, self.user, k, v)?;
+        }
+        self.adjust_ancestors(to, Totals::default(), node.weight(), Some(last_write_ms))
+    }
+
+    fn put_node(&mut self, path: &MemoryPath, node: &Node) -> Result<(), Error> {
+        self.txn.put(
+            Space::Nodes,
+            self.user,
+            &layout::node_key(path),
+            &layout::encode(node),
+        )
+    }
+
+    /// Replaces `old` by `new` in the totals of every ancestor of `path` and of the user,
+    /// creating directories that gain their first file and dropping those that lose their last.
+    /// `wrote_ms` is the time of a content write, for the user's last-write time.
+    fn adjust_ancestors(
+        &mut self,
+        path: &MemoryPath,
+        old: Totals,
+        new: Totals,
+        wrote_ms: Option<i64>,
+    ) -> Result<(), Error> {
+        let apply = |files: u64, bytes: u64| -> Result<(u64, u64), Error> {
+            let files = (files + new.files).checked_sub(old.files);
+            let bytes = (bytes + new.bytes).checked_sub(old.bytes);
+            match (files, bytes) {
+                (Some(files), Some(bytes)) => Ok((files, bytes)),
+                _ => Err(Error::Corrupt(format!("totals above {path} went negative"))),
+            }
+        };
+        for n in 0..path.segments().len() {
+            if n == 0 {
+                let t = self.read().totals()?;
+                let (files, bytes) = apply(t.files, t.bytes)?;
+                if files == 0 {
+                    self.txn.remove(Space::Totals, self.user, &[])?;
+                } else {
+                    let totals = UserTotals {
+                        files,
+                        bytes,
+                        last_write_ms: t.last_write_ms.max(wrote_ms.unwrap_or(i64::MIN)),
+                    };
+                    self.txn
+                        .put(Space::Totals, self.user, &[], &layout::encode(&totals))?;
+                }
+                continue;
+            }
+            let key = layout::prefix_node_key(path, n);
+            let current = match self.txn.get(Space::Nodes, self.user, &key)? {
+                None => Totals::default(),
+                Some(bytes) => match layout::decode(&bytes, "index node")? {
+                    Node::Dir(t) => t,
+                    Node::File(_) => {
+                        return Err(Error::Corrupt(format!(
+                            "an ancestor of {path} is a file with files below it"
+                        )));
+                    }
+                },
+            };
+            let (files, bytes) = apply(current.files, current.bytes)?;
+            if files == 0 {
+                self.txn.remove(Space::Nodes, self.user, &key)?;
+            } else {
+                let node = Node::Dir(Totals { files, bytes });
+                self.txn
+                    .put(Space::Nodes, self.user, &key, &layout::encode(&node))?;
+            }
+        }
+        Ok(())
+    }
+}
+
+/// A scan visitor that collects entries with their keys moved from `from` to `to`.
+fn rebased_into<'a>(
+    out: &'a mut Vec<(Vec<u8>, Vec<u8>)>,
+    from: &'a [u8],
+    to: &'a [u8],
+) -> impl FnMut(&[u8], &[u8]) -> Result<ControlFlow<()>, Error> + 'a {
+    move |k, v| {
+        out.push((layout::rebase_key(k, from, to), v.to_vec()));
+        Ok(ControlFlow::Continue(()))
+    }
+}

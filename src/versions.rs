@@ -1,0 +1,266 @@
+//! A store's history, read and redacted, and versions restored: on [`UserHandle`].
+
+use std::ops::ControlFlow;
+
+use crate::error::Error;
+use crate::history::record::{self, VersionRecord};
+use crate::history::{Actor, ApiRefusal, Memory, MemoryId, Operation, Page, Version, VersionId};
+use crate::layout::Node;
+use crate::memories::{self, store_content};
+use crate::path::MemoryPath;
+use crate::storage::{Backend, ReadTxn, Space};
+use crate::store::UserHandle;
+
+/// Which versions a listing returns; every field set narrows it.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct VersionFilter {
+    /// Only versions of this memory.
+    pub memory: Option<MemoryId>,
+    /// Only versions that record this kind of change.
+    pub operation: Option<Operation>,
+    /// Only versions written by this actor.
+    pub actor: Option<Actor>,
+    /// Only versions written at or after this time (ms since the Unix epoch).
+    pub created_gte_ms: Option<i64>,
+    /// Only versions written at or before this time.
+    pub created_lte_ms: Option<i64>,
+}
+
+impl VersionFilter {
+    fn admits(&self, v: &VersionRecord) -> bool {
+        self.memory.is_none_or(|m| m.0 == v.memory)
+            && self.operation.is_none_or(|op| op == v.operation)
+            && self
+                .actor
+                .as_ref()
+                .is_none_or(|a| v.actor.as_ref() == Some(a))
+            && self.created_gte_ms.is_none_or(|t| v.created_ms >= t)
+            && self.created_lte_ms.is_none_or(|t| v.created_ms <= t)
+    }
+}
+
+fn version_of(seq: u64, record: VersionRecord, with_content: bool) -> Version {
+    Version {
+        id: VersionId(seq),
+        memory: MemoryId(record.memory),
+        operation: record.operation,
+        created_ms: record.created_ms,
+        actor: record.actor,
+        path: record.path,
+        content: if with_content { record.content } else { None },
+        sha256: record.sha256,
+        size: record.size,
+        redacted: record.redacted,
+    }
+}
+
+impl<B: Backend> UserHandle<'_, B> {
+    /// The versions kept that `filter` admits, oldest first: at most `limit` from `page` (a
+    /// token an earlier call returned), and the next page's token (`None` on the last page).
+    /// With `with_content`, each carries its content.
+    ///
+    /// # Errors
+    /// A storage failure. Refusal: [`ApiRefusal::InvalidPage`].
+    pub fn versions(
+        &self,
+        filter: &VersionFilter,
+        page: Option<&str>,
+        limit: usize,
+        with_content: bool,
+    ) -> Result<Result<Page<Version>, ApiRefusal>, Error> {
+        let from = match page {
+            None => 0,
+            Some(token) => match memories::unhex(token) {
+                Some(bytes) if bytes.len() == 8 => record::decode_seq(&bytes)?,
+                _ => return Ok(Err(ApiRefusal::InvalidPage)),
+            },
+        };
+        let limit = limit.max(1);
+        let txn = self.store.backend.begin_read()?;
+        let mut out = Vec::new();
+        let mut next = None;
+        let mut take = |seq: u64, record: VersionRecord| {
+            if !filter.admits(&record) {
+                return ControlFlow::Continue(());
+            }
+            if out.len() == limit {
+                next = Some(memories::hex_of(&record::seq_key(seq)));
+                return ControlFlow::Break(());
+            }
+            out.push(version_of(seq, record, with_content));
+            ControlFlow::Continue(())
+        };
+        match filter.memory {
+            Some(memory) => {
+                let start = record::lineage_key(memory.0, from);
+                let end = memory
+                    .0
+                    .checked_add(1)
+                    .map(|m| record::lineage_key(m, 0).to_vec());
+                let mut seqs = Vec::new();
+                txn.scan(
+                    Space::Lineage,
+                    &self.id,
+                    &start,
+                    end.as_deref(),
+                    &mut |key, _| {
+                        seqs.push(record::decode_seq(&key[8..])?);
+                        Ok(ControlFlow::Continue(()))
+                    },
+                )?;
+                for seq in seqs {
+                    let Some(record) = record::version(&txn, &self.id, seq)? else {
+                        return Err(Error::Corrupt(format!(
+                            "{} lists {}, which is missing",
+                            MemoryId(memory.0),
+                            VersionId(seq)
+                        )));
+                    };
+                    if take(seq, record).is_break() {
+                        break;
+                    }
+                }
+            }
+            None => {
+                txn.scan(
+                    Space::Versions,
+                    &self.id,
+                    &record::seq_key(from),
+                    None,
+                    &mut |key, value| {
+                        let record = crate::layout::decode(value, "version")?;
+                        Ok(take(record::decode_seq(key)?, record))
+                    },
+                )?;
+            }
+        }
+        Ok(Ok(Page { items: out, next }))
+    }
+
+    /// The version `id`, if kept; with its content when `with_content`.
+    ///
+    /// # Errors
+    /// A storage failure.
+    pub fn version(&self, id: VersionId, with_content: bool) -> Result<Option<Version>, Error> {
+        let txn = self.store.backend.begin_read()?;
+        Ok(record::version(&txn, &self.id, id.0)?.map(|r| version_of(id.0, r, with_content)))
+    }
+
+    /// Redacts the version `id`: its content, path, hash and size are erased for good, and
+    /// when and by whom (this handle's actor) is recorded. Redacting a redacted version changes
+    /// nothing. Allowed on an archived store.
+    ///
+    /// # Errors
+    /// A storage failure. Refusal: [`ApiRefusal::NotFound`].
+    pub fn redact(&self, id: VersionId) -> Result<Result<Version, ApiRefusal>, Error> {
+        self.write_tree(|tree, _| {
+            let now = tree.now_ms();
+            let by = self.actor.clone();
+            let user = self.id.to_string();
+            match record::redact(tree.txn(), &user, id.0, by, now)? {
+                Some(record) => Ok(Ok(version_of(id.0, record, false))),
+                None => Ok(Err(ApiRefusal::NotFound)),
+            }
+        })
+    }
+
+    /// Makes the content of version `id` current again, as a new version: of the same memory
+    /// when it is live (at its current path), else as a new memory at the version's path.
+    ///
+    /// # Errors
+    /// A storage failure. Refusals: [`ApiRefusal::NotFound`], [`ApiRefusal::NotRestorable`]
+    /// (redacted, or a deletion), [`ApiRefusal::PathExists`], [`ApiRefusal::ParentIsFile`],
+    /// [`ApiRefusal::Limit`], [`ApiRefusal::Archived`].
+    pub fn restore(&self, id: VersionId) -> Result<Result<Memory, ApiRefusal>, Error> {
+        self.write_tree(|tree, settings| {
+            if tree.archived()? {
+                return Ok(Err(ApiRefusal::Archived));
+            }
+            let Some(record) = record::version(tree.read().txn(), &self.id, id.0)? else {
+                return Ok(Err(ApiRefusal::NotFound));
+            };
+            if record.redacted.is_some() {
+                return Ok(Err(ApiRefusal::NotRestorable("it is redacted".into())));
+            }
+            let (Some(content), Some(path)) = (record.content, record.path) else {
+                return Ok(Err(ApiRefusal::NotRestorable(
+                    "it records a deletion".into(),
+                )));
+            };
+            let live = memories::find(tree.read().txn(), &self.id, MemoryId(record.memory))?;
+            let path = match live {
+                Some((current, meta)) => {
+                    if let Err(refusal) =
+                        store_content(tree, settings, &current, &content, Some((&current, meta)))?
+                    {
+                        return Ok(Err(refusal));
+                    }
+                    current
+                }
+                None => {
+                    let path = MemoryPath::parse(&path)
+                        .map_err(|e| Error::Corrupt(format!("a version's path is invalid: {e}")))?;
+                    if tree.read().node(&path)?.is_some() {
+                        return Ok(Err(ApiRefusal::PathExists {
+                            path: path.to_string(),
+                        }));
+                    }
+                    if let Some(parent) = tree.read().file_ancestor(&path)? {
+                        return Ok(Err(ApiRefusal::ParentIsFile {
+                            path: path.to_string(),
+                            parent: parent.to_string(),
+                        }));
+                    }
+                    if let Err(refusal) = store_content(tree, settings, &path, &content, None)? {
+                        return Ok(Err(refusal));
+                    }
+                    path
+                }
+            };
+            let Some(Node::File(meta)) = tree.read().node(&path)? else {
+                return Err(Error::Corrupt(format!("{path} is missing after its write")));
+            };
+            Ok(Ok(memories::memory_of(&path, meta, None)))
+        })
+    }
+
+    /// The versions of the memory at the model path `path` (live now), oldest first; every
+    /// version of the store when `path` is `None`. For the CLI's `history`.
+    ///
+    /// # Errors
+    /// A storage failure. Refusals: [`ApiRefusal::InvalidPath`], [`ApiRefusal::NotFound`] (no
+    /// memory at `path`).
+    pub fn history(&self, path: Option<&str>) -> Result<Result<Vec<Version>, ApiRefusal>, Error> {
+        let mut filter = VersionFilter::default();
+        if let Some(raw) = path {
+            let parsed = match MemoryPath::parse(raw) {
+                Ok(p) => p,
+                Err(e) => {
+                    return Ok(Err(ApiRefusal::InvalidPath {
+                        path: raw.to_owned(),
+                        reason: crate::messages::path_reason(raw, e),
+                    }));
+                }
+            };
+            let txn = self.store.backend.begin_read()?;
+            match crate::tree::TreeRead::new(&txn, &self.id).node(&parsed)? {
+                Some(Node::File(meta)) => filter.memory = Some(MemoryId(meta.memory)),
+                _ => return Ok(Err(ApiRefusal::NotFound)),
+            }
+        }
+        let mut all = Vec::new();
+        let mut page: Option<String> = None;
+        loop {
+            match self.versions(&filter, page.as_deref(), 1000, true)? {
+                Ok(mut page_) => {
+                    all.append(&mut page_.items);
+                    match page_.next {
+                        Some(next) => page = Some(next),
+                        None => return Ok(Ok(all)),
+                    }
+                }
+                Err(refusal) => return Ok(Err(refusal)),
+            }
+        }
+    }
+}
