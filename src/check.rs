@@ -5,6 +5,8 @@ use std::collections::{BTreeMap, BTreeSet};
 use std::ops::ControlFlow;
 
 use crate::error::Error;
+use crate::history::MemoryId;
+use crate::history::record::{self, VersionRecord};
 use crate::layout::{self, Node, Totals, UserTotals};
 use crate::path::MemoryPath;
 use crate::storage::{ReadTxn, Space};
@@ -126,6 +128,7 @@ pub(crate) fn check_user<T: ReadTxn + ?Sized>(txn: &T, user: &str) -> Result<Vec
         )),
         _ => {}
     }
+    check_history(txn, user, &files, &mut problems)?;
     // And the tree walk used by listings agrees with the raw index.
     let mut walked = 0;
     TreeRead::new(txn, user).files(&mut |_, _| {
@@ -139,4 +142,95 @@ pub(crate) fn check_user<T: ReadTxn + ?Sized>(txn: &T, user: &str) -> Result<Vec
         ));
     }
     Ok(problems)
+}
+
+/// The history's invariants: every live memory's id leads to its path and no other id exists;
+/// versions and the lineage index agree; the store record counts the versions kept and is ahead
+/// of every number used.
+fn check_history<T: ReadTxn + ?Sized>(
+    txn: &T,
+    user: &str,
+    files: &BTreeMap<MemoryPath, layout::FileMeta>,
+    problems: &mut Vec<String>,
+) -> Result<(), Error> {
+    let mut ids: BTreeMap<u64, MemoryPath> = BTreeMap::new();
+    for (key, value) in all(txn, Space::Ids, user)? {
+        ids.insert(
+            record::decode_seq(&key)?,
+            layout::path_of_content_key(&value)?,
+        );
+    }
+    let mut want_ids = BTreeMap::new();
+    for (path, meta) in files {
+        if want_ids.insert(meta.memory, path.clone()).is_some() {
+            problems.push(format!(
+                "memory {} is more than one file",
+                MemoryId(meta.memory)
+            ));
+        }
+    }
+    if ids != want_ids {
+        problems.push(format!(
+            "the id index lists {} memories, the files are {}",
+            ids.len(),
+            want_ids.len()
+        ));
+    }
+    let mut versions: BTreeMap<u64, u64> = BTreeMap::new();
+    let mut bytes = 0;
+    for (key, value) in all(txn, Space::Versions, user)? {
+        let v: VersionRecord = layout::decode(&value, "version")?;
+        bytes += v.weight();
+        versions.insert(record::decode_seq(&key)?, v.memory);
+    }
+    let mut lineage: BTreeMap<u64, u64> = BTreeMap::new();
+    for (key, _) in all(txn, Space::Lineage, user)? {
+        if key.len() != 16 {
+            problems.push("a lineage key is not 16 bytes".into());
+            continue;
+        }
+        lineage.insert(
+            record::decode_seq(&key[8..])?,
+            record::decode_seq(&key[..8])?,
+        );
+    }
+    if lineage != versions {
+        problems.push(format!(
+            "the lineage index lists {} versions, {} are kept",
+            lineage.len(),
+            versions.len()
+        ));
+    }
+    let store = record::store_record(txn, user)?;
+    match store {
+        None if !files.is_empty() || !versions.is_empty() => {
+            problems.push("a store with memories has no store record".into())
+        }
+        None => {}
+        Some(store) => {
+            let h = store.history;
+            if (h.versions, h.bytes) != (versions.len() as u64, bytes) {
+                problems.push(format!(
+                    "the store record counts {} versions of {} bytes; kept are {} of {bytes}",
+                    h.versions,
+                    h.bytes,
+                    versions.len()
+                ));
+            }
+            let highest = versions
+                .keys()
+                .chain(files.values().map(|m| &m.version))
+                .chain(files.values().map(|m| &m.memory))
+                .max()
+                .copied()
+                .unwrap_or(0);
+            if store.next_seq <= highest {
+                problems.push(format!(
+                    "the next version number {} is not above {highest}, already used",
+                    store.next_seq
+                ));
+            }
+        }
+    }
+    Ok(())
 }

@@ -21,6 +21,29 @@ fn format_v3_database_opens_and_reads_back() {
     old_format_reads_back("format-v3.redb");
 }
 
+#[test]
+fn format_v4_database_opens_reads_back_and_gains_history() {
+    old_format_reads_back("format-v4.redb");
+    // Format 5 gave each file an id and one `created` version of its content, by nobody
+    // recorded, and each store its record.
+    let (_dir, db) = fixture("format-v4.redb");
+    let store = Store::builder().open_existing(&db).unwrap();
+    let dana = store.user("dana").unwrap();
+    let history = dana.history(None).unwrap().unwrap();
+    assert_eq!(history.len(), 3);
+    for v in &history {
+        assert_eq!(v.operation, memkv::Operation::Created);
+        assert_eq!(v.actor, None);
+        let memory = dana.memory(v.memory, true).unwrap().unwrap();
+        assert_eq!(Some(memory.path.clone()), v.path);
+        assert_eq!(memory.version, v.id);
+        assert_eq!(memory.content, v.content);
+    }
+    let info = store.store_info("dana").unwrap().unwrap();
+    assert_eq!((info.name.as_str(), info.history.versions), ("dana", 3));
+    assert_eq!(store.check().unwrap(), Vec::<(String, String)>::new());
+}
+
 fn fixture(name: &str) -> (tempfile::TempDir, std::path::PathBuf) {
     let dir = tempfile::tempdir().unwrap();
     let db = dir.path().join(name);
