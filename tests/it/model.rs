@@ -7,7 +7,7 @@ use std::collections::{BTreeMap, BTreeSet};
 
 #[allow(unused_imports)]
 use crate::util::{Fresh, each_backend, fresh};
-use memkv::{MemoryPath, Store};
+use memkv::{ListItem, MemoryPath, Operation, Store};
 use proptest::prelude::*;
 use serde_json::{Value, json};
 
@@ -75,6 +75,42 @@ fn file_ancestor(files: &Files, p: &[String]) -> Option<Vec<String>> {
 
 struct Model {
     users: BTreeMap<String, Files>,
+    history: BTreeMap<String, History>,
+}
+
+/// One user's history as the model sees it: each version's (number, memory, operation, path,
+/// content), the live files' memory ids, and the next number.
+#[derive(Default)]
+struct History {
+    versions: Vec<(u64, u64, Operation, String, Option<String>)>,
+    ids: BTreeMap<Vec<String>, u64>,
+    next: u64,
+}
+
+impl History {
+    fn append(
+        &mut self,
+        memory: Option<u64>,
+        op: Operation,
+        path: &[String],
+        content: Option<&str>,
+    ) -> u64 {
+        self.next += 1;
+        let seq = self.next;
+        let memory = memory.unwrap_or(seq);
+        self.versions
+            .push((seq, memory, op, canon(path), content.map(str::to_owned)));
+        memory
+    }
+}
+
+/// The index key of a path, whose order a directory's `delete` and `rename` record in.
+fn node_key(p: &[String]) -> Vec<u8> {
+    let (name, parent) = p.split_last().unwrap();
+    let mut key = parent.join("\u{1}").into_bytes();
+    key.push(0);
+    key.extend_from_slice(name.as_bytes());
+    key
 }
 
 fn e(s: String) -> (String, bool) {
@@ -85,6 +121,67 @@ fn o(s: String) -> (String, bool) {
 }
 
 impl Model {
+    fn new() -> Self {
+        Model {
+            users: BTreeMap::new(),
+            history: BTreeMap::new(),
+        }
+    }
+
+    /// Runs `input` and appends the versions its success records.
+    fn run_recorded(&mut self, user: &str, input: &Value) -> (String, bool) {
+        let before = self.users.get(user).cloned().unwrap_or_default();
+        let (out, err) = self.run(user, input);
+        if err {
+            return (out, err);
+        }
+        let after = self.users[user].clone();
+        let h = self.history.entry(user.to_owned()).or_default();
+        let seg = |field: &str| {
+            MemoryPath::parse(input[field].as_str().unwrap())
+                .unwrap()
+                .segments()
+                .to_vec()
+        };
+        match input["command"].as_str().unwrap() {
+            "create" => {
+                let p = seg("path");
+                let id = h.append(None, Operation::Created, &p, Some(&after[&p]));
+                h.ids.insert(p, id);
+            }
+            "str_replace" | "insert" => {
+                let p = seg("path");
+                if before[&p] != after[&p] {
+                    let id = h.ids[&p];
+                    h.append(Some(id), Operation::Modified, &p, Some(&after[&p]));
+                }
+            }
+            "delete" => {
+                let mut gone: Vec<&Vec<String>> =
+                    before.keys().filter(|k| !after.contains_key(*k)).collect();
+                gone.sort_by_key(|k| node_key(k));
+                for k in gone {
+                    let id = h.ids.remove(k).unwrap();
+                    h.append(Some(id), Operation::Deleted, k, None);
+                }
+            }
+            "rename" => {
+                let (p, np) = (seg("old_path"), seg("new_path"));
+                let mut moved: Vec<&Vec<String>> =
+                    before.keys().filter(|k| k.starts_with(&p)).collect();
+                moved.sort_by_key(|k| node_key(k));
+                for k in moved {
+                    let nk: Vec<String> = np.iter().chain(&k[p.len()..]).cloned().collect();
+                    let id = h.ids.remove(k).unwrap();
+                    h.append(Some(id), Operation::Modified, &nk, Some(&before[k]));
+                    h.ids.insert(nk, id);
+                }
+            }
+            _ => {}
+        }
+        (out, err)
+    }
+
     fn limits(&self, user: &str, raw: &str, content: &str, old: Option<&str>) -> Option<String> {
         let files = &self.users[user];
         if content.len() > MAX_FILE {
@@ -409,6 +506,39 @@ fn same_as_model(store: &Store, model: &Model, after: &str) -> Result<(), TestCa
         prop_assert_eq!(&files, &want, "user {} after {}", user, after);
         let bytes: usize = mine.values().map(String::len).sum();
         prop_assert_eq!(handle.totals().unwrap(), (mine.len() as u64, bytes as u64));
+        // Each memory's history is the sequence of changes the model made, numbered alike.
+        let none = History::default();
+        let h = model.history.get(user).unwrap_or(&none);
+        let got: Vec<(u64, u64, Operation, String, Option<String>)> = handle
+            .history(None)
+            .unwrap()
+            .unwrap()
+            .into_iter()
+            .map(|v| (v.id.0, v.memory.0, v.operation, v.path.unwrap(), v.content))
+            .collect();
+        prop_assert_eq!(&got, &h.versions, "history of {} after {}", user, after);
+        let page = handle
+            .list_memories("/memories", 0, None, 100, false)
+            .unwrap()
+            .unwrap();
+        prop_assert!(page.next.is_none());
+        let ids: BTreeMap<String, (u64, u64)> = page
+            .items
+            .into_iter()
+            .map(|item| match item {
+                ListItem::Memory(m) => (m.path, (m.id.0, m.version.0)),
+                ListItem::Prefix(p) => panic!("a depth-0 listing rolled up {p}"),
+            })
+            .collect();
+        let want: BTreeMap<String, (u64, u64)> = h
+            .ids
+            .iter()
+            .map(|(p, id)| {
+                let last = h.versions.iter().rev().find(|v| v.1 == *id).unwrap().0;
+                (canon(p), (*id, last))
+            })
+            .collect();
+        prop_assert_eq!(ids, want, "ids of {} after {}", user, after);
     }
     Ok(())
 }
@@ -421,11 +551,11 @@ proptest! {
         for backend in crate::util::backends() {
             let _on = crate::util::using(backend);
             let store = store();
-            let mut model = Model { users: BTreeMap::new() };
+            let mut model = Model::new();
             for (u, input) in steps.clone() {
                 let user = USERS[u];
                 let got = store.user(user).unwrap().execute_json(&input).unwrap();
-                let (want, want_err) = model.run(user, &input);
+                let (want, want_err) = model.run_recorded(user, &input);
                 prop_assert_eq!(got.is_error, want_err, "{} {}: {}", user, input, got.content);
                 if !want.is_empty() || !want_err {
                     prop_assert_eq!(&got.content, &want, "{} {}", user, input);
@@ -446,7 +576,7 @@ proptest! {
         for backend in crate::util::backends() {
             let _on = crate::util::using(backend);
             let store = store();
-            let mut model = Model { users: BTreeMap::new() };
+            let mut model = Model::new();
             let mut batch: Vec<(String, Value)> = Vec::new();
             let n = steps.len();
             for (i, (u, input, cut)) in steps.clone().into_iter().enumerate() {
@@ -462,7 +592,7 @@ proptest! {
                 prop_assert_eq!(results.len(), batch.len());
                 for ((user, input), got) in batch.drain(..).zip(results) {
                     let got = got.unwrap();
-                    let (want, want_err) = model.run(&user, &input);
+                    let (want, want_err) = model.run_recorded(&user, &input);
                     prop_assert_eq!(got.is_error, want_err, "{} {}: {}", user, input, got.content);
                     if !want.is_empty() || !want_err {
                         prop_assert_eq!(&got.content, &want, "{} {}", user, input);
