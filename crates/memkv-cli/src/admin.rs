@@ -1,4 +1,4 @@
-//! Operator commands: `users`, `tree`, `cat`.
+//! Operator commands: `users`, `tree`, `cat`, `init`, `stats`, `check`.
 
 use std::io::{self, Write};
 
@@ -113,6 +113,38 @@ pub fn stats(global: &Global) -> Result {
             u.expired_bytes,
             u.user
         )?;
+    }
+    // Every store with a record, those whose memories are all deleted included.
+    writeln!(
+        out,
+        "{:>8}  {:>12}  {:>8}  {:>12}  {:<20}  STORE (HISTORY)",
+        "VERSIONS", "BYTES", "PRUNED", "PR. BYTES", "OLDEST"
+    )?;
+    let mut after: Option<String> = None;
+    loop {
+        let (page, more) = store.list_stores(true, after.as_deref(), 1000)?;
+        for s in &page {
+            let h = s.history;
+            let oldest = if h.versions == 0 {
+                "-".to_owned()
+            } else {
+                memkv::utc(h.oldest_ms)
+            };
+            let archived = if s.archived_ms.is_some() {
+                " (archived)"
+            } else {
+                ""
+            };
+            writeln!(
+                out,
+                "{:>8}  {:>12}  {:>8}  {:>12}  {:<20}  {}{archived}",
+                h.versions, h.bytes, h.pruned_versions, h.pruned_bytes, oldest, s.id
+            )?;
+        }
+        match page.last() {
+            Some(last) if more => after = Some(last.id.clone()),
+            _ => break,
+        }
     }
     Ok(())
 }

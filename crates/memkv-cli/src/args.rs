@@ -4,7 +4,7 @@ use std::path::PathBuf;
 use std::time::Duration;
 
 use clap::{Args, Parser, Subcommand};
-use memkv::{Limits, SecretPolicy, StoreBuilder};
+use memkv::{Limits, Retention, SecretPolicy, StoreBuilder};
 
 /// A per-user, transactional store for Claude's memory tool (memory_20250818).
 #[derive(Debug, Parser)]
@@ -65,6 +65,37 @@ pub struct Global {
     /// How stale a recorded access time may get before a read refreshes it
     #[arg(long, global = true, help_heading = "Store options", value_name = "DURATION", default_value = "1h", value_parser = parse_duration)]
     pub access_granularity: Duration,
+    /// Prune versions older than this, e.g. 30d, or `off` [default: 30d]
+    #[arg(long, global = true, help_heading = "History options", value_name = "DURATION|off", value_parser = parse_bound(parse_duration))]
+    pub history_max_age: Option<Bound<Duration>>,
+    /// Keep at most this many versions per store, or `off` [default: 100000]
+    #[arg(long, global = true, help_heading = "History options", value_name = "N|off", value_parser = parse_bound(parse_count))]
+    pub history_max_versions: Option<Bound<u64>>,
+    /// Keep at most this many bytes of versions (paths and contents) per store, or `off` [default: 268435456]
+    #[arg(long, global = true, help_heading = "History options", value_name = "BYTES|off", value_parser = parse_bound(parse_count))]
+    pub history_max_bytes: Option<Bound<u64>>,
+    /// Keep no history: record no versions (memory ids are still kept)
+    #[arg(long, global = true, help_heading = "History options", conflicts_with_all = ["history_max_age", "history_max_versions", "history_max_bytes"])]
+    pub no_history: bool,
+}
+
+/// A retention bound as given: a value, or `off` (unbounded).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Bound<T>(pub Option<T>);
+
+/// `off`, or what `parse` accepts.
+fn parse_bound<T: Clone + Send + Sync + 'static>(
+    parse: fn(&str) -> Result<T, String>,
+) -> impl Fn(&str) -> Result<Bound<T>, String> + Clone + Send + Sync + 'static {
+    move |text| match text {
+        "off" => Ok(Bound(None)),
+        _ => parse(text).map(|v| Bound(Some(v))),
+    }
+}
+
+fn parse_count(text: &str) -> Result<u64, String> {
+    text.parse()
+        .map_err(|_| format!("{text:?} is not a whole number (or `off`)"))
 }
 
 /// `90s`, `15m`, `12h`, `30d`, `2w`.
@@ -117,8 +148,15 @@ pub enum Commands {
     Tree(UserArg),
     /// Print a file of a user's tree
     Cat(CatArgs),
-    /// Per-user files, bytes, last write and expired files pending; the database size
+    /// Per-user files, bytes, last write and expired files pending; each store's history
+    /// (versions kept, their bytes, versions and bytes pruned); the database size
     Stats,
+    /// The versions of a user's memory at PATH, or of all their memories, oldest first
+    History(HistoryArgs),
+    /// Make an old version's content current again, as a new version
+    Restore(VersionArgs),
+    /// Erase a version's content, path, hash and size for good (when and by whom is kept)
+    Redact(VersionArgs),
     /// Write a consistent backup (JSON Lines) of all or some users, or one user's tree as plain files
     Export(ExportArgs),
     /// Restore a backup in one transaction (all or nothing), or import a plain directory tree
@@ -263,6 +301,42 @@ pub struct ExecArgs {
     /// The user whose /memories the commands act on
     #[arg(long, short)]
     pub user: String,
+    /// The session the versions written are recorded as made by [default: exec:<process id>]
+    #[arg(long, value_name = "NAME", value_parser = parse_session)]
+    pub session: Option<String>,
+}
+
+/// A session name: 1 to 64 characters, no whitespace or control characters.
+fn parse_session(text: &str) -> Result<String, String> {
+    if text.is_empty() || text.chars().count() > 64 {
+        return Err("a session name has 1 to 64 characters".into());
+    }
+    if text.chars().any(|c| c.is_whitespace() || c.is_control()) {
+        return Err("a session name has no whitespace or control characters".into());
+    }
+    Ok(text.to_owned())
+}
+
+#[derive(Debug, Args)]
+pub struct HistoryArgs {
+    /// The user (memory store)
+    #[arg(long, short)]
+    pub user: String,
+    /// A memory, e.g. /memories/notes.md (default: every version of the store, deleted
+    /// memories' included)
+    pub path: Option<String>,
+    /// One JSON object per line instead of columns
+    #[arg(long)]
+    pub json: bool,
+}
+
+#[derive(Debug, Args)]
+pub struct VersionArgs {
+    /// The user (memory store)
+    #[arg(long, short)]
+    pub user: String,
+    /// The version's id, as `memkv history` shows it (memver_…)
+    pub version: String,
 }
 
 #[derive(Debug, Args)]
@@ -330,7 +404,21 @@ impl Global {
         for (user, ttl) in &self.user_ttl {
             b = b.user_ttl(user.clone(), *ttl);
         }
-        b
+        b.retention(self.retention())
+    }
+
+    /// The history retention given on the command line (each bound defaults to
+    /// [`Retention::DEFAULT`]'s).
+    pub fn retention(&self) -> Retention {
+        if self.no_history {
+            return Retention::NONE;
+        }
+        let d = Retention::DEFAULT;
+        Retention::new(
+            self.history_max_age.map_or(d.max_age, |b| b.0),
+            self.history_max_versions.map_or(d.max_versions, |b| b.0),
+            self.history_max_bytes.map_or(d.max_bytes, |b| b.0),
+        )
     }
 }
 
@@ -360,5 +448,32 @@ mod tests {
         assert!(parse_user_ttl("nobody").is_err());
         assert!(parse_user_ttl("=off").is_err());
         assert!(parse_user_ttl("=1h").is_err());
+    }
+
+    #[test]
+    fn retention_flags() {
+        let parse = |args: &[&str]| {
+            Cli::try_parse_from([&["memkv"], args, &["stats"]].concat())
+                .map(|c| c.global.retention())
+        };
+        assert_eq!(parse(&[]).unwrap(), Retention::DEFAULT);
+        assert_eq!(parse(&["--no-history"]).unwrap(), Retention::NONE);
+        assert_eq!(
+            parse(&["--history-max-age", "off", "--history-max-versions", "7"]).unwrap(),
+            Retention::new(None, Some(7), Retention::DEFAULT.max_bytes)
+        );
+        assert_eq!(
+            parse(&["--history-max-age", "2d", "--history-max-bytes", "off"]).unwrap(),
+            Retention::new(
+                Some(Duration::from_secs(2 * 86_400)),
+                Retention::DEFAULT.max_versions,
+                None
+            )
+        );
+        assert!(parse(&["--history-max-versions", "many"]).is_err());
+        assert!(parse(&["--no-history", "--history-max-age", "1d"]).is_err());
+        assert!(parse_session("a b").is_err());
+        assert!(parse_session("").is_err());
+        assert_eq!(parse_session("agent-7").unwrap(), "agent-7");
     }
 }

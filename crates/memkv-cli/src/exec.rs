@@ -3,6 +3,7 @@
 
 use std::io::{self, BufReader, Write};
 
+use memkv::Actor;
 use memkv::lines::{self, Line};
 use memkv::protocol::{self, InvalidMessage};
 
@@ -17,7 +18,14 @@ pub fn run(global: &Global, args: &ExecArgs) -> Result<(), Box<dyn std::error::E
             .map_err(|e| format!("cannot create {}: {e}", parent.display()))?;
     }
     let store = global.builder().open(&path)?;
-    let user = store.user(&args.user)?;
+    // Every version written is recorded as made by this session.
+    let session = args
+        .session
+        .clone()
+        .unwrap_or_else(|| format!("exec:{}", std::process::id()));
+    let user = store
+        .user(&args.user)?
+        .with_actor(Some(Actor::Session(session)));
     let cap = protocol::max_message_bytes(store.limits());
     let mut stdin = BufReader::with_capacity(64 * 1024, io::stdin().lock());
     let mut stdout = io::stdout().lock();

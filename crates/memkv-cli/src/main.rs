@@ -14,6 +14,7 @@ mod admin;
 mod args;
 mod backup;
 mod exec;
+mod history;
 mod mcp;
 mod serve;
 
@@ -72,6 +73,9 @@ fn main() -> ExitCode {
         Commands::Tree(a) => admin::tree(&cli.global, a),
         Commands::Cat(a) => admin::cat(&cli.global, a),
         Commands::Stats => admin::stats(&cli.global),
+        Commands::History(a) => history::history(&cli.global, a),
+        Commands::Restore(a) => history::restore(&cli.global, a),
+        Commands::Redact(a) => history::redact(&cli.global, a),
         Commands::Check => admin::check(&cli.global),
         Commands::Init => admin::init(&cli.global),
         Commands::Export(a) => backup::export(&cli.global, a),
