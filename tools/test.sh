@@ -24,6 +24,9 @@ tools/test-typescript.sh
 echo "== MCP, with the official Python MCP client (tools/test-mcp.sh)"
 tools/test-mcp.sh
 
+echo "== the memory-stores API, with the real anthropic SDK (tools/test-memory-stores.sh)"
+tools/test-memory-stores.sh
+
 echo "== schemathesis against a live memkv serve (tools/test-schemathesis.sh)"
 tools/test-schemathesis.sh
 

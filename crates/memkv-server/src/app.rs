@@ -14,6 +14,7 @@ use axum::routing::{get, post};
 use tower_http::catch_panic::CatchPanicLayer;
 
 use crate::AppState;
+use crate::api;
 use crate::auth;
 use crate::error::ApiError;
 use crate::metrics::StoreTotals;
@@ -22,9 +23,41 @@ use crate::tool::{self, ToolInfo};
 /// The tool route: one memory message for one store.
 pub const TOOL_ROUTE: &str = "/v1/memory_stores/{store}/tool";
 
+/// The memory stores (anthropic's beta `memory_stores` resource).
+pub const STORES: &str = "/v1/memory_stores";
+/// One memory store.
+pub const STORE: &str = "/v1/memory_stores/{memory_store_id}";
+/// Archiving a store.
+pub const ARCHIVE: &str = "/v1/memory_stores/{memory_store_id}/archive";
+/// A store's memories.
+pub const MEMORIES: &str = "/v1/memory_stores/{memory_store_id}/memories";
+/// One memory.
+pub const MEMORY: &str = "/v1/memory_stores/{memory_store_id}/memories/{memory_id}";
+/// A store's memory versions.
+pub const VERSIONS: &str = "/v1/memory_stores/{memory_store_id}/memory_versions";
+/// One memory version.
+pub const VERSION: &str = "/v1/memory_stores/{memory_store_id}/memory_versions/{memory_version_id}";
+/// Redacting a memory version.
+pub const REDACT: &str =
+    "/v1/memory_stores/{memory_store_id}/memory_versions/{memory_version_id}/redact";
+
 /// Every route of [`router`] with its method, as the OpenAPI document lists them.
 pub const ROUTES: &[(&str, &str)] = &[
     ("post", TOOL_ROUTE),
+    ("post", STORES),
+    ("get", STORES),
+    ("get", STORE),
+    ("post", STORE),
+    ("delete", STORE),
+    ("post", ARCHIVE),
+    ("post", MEMORIES),
+    ("get", MEMORIES),
+    ("get", MEMORY),
+    ("post", MEMORY),
+    ("delete", MEMORY),
+    ("get", VERSIONS),
+    ("get", VERSION),
+    ("post", REDACT),
     ("get", "/healthz"),
     ("get", "/readyz"),
     ("get", "/metrics"),
@@ -39,6 +72,24 @@ pub const ROUTES: &[(&str, &str)] = &[
 pub fn router(state: Arc<AppState>) -> Router {
     Router::new()
         .route(TOOL_ROUTE, post(tool::tool))
+        .route(STORES, post(api::create_store).get(api::list_stores))
+        .route(
+            STORE,
+            get(api::retrieve_store)
+                .post(api::update_store)
+                .delete(api::delete_store),
+        )
+        .route(ARCHIVE, post(api::archive_store))
+        .route(MEMORIES, post(api::create_memory).get(api::list_memories))
+        .route(
+            MEMORY,
+            get(api::retrieve_memory)
+                .post(api::update_memory)
+                .delete(api::delete_memory),
+        )
+        .route(VERSIONS, get(api::list_versions))
+        .route(VERSION, get(api::retrieve_version))
+        .route(REDACT, post(api::redact_version))
         .route("/healthz", get(healthz))
         .route("/readyz", get(readyz))
         .route("/metrics", get(metrics))
@@ -128,7 +179,8 @@ async fn method_not_allowed() -> ApiError {
 static REQUESTS: AtomicU64 = AtomicU64::new(0);
 
 /// Gives each request an id (`request-id` header), then counts, times and logs it: route
-/// pattern, store and commands for the tool route, status, duration. Never keys or contents.
+/// pattern, store and commands for the tool route (the operation, e.g. `memories.create`, for
+/// the memory-stores API), status, duration. Never keys or contents.
 async fn observe(State(state): State<Arc<AppState>>, request: Request, next: Next) -> Response {
     let started = Instant::now();
     let id = format!(

@@ -34,10 +34,40 @@ pub fn sent_key(headers: &HeaderMap) -> Option<&str> {
         .then_some(token.trim())
 }
 
+/// Who sent a request: what it may use, and the id of its key (none without keys).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Caller {
+    /// What it may use.
+    pub allowed: Allowed,
+    /// The key's id (`key_…`), recorded as the author of the changes it makes.
+    pub key_id: Option<String>,
+}
+
+impl Caller {
+    /// The author recorded for a change this caller makes: its key, or nobody without keys.
+    pub fn actor(&self) -> Option<memkv::Actor> {
+        self.key_id.clone().map(memkv::Actor::ApiKey)
+    }
+
+    /// Whether it may use the store `id` (a store key only its own; others every store).
+    pub fn may_use(&self, id: &str) -> bool {
+        match &self.allowed {
+            Allowed::Store(own) => own == id,
+            Allowed::Open | Allowed::Admin => true,
+        }
+    }
+}
+
 /// Authenticates a request: 401 without a known key (unless no key exists at all), 500 when
 /// the keys file cannot be read (nothing is allowed then).
 pub fn authenticate(state: &AppState, headers: &HeaderMap) -> Result<Allowed, ApiError> {
-    match state.keys.check(sent_key(headers)) {
+    identify(state, headers).map(|c| c.allowed)
+}
+
+/// As [`authenticate`], with the key's id.
+pub fn identify(state: &AppState, headers: &HeaderMap) -> Result<Caller, ApiError> {
+    let (access, key_id) = state.keys.identify(sent_key(headers));
+    let allowed = match access {
         Access::Open if !state.loopback => Err(ApiError::unauthenticated(
             "no API key exists: add one with `memkv keys add`",
         )),
@@ -55,7 +85,8 @@ pub fn authenticate(state: &AppState, headers: &HeaderMap) -> Result<Allowed, Ap
         Access::Unavailable => Err(ApiError::internal(
             "the keys file cannot be read; see the server log",
         )),
-    }
+    }?;
+    Ok(Caller { allowed, key_id })
 }
 
 /// Whether the `Host` header names this machine's loopback interface.

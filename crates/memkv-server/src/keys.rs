@@ -316,7 +316,8 @@ pub struct Keys {
 
 #[derive(Debug)]
 struct Table {
-    entries: Vec<([u8; 32], Scope)>,
+    /// Each key's hash, scope and id.
+    entries: Vec<([u8; 32], Scope, String)>,
     stamp: Option<Stamp>,
     checked: Instant,
     /// The last load failed: refuse everything.
@@ -354,41 +355,50 @@ impl Keys {
     /// What `key` (as sent, if any) may do. Compares hashes in constant time against every
     /// key, so timing tells nothing about which bytes matched.
     pub fn check(&self, key: Option<&str>) -> Access {
+        self.identify(key).0
+    }
+
+    /// As [`Keys::check`], with the id of the key when it is a known one (`key_…`: what the
+    /// memory-stores API records as the author of a change).
+    pub fn identify(&self, key: Option<&str>) -> (Access, Option<String>) {
         self.refresh(false);
-        let access = self.lookup(key);
-        if matches!(access, Access::Unknown | Access::Open) {
+        let found = self.lookup(key);
+        if matches!(found.0, Access::Unknown | Access::Open) {
             // Perhaps a key added a moment ago: look at the file now rather than within a
             // second (a stat; the file is read only if it changed). Keyless access in
             // particular ends the moment a first key exists.
             self.refresh(true);
             return self.lookup(key);
         }
-        access
+        found
     }
 
-    fn lookup(&self, key: Option<&str>) -> Access {
+    fn lookup(&self, key: Option<&str>) -> (Access, Option<String>) {
         let table = self.state.read().expect("no panics under the lock");
         if table.broken {
-            return Access::Unavailable;
+            return (Access::Unavailable, None);
         }
         let Some(key) = key else {
-            return if table.entries.is_empty() {
+            let access = if table.entries.is_empty() {
                 Access::Open
             } else {
                 Access::Missing
             };
+            return (access, None);
         };
         if table.entries.is_empty() {
-            return Access::Open;
+            return (Access::Open, None);
         }
         let sent = hash(key);
-        let mut found: Option<&Scope> = None;
-        for (stored, scope) in &table.entries {
+        let mut found: Option<(&Scope, &String)> = None;
+        for (stored, scope, id) in &table.entries {
             if bool::from(stored.ct_eq(&sent)) {
-                found = Some(scope);
+                found = Some((scope, id));
             }
         }
-        found.map_or(Access::Unknown, |s| Access::Key(s.clone()))
+        found.map_or((Access::Unknown, None), |(s, id)| {
+            (Access::Key(s.clone()), Some(id.clone()))
+        })
     }
 
     /// Reloads the table if the file changed; looks at most once a [`RECHECK`] unless `now`.
@@ -427,10 +437,10 @@ impl Keys {
     }
 }
 
-fn entries(records: &[KeyRecord]) -> Vec<([u8; 32], Scope)> {
+fn entries(records: &[KeyRecord]) -> Vec<([u8; 32], Scope, String)> {
     records
         .iter()
-        .filter_map(|r| Some((decode_hash(&r.sha256)?, r.scope())))
+        .filter_map(|r| Some((decode_hash(&r.sha256)?, r.scope(), r.id.clone())))
         .collect()
 }
 
@@ -461,6 +471,11 @@ mod tests {
 
         // The running table sees the new keys at once (an unknown key forces a look).
         assert_eq!(keys.check(Some(&admin_key)), Access::Key(Scope::Admin));
+        assert_eq!(
+            keys.identify(Some(&alice_key)).1.as_deref(),
+            Some(alice.id.as_str())
+        );
+        assert_eq!(keys.identify(Some("mkv_nope")).1, None);
         assert_eq!(
             keys.check(Some(&alice_key)),
             Access::Key(Scope::Store("alice".into()))

@@ -10,6 +10,9 @@
 //! - `tool`: the tool route: body cap and read timeout, the in-flight limit, then
 //!   [`memkv::protocol::answer`] on tokio's blocking pool (writes of concurrent requests share
 //!   commits through the store's group commit);
+//! - `api`: the memory-stores API (anthropic's beta `memory_stores`, `memories` and
+//!   `memory_versions` resources) over the same stores, each call on the blocking pool under
+//!   the same in-flight limit;
 //! - [`error`]: the Anthropic error envelope; [`metrics`]: `GET /metrics`; [`openapi`]:
 //!   `GET /openapi.json`.
 //!
@@ -18,6 +21,7 @@
 #![forbid(unsafe_code)]
 #![warn(missing_docs)]
 
+mod api;
 pub mod app;
 mod auth;
 pub mod error;

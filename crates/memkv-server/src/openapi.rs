@@ -6,6 +6,8 @@ use serde_json::{Value, json};
 
 use crate::app::TOOL_ROUTE;
 
+mod stores;
+
 /// `/mcp`: MCP's streamable HTTP transport (JSON-RPC), served by the memkv-mcp crate. Its
 /// messages are MCP's; `tools/test-mcp.sh` tests it with the official MCP client, and the
 /// schemathesis run leaves it out.
@@ -140,8 +142,11 @@ pub fn document(max_blocks: usize, max_body: usize) -> Value {
                 "405": error("Another method than GET")}}}),
     );
     paths.insert(memkv_mcp::http::PATH.to_owned(), mcp());
+    for (path, item) in stores::paths() {
+        paths.insert(path.to_owned(), item);
+    }
     let path_text = json!({"type": "string"});
-    json!({
+    let mut doc = json!({
         "openapi": "3.1.0",
         "info": {
             "title": "memkv",
@@ -222,7 +227,12 @@ pub fn document(max_blocks: usize, max_body: usize) -> Value {
                 }
             }
         }
-    })
+    });
+    doc["components"]["schemas"]
+        .as_object_mut()
+        .expect("an object")
+        .extend(stores::schemas());
+    doc
 }
 
 #[cfg(test)]
@@ -252,5 +262,29 @@ mod tests {
         documented.sort();
         routes.sort();
         assert_eq!(documented, routes);
+    }
+
+    #[test]
+    fn every_reference_resolves() {
+        fn refs(v: &Value, out: &mut Vec<String>) {
+            match v {
+                Value::Object(map) => {
+                    if let Some(Value::String(r)) = map.get("$ref") {
+                        out.push(r.clone());
+                    }
+                    map.values().for_each(|v| refs(v, out));
+                }
+                Value::Array(items) => items.iter().for_each(|v| refs(v, out)),
+                _ => {}
+            }
+        }
+        let doc = document(64, 1000);
+        let mut found = Vec::new();
+        refs(&doc, &mut found);
+        assert!(found.len() > 30);
+        for r in found {
+            let name = r.strip_prefix("#/components/schemas/").expect(&r);
+            assert!(doc["components"]["schemas"].get(name).is_some(), "{r}");
+        }
     }
 }

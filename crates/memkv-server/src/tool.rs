@@ -22,12 +22,14 @@ use crate::AppState;
 use crate::auth::{self, Allowed};
 use crate::error::ApiError;
 
-/// What the log line and metrics learn about a tool request (never contents).
+/// What the log line and metrics learn about a tool request, or a memory-stores API request
+/// (never contents).
 #[derive(Debug, Clone, Default)]
 pub struct ToolInfo {
     /// The store, as decoded from the path.
     pub store: String,
-    /// The commands, in order (`create`, `view`, …; `other` for anything else).
+    /// The commands, in order (`create`, `view`, …; `other` for anything else); for the
+    /// memory-stores API, its operation (`memories.create`, …).
     pub commands: Vec<&'static str>,
 }
 
@@ -49,7 +51,9 @@ async fn run(
     headers: &HeaderMap,
     body: Body,
 ) -> Result<Response, ApiError> {
-    let allowed = auth::authenticate(state, headers)?;
+    let caller = auth::identify(state, headers)?;
+    let actor = caller.actor();
+    let allowed = caller.allowed;
     let Ok(Path(store)) = store else {
         // Not UTF-8 once decoded: no store can have that name.
         return Err(match allowed {
@@ -93,7 +97,7 @@ async fn run(
     state.metrics.in_flight.fetch_add(1, Relaxed);
     let metrics = Arc::clone(&state.metrics);
     let answered = tokio::task::spawn_blocking(move || {
-        let answer = protocol::answer(&user.handle(), message);
+        let answer = protocol::answer(&user.handle().with_actor(actor), message);
         metrics.in_flight.fetch_sub(1, Relaxed);
         drop(permit);
         answer
@@ -116,7 +120,7 @@ fn log_failure(e: &Error, store: &str) {
     tracing::error!(store, error = %e, "storage failure; nothing was applied");
 }
 
-fn check_content_type(headers: &HeaderMap) -> Result<(), ApiError> {
+pub(crate) fn check_content_type(headers: &HeaderMap) -> Result<(), ApiError> {
     let ok = headers
         .get(header::CONTENT_TYPE)
         .and_then(|v| v.to_str().ok())
@@ -130,7 +134,11 @@ fn check_content_type(headers: &HeaderMap) -> Result<(), ApiError> {
 }
 
 /// The body, at most the message cap, within the body timeout.
-async fn read_body(state: &AppState, headers: &HeaderMap, body: Body) -> Result<Vec<u8>, ApiError> {
+pub(crate) async fn read_body(
+    state: &AppState,
+    headers: &HeaderMap,
+    body: Body,
+) -> Result<Vec<u8>, ApiError> {
     let cap = state.max_body;
     let too_large = || ApiError::too_large(format!("the request body is over {cap} bytes"));
     let declared = headers

@@ -331,8 +331,8 @@ fn isolation_by_every_path_id_and_encoding_trick() {
 }
 
 /// GET /openapi.json documents exactly the routes the server serves: each documented operation
-/// is routed (never 404 or 405), every other method on its path is 405, and the document is
-/// OpenAPI 3.1.
+/// is routed (never 404 or 405, on a store and memory that exist), every other method on its
+/// path is 405, and the document is OpenAPI 3.1.
 #[test]
 fn the_openapi_document_matches_the_router() {
     let (_dir, db) = temp_db();
@@ -341,16 +341,26 @@ fn the_openapi_document_matches_the_router() {
     let doc = c.get("/openapi.json").json();
     assert_eq!(doc["openapi"], "3.1.0");
     let paths = doc["paths"].as_object().unwrap();
-    assert_eq!(paths.len(), 6);
-    for (path, item) in paths {
-        let target = path.replace("{store}", "s");
+    assert_eq!(paths.len(), 14);
+    for (n, (path, item)) in paths.iter().enumerate() {
         let methods: Vec<String> = item.as_object().unwrap().keys().cloned().collect();
         for method in ["get", "post", "put", "delete", "patch"] {
+            // A store with one memory for each request (some requests archive or delete it).
+            let store = format!("s{n}{method}");
+            let (memory, version) = store_with_a_memory(&mut c, &store);
+            let target = path
+                .replace("{store}", &store)
+                .replace("{memory_store_id}", &store)
+                .replace("{memory_id}", &memory)
+                .replace("{memory_version_id}", &version);
             let r = c
                 .send(
                     &method.to_uppercase(),
                     &target,
-                    &[("content-type", "application/json"), ("x-memkv-store", "s")],
+                    &[
+                        ("content-type", "application/json"),
+                        ("x-memkv-store", &store),
+                    ],
                     br#"{"command":"view","path":"/memories"}"#,
                 )
                 .unwrap();
@@ -371,5 +381,21 @@ fn the_openapi_document_matches_the_router() {
             }
         }
     }
-    assert_eq!(c.get("/v1/memory_stores").status, 404);
+    assert_eq!(c.get("/v1/memory_stores/s/nothing").status, 404);
+}
+
+/// Writes `/memories/x` to `store` through the tool route; the memory's id and its version's,
+/// from the memory-stores API.
+fn store_with_a_memory(c: &mut Client, store: &str) -> (String, String) {
+    let r = c.tool(
+        store,
+        br#"{"command":"create","path":"/memories/x","file_text":"x"}"#,
+    );
+    assert_eq!(r.status, 200, "{}", r.text());
+    let listed = c.get(&format!("/v1/memory_stores/{store}/memories")).json();
+    let m = &listed["data"][0];
+    (
+        m["id"].as_str().unwrap().to_owned(),
+        m["memory_version_id"].as_str().unwrap().to_owned(),
+    )
 }

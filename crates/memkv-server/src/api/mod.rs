@@ -1,0 +1,271 @@
+//! The memory-stores API: anthropic's beta `memory_stores`, `memories` and `memory_versions`
+//! resources (the `client.beta.memory_stores` of the anthropic SDKs, 2.14.0), served over the
+//! same stores as the memory tool. A memkv user is a memory store: `POST /v1/memory_stores`
+//! makes one (`memstore_…`) that the tool route serves at once, and a store the tool wrote is
+//! readable here under its user id.
+//!
+//! Every handler goes the same way: the key (401), the store it may use (404, the same answer
+//! for a store that is not the key's and one that does not exist), the request (400, 413),
+//! room to run (503), then the library call on tokio's blocking pool, whose [`ApiRefusal`] is
+//! mapped to a status in [`refused`] and nowhere else.
+//!
+//! - [`wire`]: the JSON objects, times, hashes and the API ↔ model path conversion;
+//! - `stores`, `memories`, `versions`: the handlers of each resource.
+
+pub mod wire;
+
+mod memories;
+mod stores;
+mod versions;
+
+use std::sync::Arc;
+use std::sync::atomic::Ordering::Relaxed;
+
+use axum::body::Body;
+use axum::http::{HeaderMap, StatusCode, Uri, header};
+use axum::response::{IntoResponse, Response};
+use memkv::{ApiRefusal, Error, Store};
+use serde::de::DeserializeOwned;
+use serde_json::Value;
+
+pub use memories::{create_memory, delete_memory, list_memories, retrieve_memory, update_memory};
+pub use stores::{
+    archive_store, create_store, delete_store, list_stores, retrieve_store, update_store,
+};
+pub use versions::{list_versions, redact_version, retrieve_version};
+
+use crate::AppState;
+use crate::auth::{self, Allowed, Caller};
+use crate::error::ApiError;
+use crate::tool::{self, ToolInfo};
+
+/// Items on a page when `limit` is not given, and the most with `view=full`.
+pub const DEFAULT_LIMIT: usize = 20;
+/// The most items a page may be asked for.
+pub const MAX_LIMIT: usize = 100;
+
+/// The status and message of a refusal: the one place refusals become HTTP answers.
+///
+/// `store_update` is set for `POST /v1/memory_stores/{id}`, which the SDK documents as failing
+/// with 400 on an archived store; every other write to an archived store is a 409 conflict.
+pub fn refused(refusal: &ApiRefusal, store_update: bool) -> ApiError {
+    let message = refusal.message();
+    match refusal {
+        ApiRefusal::NotFound => ApiError::not_found(),
+        ApiRefusal::Archived if store_update => ApiError::invalid(message),
+        ApiRefusal::PreconditionFailed { .. }
+        | ApiRefusal::PathExists { .. }
+        | ApiRefusal::Archived => ApiError::new(StatusCode::CONFLICT, message),
+        // InvalidPath, ParentIsFile, Limit, InvalidPage, NotRestorable: the request is wrong.
+        _ => ApiError::invalid(message),
+    }
+}
+
+/// A storage failure: logged for the operator, answered 503 when a retry may succeed, else 500.
+pub fn failed(e: &Error, store: &str) -> ApiError {
+    tracing::error!(store, error = %e, "storage failure; nothing was applied");
+    match e {
+        Error::Busy { .. } => {
+            ApiError::overloaded("the database is busy; nothing was changed, try again")
+        }
+        Error::OutcomeUnknown { .. } => ApiError::internal(
+            "the connection to the database was lost during the commit; the change may or may not have been applied",
+        ),
+        _ => ApiError::internal("storage failure; nothing was changed"),
+    }
+}
+
+/// The caller, allowed to use the store named in the path (404 otherwise, the same answer as
+/// for a store that does not exist).
+pub fn scoped(state: &AppState, headers: &HeaderMap, store: &str) -> Result<Caller, ApiError> {
+    let caller = auth::identify(state, headers)?;
+    if caller.may_use(store) {
+        Ok(caller)
+    } else {
+        Err(ApiError::not_found())
+    }
+}
+
+/// The caller, with an admin key (or keyless on loopback): creating and listing stores.
+pub fn admin(state: &AppState, headers: &HeaderMap, what: &str) -> Result<Caller, ApiError> {
+    let caller = auth::identify(state, headers)?;
+    match caller.allowed {
+        Allowed::Open | Allowed::Admin => Ok(caller),
+        Allowed::Store(_) => Err(ApiError::forbidden(format!("{what} needs an admin key"))),
+    }
+}
+
+/// Runs `work` on the blocking pool under the in-flight limit (503 when it is reached).
+pub async fn blocking<T: Send + 'static>(
+    state: &Arc<AppState>,
+    work: impl FnOnce(&Arc<Store>) -> Result<T, ApiError> + Send + 'static,
+) -> Result<T, ApiError> {
+    let Ok(permit) = Arc::clone(&state.in_flight).try_acquire_owned() else {
+        state.metrics.overloaded.fetch_add(1, Relaxed);
+        return Err(ApiError::overloaded(
+            "memkv is answering as many requests as it may; retry shortly",
+        ));
+    };
+    state.metrics.in_flight.fetch_add(1, Relaxed);
+    let metrics = Arc::clone(&state.metrics);
+    let store = Arc::clone(&state.store);
+    tokio::task::spawn_blocking(move || {
+        let out = work(&store);
+        metrics.in_flight.fetch_sub(1, Relaxed);
+        drop(permit);
+        out
+    })
+    .await
+    .map_err(|_| ApiError::internal("the request failed"))?
+}
+
+/// The request's JSON body as `T`: at most the body cap, within the body timeout, sent as
+/// `application/json`; 400 with serde's words for anything else.
+pub async fn json_body<T: DeserializeOwned>(
+    state: &AppState,
+    headers: &HeaderMap,
+    body: Body,
+) -> Result<T, ApiError> {
+    let bytes = tool::read_body(state, headers, body).await?;
+    if bytes.is_empty() {
+        return Err(ApiError::invalid("the request needs a JSON body"));
+    }
+    tool::check_content_type(headers)?;
+    serde_json::from_slice(&bytes)
+        .map_err(|e| ApiError::invalid(format!("the request body is not valid: {e}")))
+}
+
+/// A JSON answer, carrying the store and operation for the request's log line.
+pub fn answer(store: &str, operation: &'static str, value: &Value) -> Response {
+    let mut response = (
+        [(header::CONTENT_TYPE, "application/json")],
+        value.to_string(),
+    )
+        .into_response();
+    response.extensions_mut().insert(ToolInfo {
+        store: store.to_owned(),
+        commands: vec![operation],
+    });
+    response
+}
+
+/// The query string's parameters, percent-decoded. Unknown ones are ignored (the SDK's
+/// `?beta=true` among them); a repeated one counts once, the first time.
+#[derive(Debug, Default)]
+pub struct Query(Vec<(String, String)>);
+
+impl Query {
+    /// The query of `uri`.
+    pub fn of(uri: &Uri) -> Query {
+        let text = uri.query().unwrap_or("");
+        Query(
+            form_urlencoded::parse(text.as_bytes())
+                .into_owned()
+                .collect(),
+        )
+    }
+
+    /// A parameter's value.
+    pub fn get(&self, name: &str) -> Option<&str> {
+        self.0
+            .iter()
+            .find(|(n, _)| n == name)
+            .map(|(_, v)| v.as_str())
+    }
+
+    /// `view`: `full` (true) or `basic` (false), `default_full` when not given.
+    pub fn view(&self, default_full: bool) -> Result<bool, ApiError> {
+        match self.get("view") {
+            None => Ok(default_full),
+            Some("full") => Ok(true),
+            Some("basic") => Ok(false),
+            Some(v) => Err(ApiError::invalid(format!(
+                "view must be basic or full, not {v:?}"
+            ))),
+        }
+    }
+
+    /// `limit`: 1 to 100, 20 when not given; with `view=full` a page holds at most 20.
+    pub fn limit(&self, full: bool) -> Result<usize, ApiError> {
+        let limit = match self.get("limit") {
+            None => DEFAULT_LIMIT,
+            Some(v) => v
+                .parse::<usize>()
+                .ok()
+                .filter(|n| (1..=MAX_LIMIT).contains(n))
+                .ok_or_else(|| {
+                    ApiError::invalid(format!(
+                        "limit must be an integer from 1 to {MAX_LIMIT}, not {v:?}"
+                    ))
+                })?,
+        };
+        Ok(if full {
+            limit.min(DEFAULT_LIMIT)
+        } else {
+            limit
+        })
+    }
+
+    /// A boolean parameter (`true` or `false`).
+    pub fn flag(&self, name: &str) -> Result<Option<bool>, ApiError> {
+        match self.get(name) {
+            None => Ok(None),
+            Some("true") => Ok(Some(true)),
+            Some("false") => Ok(Some(false)),
+            Some(v) => Err(ApiError::invalid(format!(
+                "{name} must be true or false, not {v:?}"
+            ))),
+        }
+    }
+
+    /// A time parameter in RFC 3339, as milliseconds since the epoch.
+    pub fn time(&self, name: &str) -> Result<Option<i64>, ApiError> {
+        self.get(name)
+            .map(|v| {
+                wire::parse_rfc3339(v).ok_or_else(|| {
+                    ApiError::invalid(format!(
+                        "{name} must be a time in RFC 3339 (2026-11-30T13:45:00Z), not {v:?}"
+                    ))
+                })
+            })
+            .transpose()
+    }
+
+    /// `page`: a `next_page` value from a previous answer (opaque; its owner checks it).
+    pub fn page(&self) -> Option<&str> {
+        self.get("page").filter(|p| !p.is_empty())
+    }
+}
+
+/// A page token that was not made by this API.
+pub fn bad_page() -> ApiError {
+    ApiError::invalid("page is not a next_page value from this list")
+}
+
+/// The record of store `id`: 404 for an id memkv does not accept and for a store that does not
+/// exist.
+pub fn existing(store: &Store, id: &str) -> Result<memkv::StoreInfo, ApiError> {
+    if store.user(id).is_err() {
+        return Err(ApiError::not_found());
+    }
+    store
+        .store_info(id)
+        .map_err(|e| failed(&e, id))?
+        .ok_or_else(ApiError::not_found)
+}
+
+/// The handle of existing store `id`, recording `caller`'s key as the author of its writes.
+pub fn handle<'s>(
+    store: &'s Store,
+    id: &str,
+    caller: &Caller,
+) -> Result<memkv::UserHandle<'s>, ApiError> {
+    existing(store, id)?;
+    let user = store.user(id).map_err(|_| ApiError::not_found())?;
+    Ok(user.with_actor(caller.actor()))
+}
+
+/// A handler's outcome as the answer sent.
+pub fn respond(outcome: Result<Response, ApiError>) -> Response {
+    outcome.unwrap_or_else(IntoResponse::into_response)
+}

@@ -1,0 +1,369 @@
+//! `/v1/memory_stores` and `/v1/memory_stores/{memory_store_id}[/archive]`: create, list,
+//! retrieve, update, archive and delete stores. Creating and listing need an admin key (or no
+//! keys, on loopback); a store key reaches its own store only.
+
+use std::collections::BTreeMap;
+use std::sync::Arc;
+
+use axum::body::Body;
+use axum::extract::rejection::PathRejection;
+use axum::extract::{Path, State};
+use axum::http::{HeaderMap, Uri};
+use axum::response::Response;
+use serde::Deserialize;
+use serde_json::json;
+
+use super::{
+    Query, admin, answer, bad_page, blocking, existing, failed, json_body, refused, respond,
+    scoped, wire,
+};
+use crate::AppState;
+use crate::error::ApiError;
+
+/// Longest store name, in characters.
+pub const MAX_NAME_CHARS: usize = 255;
+/// Longest description, in characters.
+pub const MAX_DESCRIPTION_CHARS: usize = 1024;
+/// Most metadata pairs of a store.
+pub const MAX_METADATA_PAIRS: usize = 16;
+/// Longest metadata key, in characters.
+pub const MAX_METADATA_KEY_CHARS: usize = 64;
+/// Longest metadata value, in characters.
+pub const MAX_METADATA_VALUE_CHARS: usize = 512;
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct CreateStore {
+    name: String,
+    #[serde(default)]
+    description: Option<String>,
+    #[serde(default)]
+    metadata: Option<BTreeMap<String, String>>,
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct UpdateStore {
+    #[serde(default)]
+    name: Option<String>,
+    #[serde(default)]
+    description: Option<String>,
+    #[serde(default)]
+    metadata: Option<BTreeMap<String, Option<String>>>,
+}
+
+fn check_name(name: &str) -> Result<(), ApiError> {
+    let chars = name.chars().count();
+    if chars == 0 || chars > MAX_NAME_CHARS {
+        return Err(ApiError::invalid(format!(
+            "name must be 1 to {MAX_NAME_CHARS} characters long"
+        )));
+    }
+    if name.chars().any(char::is_control) {
+        return Err(ApiError::invalid(
+            "name must not contain control characters",
+        ));
+    }
+    Ok(())
+}
+
+fn check_description(description: &str) -> Result<(), ApiError> {
+    if description.chars().count() > MAX_DESCRIPTION_CHARS {
+        return Err(ApiError::invalid(format!(
+            "description must be at most {MAX_DESCRIPTION_CHARS} characters long"
+        )));
+    }
+    Ok(())
+}
+
+fn check_pair(key: &str, value: Option<&str>) -> Result<(), ApiError> {
+    let chars = key.chars().count();
+    if chars == 0 || chars > MAX_METADATA_KEY_CHARS {
+        return Err(ApiError::invalid(format!(
+            "metadata keys must be 1 to {MAX_METADATA_KEY_CHARS} characters long"
+        )));
+    }
+    if value.is_some_and(|v| v.chars().count() > MAX_METADATA_VALUE_CHARS) {
+        return Err(ApiError::invalid(format!(
+            "metadata values must be at most {MAX_METADATA_VALUE_CHARS} characters long"
+        )));
+    }
+    Ok(())
+}
+
+fn check_count(pairs: usize) -> Result<(), ApiError> {
+    if pairs > MAX_METADATA_PAIRS {
+        return Err(ApiError::invalid(format!(
+            "metadata can hold at most {MAX_METADATA_PAIRS} pairs"
+        )));
+    }
+    Ok(())
+}
+
+/// The store id in the path; an id that is not UTF-8 names no store.
+fn store_id(id: Result<Path<String>, PathRejection>) -> Result<String, ApiError> {
+    id.map(|Path(id)| id).map_err(|_| ApiError::not_found())
+}
+
+/// `POST /v1/memory_stores`.
+pub async fn create_store(
+    State(state): State<Arc<AppState>>,
+    headers: HeaderMap,
+    body: Body,
+) -> Response {
+    respond(
+        async {
+            admin(&state, &headers, "creating a memory store")?;
+            let req: CreateStore = json_body(&state, &headers, body).await?;
+            let description = req.description.unwrap_or_default();
+            let metadata = req.metadata.unwrap_or_default();
+            check_name(&req.name)?;
+            check_description(&description)?;
+            check_count(metadata.len())?;
+            for (k, v) in &metadata {
+                check_pair(k, Some(v))?;
+            }
+            let info = blocking(&state, move |store| {
+                store
+                    .create_store(&req.name, &description, &metadata)
+                    .map_err(|e| failed(&e, ""))
+            })
+            .await?;
+            Ok(answer(
+                &info.id,
+                "memory_stores.create",
+                &wire::store(&info),
+            ))
+        }
+        .await,
+    )
+}
+
+/// `GET /v1/memory_stores`: by id, archived stores only with `include_archived=true`,
+/// `created_at[gte]`/`created_at[lte]` inclusive.
+pub async fn list_stores(
+    State(state): State<Arc<AppState>>,
+    headers: HeaderMap,
+    uri: Uri,
+) -> Response {
+    respond(
+        async {
+            admin(&state, &headers, "listing memory stores")?;
+            let q = Query::of(&uri);
+            let limit = q.limit(false)?;
+            let archived = q.flag("include_archived")?.unwrap_or(false);
+            let gte = q.time("created_at[gte]")?;
+            let lte = q.time("created_at[lte]")?;
+            let after = q.page().map(decode_page).transpose()?;
+            let (stores, next) = blocking(&state, move |store| {
+                let wanted = |ms: i64| gte.is_none_or(|t| ms >= t) && lte.is_none_or(|t| ms <= t);
+                let mut found = Vec::new();
+                let mut after = after;
+                loop {
+                    let (batch, more) = store
+                        .list_stores(archived, after.as_deref(), limit)
+                        .map_err(|e| failed(&e, ""))?;
+                    let batch_len = batch.len();
+                    for (i, info) in batch.into_iter().enumerate() {
+                        after = Some(info.id.clone());
+                        if wanted(info.created_ms) {
+                            found.push(info);
+                            if found.len() == limit {
+                                let rest = more || i + 1 < batch_len;
+                                return Ok((found, after.filter(|_| rest)));
+                            }
+                        }
+                    }
+                    if !more || batch_len == 0 {
+                        return Ok((found, None));
+                    }
+                }
+            })
+            .await?;
+            let data = stores.iter().map(wire::store).collect();
+            Ok(answer(
+                "",
+                "memory_stores.list",
+                &wire::page(data, next.map(|id| encode_page(&id))),
+            ))
+        }
+        .await,
+    )
+}
+
+/// A page token of the store listing: the last id listed, hex-encoded behind `msp_`.
+fn encode_page(id: &str) -> String {
+    let hex: String = id.bytes().map(|b| format!("{b:02x}")).collect();
+    format!("msp_{hex}")
+}
+
+fn decode_page(token: &str) -> Result<String, ApiError> {
+    let hex = token.strip_prefix("msp_").ok_or_else(bad_page)?;
+    if hex.is_empty() || hex.len() % 2 != 0 || !hex.is_ascii() {
+        return Err(bad_page());
+    }
+    let bytes = (0..hex.len())
+        .step_by(2)
+        .map(|i| u8::from_str_radix(&hex[i..i + 2], 16))
+        .collect::<Result<Vec<u8>, _>>()
+        .map_err(|_| bad_page())?;
+    String::from_utf8(bytes).map_err(|_| bad_page())
+}
+
+/// `GET /v1/memory_stores/{memory_store_id}`.
+pub async fn retrieve_store(
+    State(state): State<Arc<AppState>>,
+    id: Result<Path<String>, PathRejection>,
+    headers: HeaderMap,
+) -> Response {
+    respond(
+        async {
+            let id = store_id(id)?;
+            scoped(&state, &headers, &id)?;
+            let key = id.clone();
+            let info = blocking(&state, move |store| existing(store, &key)).await?;
+            Ok(answer(&id, "memory_stores.retrieve", &wire::store(&info)))
+        }
+        .await,
+    )
+}
+
+/// `POST /v1/memory_stores/{memory_store_id}`: name, description, metadata changes (a key
+/// set to `null` is removed). 400 on an archived store, as the SDK documents.
+pub async fn update_store(
+    State(state): State<Arc<AppState>>,
+    id: Result<Path<String>, PathRejection>,
+    headers: HeaderMap,
+    body: Body,
+) -> Response {
+    respond(
+        async {
+            let id = store_id(id)?;
+            scoped(&state, &headers, &id)?;
+            let req: UpdateStore = json_body(&state, &headers, body).await?;
+            if let Some(name) = &req.name {
+                check_name(name)?;
+            }
+            if let Some(description) = &req.description {
+                check_description(description)?;
+            }
+            let patch = req.metadata.unwrap_or_default();
+            for (k, v) in &patch {
+                check_pair(k, v.as_deref())?;
+            }
+            let key = id.clone();
+            let info = blocking(&state, move |store| {
+                let current = existing(store, &key)?;
+                let mut merged = current.metadata;
+                for (k, v) in &patch {
+                    match v {
+                        Some(v) => merged.insert(k.clone(), v.clone()),
+                        None => merged.remove(k),
+                    };
+                }
+                check_count(merged.len())?;
+                store
+                    .update_store(
+                        &key,
+                        req.name.as_deref(),
+                        req.description.as_deref(),
+                        &patch,
+                    )
+                    .map_err(|e| failed(&e, &key))?
+                    .map_err(|r| refused(&r, true))
+            })
+            .await?;
+            Ok(answer(&id, "memory_stores.update", &wire::store(&info)))
+        }
+        .await,
+    )
+}
+
+/// `POST /v1/memory_stores/{memory_store_id}/archive`: once archived, a store is read-only
+/// (its memories may still be deleted and its versions redacted); archiving again changes
+/// nothing.
+pub async fn archive_store(
+    State(state): State<Arc<AppState>>,
+    id: Result<Path<String>, PathRejection>,
+    headers: HeaderMap,
+) -> Response {
+    respond(
+        async {
+            let id = store_id(id)?;
+            scoped(&state, &headers, &id)?;
+            let key = id.clone();
+            let info = blocking(&state, move |store| {
+                existing(store, &key)?;
+                store
+                    .archive_store(&key)
+                    .map_err(|e| failed(&e, &key))?
+                    .map_err(|r| refused(&r, false))
+            })
+            .await?;
+            Ok(answer(&id, "memory_stores.archive", &wire::store(&info)))
+        }
+        .await,
+    )
+}
+
+/// `DELETE /v1/memory_stores/{memory_store_id}`: the store, its memories and every version.
+pub async fn delete_store(
+    State(state): State<Arc<AppState>>,
+    id: Result<Path<String>, PathRejection>,
+    headers: HeaderMap,
+) -> Response {
+    respond(
+        async {
+            let id = store_id(id)?;
+            scoped(&state, &headers, &id)?;
+            let key = id.clone();
+            blocking(&state, move |store| {
+                existing(store, &key)?;
+                if store.delete_store(&key).map_err(|e| failed(&e, &key))? {
+                    Ok(())
+                } else {
+                    Err(ApiError::not_found())
+                }
+            })
+            .await?;
+            Ok(answer(
+                &id,
+                "memory_stores.delete",
+                &json!({"type": "memory_store_deleted", "id": id}),
+            ))
+        }
+        .await,
+    )
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn page_tokens_round_trip_and_refuse_others() {
+        for id in ["memstore_0a", "alice", "Zoë Ng", "team/a"] {
+            assert_eq!(decode_page(&encode_page(id)).unwrap(), id);
+        }
+        for bad in ["", "msp_", "msp_0", "msp_zz", "x_61", "msp_ff"] {
+            assert_eq!(decode_page(bad).unwrap_err().status, 400, "{bad}");
+        }
+    }
+
+    #[test]
+    fn store_fields_are_checked() {
+        assert!(check_name("n").is_ok());
+        assert!(check_name(&"é".repeat(255)).is_ok());
+        assert!(check_name("").is_err());
+        assert!(check_name(&"a".repeat(256)).is_err());
+        assert!(check_name("a\nb").is_err());
+        assert!(check_description(&"d".repeat(1024)).is_ok());
+        assert!(check_description(&"d".repeat(1025)).is_err());
+        assert!(check_pair("k", Some(&"v".repeat(512))).is_ok());
+        assert!(check_pair("k", Some(&"v".repeat(513))).is_err());
+        assert!(check_pair("", None).is_err());
+        assert!(check_pair(&"k".repeat(65), None).is_err());
+        assert!(check_count(16).is_ok());
+        assert!(check_count(17).is_err());
+    }
+}

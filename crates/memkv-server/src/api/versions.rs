@@ -1,0 +1,185 @@
+//! `/v1/memory_stores/{memory_store_id}/memory_versions[/{memory_version_id}[/redact]]`: the
+//! store's history, oldest first, and redaction. Every change to a memory, through this API or
+//! the memory tool, is a version; versions outlive their memory.
+
+use std::sync::Arc;
+
+use axum::extract::rejection::PathRejection;
+use axum::extract::{Path, State};
+use axum::http::{HeaderMap, Uri};
+use axum::response::Response;
+use memkv::{Actor, MemoryId, Operation, Page, VersionFilter, VersionId};
+
+use super::{Query, answer, blocking, failed, handle, refused, respond, scoped, wire};
+use crate::AppState;
+use crate::error::ApiError;
+
+/// The store id in the path (404 when not UTF-8).
+fn store_id(id: Result<Path<String>, PathRejection>) -> Result<String, ApiError> {
+    id.map(|Path(id)| id).map_err(|_| ApiError::not_found())
+}
+
+/// The store and version ids in the path; a version id that is not one (`memver_…`) is not
+/// found.
+fn ids(
+    ids: Result<Path<(String, String)>, PathRejection>,
+) -> Result<(String, VersionId), ApiError> {
+    let Path((store, version)) = ids.map_err(|_| ApiError::not_found())?;
+    let version = version
+        .parse::<VersionId>()
+        .map_err(|_| ApiError::not_found())?;
+    Ok((store, version))
+}
+
+/// The filter of a version listing; `None` when no version can match (a service account, or
+/// two different authors).
+fn filter(q: &Query) -> Result<Option<VersionFilter>, ApiError> {
+    let memory = q
+        .get("memory_id")
+        .map(|m| {
+            m.parse::<MemoryId>().map_err(|_| {
+                ApiError::invalid(format!("memory_id must be a memory id (mem_…), not {m:?}"))
+            })
+        })
+        .transpose()?;
+    let operation = match q.get("operation") {
+        None => None,
+        Some("created") => Some(Operation::Created),
+        Some("modified") => Some(Operation::Modified),
+        Some("deleted") => Some(Operation::Deleted),
+        Some(o) => {
+            return Err(ApiError::invalid(format!(
+                "operation must be created, modified or deleted, not {o:?}"
+            )));
+        }
+    };
+    let created_gte_ms = q.time("created_at[gte]")?;
+    let created_lte_ms = q.time("created_at[lte]")?;
+    let authors: Vec<Actor> = [
+        q.get("api_key_id").map(|k| Actor::ApiKey(k.to_owned())),
+        q.get("session_id").map(|s| Actor::Session(s.to_owned())),
+    ]
+    .into_iter()
+    .flatten()
+    .collect();
+    // memkv records no service accounts: nothing was written by one.
+    if q.get("service_account_id").is_some() || authors.len() > 1 {
+        return Ok(None);
+    }
+    Ok(Some(VersionFilter {
+        memory,
+        operation,
+        actor: authors.into_iter().next(),
+        created_gte_ms,
+        created_lte_ms,
+    }))
+}
+
+/// `GET /v1/memory_stores/{memory_store_id}/memory_versions`: oldest first; filters
+/// `memory_id` (a deleted memory's too), `operation`, `api_key_id`, `session_id`,
+/// `service_account_id`, `created_at[gte]`, `created_at[lte]`; `limit`, `page`, `view`
+/// (defaults to `basic`).
+pub async fn list_versions(
+    State(state): State<Arc<AppState>>,
+    id: Result<Path<String>, PathRejection>,
+    headers: HeaderMap,
+    uri: Uri,
+) -> Response {
+    respond(
+        async {
+            let id = store_id(id)?;
+            let caller = scoped(&state, &headers, &id)?;
+            let q = Query::of(&uri);
+            let full = q.view(false)?;
+            let limit = q.limit(full)?;
+            let filter = filter(&q)?;
+            let page = q.page().map(str::to_owned);
+            let key = id.clone();
+            let page = blocking(&state, move |store| {
+                let user = handle(store, &key, &caller)?;
+                let Some(filter) = filter else {
+                    return Ok(Page {
+                        items: Vec::new(),
+                        next: None,
+                    });
+                };
+                user.versions(&filter, page.as_deref(), limit, full)
+                    .map_err(|e| failed(&e, &key))?
+                    .map_err(|r| refused(&r, false))
+            })
+            .await?;
+            let data = page
+                .items
+                .iter()
+                .map(|v| wire::version(&id, v, full))
+                .collect();
+            Ok(answer(
+                &id,
+                "memory_versions.list",
+                &wire::page(data, page.next),
+            ))
+        }
+        .await,
+    )
+}
+
+/// `GET /v1/memory_stores/{memory_store_id}/memory_versions/{memory_version_id}` (`view`
+/// defaults to `full`).
+pub async fn retrieve_version(
+    State(state): State<Arc<AppState>>,
+    path: Result<Path<(String, String)>, PathRejection>,
+    headers: HeaderMap,
+    uri: Uri,
+) -> Response {
+    respond(
+        async {
+            let (id, version) = ids(path)?;
+            let caller = scoped(&state, &headers, &id)?;
+            let full = Query::of(&uri).view(true)?;
+            let key = id.clone();
+            let v = blocking(&state, move |store| {
+                let user = handle(store, &key, &caller)?;
+                user.version(version, full)
+                    .map_err(|e| failed(&e, &key))?
+                    .ok_or_else(ApiError::not_found)
+            })
+            .await?;
+            Ok(answer(
+                &id,
+                "memory_versions.retrieve",
+                &wire::version(&id, &v, full),
+            ))
+        }
+        .await,
+    )
+}
+
+/// `POST /v1/memory_stores/{memory_store_id}/memory_versions/{memory_version_id}/redact`:
+/// nulls the version's content, path, hash and size, and records when and by whom (allowed on
+/// an archived store).
+pub async fn redact_version(
+    State(state): State<Arc<AppState>>,
+    path: Result<Path<(String, String)>, PathRejection>,
+    headers: HeaderMap,
+) -> Response {
+    respond(
+        async {
+            let (id, version) = ids(path)?;
+            let caller = scoped(&state, &headers, &id)?;
+            let key = id.clone();
+            let v = blocking(&state, move |store| {
+                let user = handle(store, &key, &caller)?;
+                user.redact(version)
+                    .map_err(|e| failed(&e, &key))?
+                    .map_err(|r| refused(&r, false))
+            })
+            .await?;
+            Ok(answer(
+                &id,
+                "memory_versions.redact",
+                &wire::version(&id, &v, false),
+            ))
+        }
+        .await,
+    )
+}

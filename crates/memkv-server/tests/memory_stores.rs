@@ -1,0 +1,432 @@
+//! The memory-stores API over a real socket: every refusal's status and envelope, the keys'
+//! scoping (a store key sees its store only, in the same bytes as a store that does not exist),
+//! and the tool route on a store the API made. The SDK-level behaviour is tested with the real
+//! anthropic client in tests/memory_stores (tools/test-memory-stores.sh).
+
+mod client;
+
+use std::sync::Arc;
+
+use memkv::Store;
+use memkv_server::keys::{KeyFile, Scope};
+use memkv_server::{Config, Server};
+use serde_json::{Value, json};
+
+use client::{Client, Reply};
+
+/// A server on a free loopback port with an admin key, stopped on drop.
+struct Served {
+    addr: std::net::SocketAddr,
+    keys: KeyFile,
+    admin: String,
+    stop: Option<tokio::sync::oneshot::Sender<()>>,
+    thread: Option<std::thread::JoinHandle<()>>,
+    _dir: tempfile::TempDir,
+}
+
+impl Served {
+    fn new() -> Served {
+        let dir = tempfile::tempdir().unwrap();
+        let store = Arc::new(
+            Store::builder()
+                .max_file_bytes(1000)
+                .open(dir.path().join("db.redb"))
+                .unwrap(),
+        );
+        let keys = KeyFile::new(dir.path().join("keys"));
+        let (_, admin) = keys.add(&Scope::Admin).unwrap();
+        let config = Config::new("127.0.0.1:0".parse().unwrap(), keys.path());
+        let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
+        let (bound, addr) = std::sync::mpsc::channel();
+        let thread = std::thread::spawn(move || {
+            let runtime = tokio::runtime::Builder::new_multi_thread()
+                .worker_threads(1)
+                .enable_all()
+                .build()
+                .unwrap();
+            runtime.block_on(async move {
+                let server = Server::bind(store, config).await.unwrap();
+                bound.send(server.local_addr().unwrap()).unwrap();
+                server
+                    .run(async move {
+                        let _ = stopped.await;
+                    })
+                    .await;
+            });
+        });
+        Served {
+            addr: addr.recv().unwrap(),
+            keys,
+            admin,
+            stop: Some(stop),
+            thread: Some(thread),
+            _dir: dir,
+        }
+    }
+
+    fn client(&self, key: &str) -> Client {
+        Client::with_key(self.addr, key)
+    }
+}
+
+impl Drop for Served {
+    fn drop(&mut self) {
+        if let Some(stop) = self.stop.take() {
+            let _ = stop.send(());
+        }
+        if let Some(thread) = self.thread.take() {
+            let _ = thread.join();
+        }
+    }
+}
+
+fn send(c: &mut Client, method: &str, target: &str, body: Option<Value>) -> Reply {
+    match body {
+        Some(b) => c
+            .send(
+                method,
+                target,
+                &[("content-type", "application/json")],
+                b.to_string().as_bytes(),
+            )
+            .unwrap(),
+        None => c.send(method, target, &[], b"").unwrap(),
+    }
+}
+
+/// Asserts the status and the envelope's error type; returns the message.
+#[track_caller]
+fn refused(reply: &Reply, status: u16, kind: &str) -> String {
+    assert_eq!(reply.status, status, "{}", reply.text());
+    assert_eq!(reply.header("content-type"), Some("application/json"));
+    assert_eq!(reply.error_type(), kind, "{}", reply.text());
+    reply.json()["error"]["message"]
+        .as_str()
+        .unwrap()
+        .to_owned()
+}
+
+#[track_caller]
+fn ok(reply: &Reply) -> Value {
+    assert_eq!(reply.status, 200, "{}", reply.text());
+    assert_eq!(reply.header("content-type"), Some("application/json"));
+    reply.json()
+}
+
+#[test]
+fn refusals_map_to_statuses_in_the_api_envelope() {
+    let s = Served::new();
+    let mut c = s.client(&s.admin);
+    let store = ok(&send(
+        &mut c,
+        "POST",
+        "/v1/memory_stores",
+        Some(json!({"name": "n"})),
+    ));
+    let id = store["id"].as_str().unwrap().to_owned();
+    let memories = format!("/v1/memory_stores/{id}/memories");
+    let m = ok(&send(
+        &mut c,
+        "POST",
+        &memories,
+        Some(json!({"path": "/a.md", "content": "a"})),
+    ));
+    assert_eq!(m["content"], Value::Null);
+    let memory = format!("{memories}/{}", m["id"].as_str().unwrap());
+
+    // 400: fields, parameters, bodies.
+    for (method, target, body) in [
+        (
+            "POST",
+            "/v1/memory_stores".to_owned(),
+            Some(json!({"name": ""})),
+        ),
+        ("POST", "/v1/memory_stores".to_owned(), Some(json!({}))),
+        (
+            "POST",
+            "/v1/memory_stores".to_owned(),
+            Some(json!({"name": "n", "extra": 1})),
+        ),
+        ("POST", "/v1/memory_stores".to_owned(), None),
+        ("GET", "/v1/memory_stores?limit=0".to_owned(), None),
+        (
+            "GET",
+            "/v1/memory_stores?include_archived=yes".to_owned(),
+            None,
+        ),
+        ("GET", "/v1/memory_stores?page=x".to_owned(), None),
+        ("GET", format!("{memories}?limit=101"), None),
+        ("GET", format!("{memories}?view=all"), None),
+        ("GET", format!("{memories}?path_prefix=/a"), None),
+        ("GET", format!("{memories}?depth=-1"), None),
+        (
+            "POST",
+            memories.clone(),
+            Some(json!({"path": "a.md", "content": "x"})),
+        ),
+        ("POST", memories.clone(), Some(json!({"path": "/b.md"}))),
+        (
+            "POST",
+            memories.clone(),
+            Some(json!({"path": "/b.md", "content": "x".repeat(1001)})),
+        ),
+        (
+            "DELETE",
+            format!("{memory}?expected_content_sha256=00"),
+            None,
+        ),
+        (
+            "POST",
+            memory.clone(),
+            Some(json!({"precondition": {"type": "etag"}})),
+        ),
+        (
+            "GET",
+            format!("/v1/memory_stores/{id}/memory_versions?operation=x"),
+            None,
+        ),
+        (
+            "GET",
+            format!("/v1/memory_stores/{id}/memory_versions?created_at[gte]=x"),
+            None,
+        ),
+    ] {
+        let reply = send(&mut c, method, &target, body.clone());
+        let message = refused(&reply, 400, "invalid_request_error");
+        assert!(!message.is_empty(), "{method} {target} {body:?}");
+    }
+    let reply = c
+        .send("POST", &memories, &[("content-type", "text/plain")], b"{}")
+        .unwrap();
+    refused(&reply, 400, "invalid_request_error");
+
+    // 404: unknown stores, memories and versions, malformed ids.
+    for target in [
+        "/v1/memory_stores/memstore_000000000000000000000000".to_owned(),
+        "/v1/memory_stores/%FF".to_owned(),
+        format!("{memories}/mem_nope"),
+        format!("{memories}/mem_ffffffffffffffff"),
+        format!("/v1/memory_stores/{id}/memory_versions/nope"),
+        format!("/v1/memory_stores/{id}/memory_versions/memver_ffffffffffffffff"),
+        "/v1/memory_stores/memstore_000000000000000000000000/memories".to_owned(),
+    ] {
+        refused(&send(&mut c, "GET", &target, None), 404, "not_found_error");
+    }
+
+    // 409: a taken path, a stale precondition, a stale delete; nothing changes.
+    let taken = send(
+        &mut c,
+        "POST",
+        &memories,
+        Some(json!({"path": "/a.md", "content": "b"})),
+    );
+    refused(&taken, 409, "invalid_request_error");
+    let stale = json!({"content": "c", "precondition": {"type": "content_sha256", "content_sha256": "0".repeat(64)}});
+    refused(
+        &send(&mut c, "POST", &memory, Some(stale)),
+        409,
+        "invalid_request_error",
+    );
+    let target = format!("{memory}?expected_content_sha256={}", "0".repeat(64));
+    refused(
+        &send(&mut c, "DELETE", &target, None),
+        409,
+        "invalid_request_error",
+    );
+    assert_eq!(ok(&send(&mut c, "GET", &memory, None))["content"], "a");
+
+    // 405 on a method the route lacks.
+    refused(
+        &send(&mut c, "PUT", &memory, None),
+        405,
+        "invalid_request_error",
+    );
+
+    // 413 over the body cap.
+    let big = json!({"path": "/big.md", "content": "x".repeat(100_000)});
+    refused(
+        &send(&mut c, "POST", &memories, Some(big)),
+        413,
+        "request_too_large",
+    );
+
+    // Archived: memory writes 409, a store update 400, reads and deletes allowed.
+    ok(&send(
+        &mut c,
+        "POST",
+        &format!("/v1/memory_stores/{id}/archive"),
+        None,
+    ));
+    refused(
+        &send(
+            &mut c,
+            "POST",
+            &memories,
+            Some(json!({"path": "/n.md", "content": "n"})),
+        ),
+        409,
+        "invalid_request_error",
+    );
+    refused(
+        &send(&mut c, "POST", &memory, Some(json!({"content": "z"}))),
+        409,
+        "invalid_request_error",
+    );
+    refused(
+        &send(
+            &mut c,
+            "POST",
+            &format!("/v1/memory_stores/{id}"),
+            Some(json!({"name": "z"})),
+        ),
+        400,
+        "invalid_request_error",
+    );
+    assert_eq!(ok(&send(&mut c, "GET", &memory, None))["content"], "a");
+    assert_eq!(
+        ok(&send(&mut c, "DELETE", &memory, None))["type"],
+        "memory_deleted"
+    );
+    assert_eq!(
+        ok(&send(
+            &mut c,
+            "DELETE",
+            &format!("/v1/memory_stores/{id}"),
+            None
+        ))["type"],
+        "memory_store_deleted"
+    );
+}
+
+#[test]
+fn a_store_key_sees_its_store_only() {
+    let s = Served::new();
+    let mut admin = s.client(&s.admin);
+    let make = |c: &mut Client, name: &str| {
+        ok(&send(
+            c,
+            "POST",
+            "/v1/memory_stores",
+            Some(json!({"name": name})),
+        ))["id"]
+            .as_str()
+            .unwrap()
+            .to_owned()
+    };
+    let mine = make(&mut admin, "mine");
+    let theirs = make(&mut admin, "theirs");
+    let (record, key) = s.keys.add(&Scope::Store(mine.clone())).unwrap();
+    let mut c = s.client(&key);
+
+    // Its own store: reads and writes, recorded as the key's.
+    ok(&send(
+        &mut c,
+        "GET",
+        &format!("/v1/memory_stores/{mine}"),
+        None,
+    ));
+    ok(&send(
+        &mut c,
+        "POST",
+        &format!("/v1/memory_stores/{mine}/memories"),
+        Some(json!({"path": "/m.md", "content": "m"})),
+    ));
+    let versions = ok(&send(
+        &mut c,
+        "GET",
+        &format!("/v1/memory_stores/{mine}/memory_versions"),
+        None,
+    ));
+    assert_eq!(
+        versions["data"][0]["created_by"],
+        json!({"type": "api_actor", "api_key_id": record.id})
+    );
+    // The tool route serves the store the API made, and the API sees the tool's write.
+    let reply = c.tool(
+        &mine,
+        br#"{"command":"create","path":"/memories/t.md","file_text":"t"}"#,
+    );
+    assert_eq!(
+        ok(&reply),
+        json!({"content": "File created successfully at: /memories/t.md", "is_error": false})
+    );
+    let listed = ok(&send(
+        &mut c,
+        "GET",
+        &format!("/v1/memory_stores/{mine}/memories"),
+        None,
+    ));
+    let paths: Vec<&str> = listed["data"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|m| m["path"].as_str().unwrap())
+        .collect();
+    assert_eq!(paths, ["/m.md", "/t.md"]);
+
+    // Another store, existing or not: the same 404, byte for byte, on every route.
+    let unknown = send(
+        &mut c,
+        "GET",
+        "/v1/memory_stores/memstore_000000000000000000000000",
+        None,
+    );
+    refused(&unknown, 404, "not_found_error");
+    for (method, suffix) in [
+        ("GET", ""),
+        ("POST", ""),
+        ("DELETE", ""),
+        ("POST", "/archive"),
+        ("GET", "/memories"),
+        ("POST", "/memories"),
+        ("GET", "/memories/mem_0000000000000001"),
+        ("GET", "/memory_versions"),
+        ("POST", "/memory_versions/memver_0000000000000001/redact"),
+    ] {
+        let target = format!("/v1/memory_stores/{theirs}{suffix}");
+        let reply = send(&mut c, method, &target, Some(json!({"name": "x"})));
+        assert_eq!(reply.status, 404, "{method} {target}");
+        assert_eq!(reply.body, unknown.body, "{method} {target}");
+    }
+    // Creating and listing stores need an admin key.
+    let reply = send(&mut c, "GET", "/v1/memory_stores", None);
+    refused(&reply, 403, "permission_error");
+    let reply = send(
+        &mut c,
+        "POST",
+        "/v1/memory_stores",
+        Some(json!({"name": "x"})),
+    );
+    refused(&reply, 403, "permission_error");
+    // No key, an unknown key: 401.
+    let mut anonymous = Client::new(s.addr);
+    refused(
+        &send(
+            &mut anonymous,
+            "GET",
+            &format!("/v1/memory_stores/{mine}"),
+            None,
+        ),
+        401,
+        "authentication_error",
+    );
+    refused(
+        &send(
+            &mut s.client("mkv_unknown"),
+            "GET",
+            &format!("/v1/memory_stores/{mine}"),
+            None,
+        ),
+        401,
+        "authentication_error",
+    );
+    // Nothing of theirs changed.
+    let theirs_now = ok(&send(
+        &mut admin,
+        "GET",
+        &format!("/v1/memory_stores/{theirs}"),
+        None,
+    ));
+    assert_eq!(theirs_now["archived_at"], Value::Null);
+    assert_eq!(theirs_now["name"], "theirs");
+}
