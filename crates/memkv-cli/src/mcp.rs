@@ -27,7 +27,9 @@ pub fn run(global: &Global, args: &McpArgs) -> Result<(), Box<dyn std::error::Er
                     .map_err(|e| format!("cannot create {}: {e}", parent.display()))?;
             }
             let store = Arc::new(global.builder().open(&path)?);
-            MemoryServer::local(store.owned_user(&args.user)?)
+            // This process is one MCP session: its writes are recorded as made by it.
+            let session = memkv::Actor::Session(format!("mcp-stdio:{}", std::process::id()));
+            MemoryServer::local(store.owned_user(&args.user)?.with_actor(Some(session)))
         }
     };
     let runtime = tokio::runtime::Builder::new_current_thread()

@@ -18,7 +18,7 @@ use axum::extract::{Request, State};
 use axum::http::{HeaderMap, StatusCode};
 use axum::middleware::{self, Next};
 use axum::response::Response;
-use memkv::{OwnedUserHandle, Store};
+use memkv::{Actor, OwnedUserHandle, Store};
 use rmcp::transport::streamable_http_server::session::local::LocalSessionManager;
 use rmcp::transport::streamable_http_server::{StreamableHttpServerConfig, StreamableHttpService};
 use tokio::sync::Semaphore;
@@ -97,6 +97,9 @@ impl Default for HttpOptions {
 #[derive(Clone)]
 pub(crate) struct Grant(pub(crate) OwnedUserHandle);
 
+/// The header that carries the MCP session id (streamable HTTP).
+const SESSION_HEADER: &str = "mcp-session-id";
+
 struct Gate {
     store: Arc<Store>,
     authorize: Box<dyn Authorize>,
@@ -162,9 +165,17 @@ async fn grant(State(gate): State<Arc<Gate>>, mut request: Request, next: Next) 
             );
         }
     };
+    // Writes are recorded as made by the MCP session (the id rmcp gave it at `initialize`).
+    let session = request
+        .headers()
+        .get(SESSION_HEADER)
+        .and_then(|v| v.to_str().ok())
+        .map(|sid| Actor::Session(format!("mcp:{sid}")));
     match gate.store.owned_user(&id) {
         Ok(user) => {
-            request.extensions_mut().insert(Grant(user));
+            request
+                .extensions_mut()
+                .insert(Grant(user.with_actor(session)));
             next.run(request).await
         }
         Err(e) => gate
