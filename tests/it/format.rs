@@ -57,7 +57,13 @@ fn fixture(name: &str) -> (tempfile::TempDir, std::path::PathBuf) {
 
 fn old_format_reads_back(name: &str) {
     let (_dir, db) = fixture(name);
-    let store = Store::builder().open_existing(&db).unwrap();
+    reads_back_at(db.as_os_str());
+}
+
+/// The database at `db` (a path or a URL) holds the fixtures' data in an older format: it opens,
+/// migrates, reads back, takes writes, and reopens read-only in today's format.
+fn reads_back_at(db: &std::ffi::OsStr) {
+    let store = Store::builder().open_existing(db).unwrap();
     assert_eq!(store.check().unwrap(), Vec::<(String, String)>::new());
     let users: Vec<(String, u64, u64)> = store
         .users()
@@ -112,8 +118,69 @@ fn old_format_reads_back(name: &str) {
     assert_eq!(store.check().unwrap(), Vec::<(String, String)>::new());
     // Reopened, it is in today's format and needs nothing more.
     drop(store);
-    let store = Store::builder().open_read_only(&db).unwrap();
+    let store = Store::builder().open_read_only(db).unwrap();
     assert_eq!(store.users().unwrap().len(), 1);
+}
+
+/// The format-4 fixture's records, copied byte for byte into PostgreSQL and stamped layout 4,
+/// migrate there as they do in redb: the migration runs over the seam on every backend.
+#[test]
+fn format_v4_data_migrates_on_postgres_too() {
+    use memkv::storage::postgres::{Access, PgBackend};
+    use memkv::storage::redb::RedbBackend;
+    use memkv::storage::{Backend, Finish, ReadTxn, Space, WriteTxn};
+    use std::ops::ControlFlow;
+
+    let Some(cluster) = crate::util::pg::cluster() else {
+        return;
+    };
+    let (_dir, db) = fixture("format-v4.redb");
+    let source = RedbBackend::open(&db, false).unwrap();
+    let read = source.begin_read().unwrap();
+    assert_eq!(read.layout_version().unwrap(), 4);
+    let mut entries = Vec::new();
+    for space in Space::ALL {
+        let mut users = Vec::new();
+        read.users(space, &mut |u| {
+            users.push(u.to_owned());
+            Ok(ControlFlow::Continue(()))
+        })
+        .unwrap();
+        for user in users {
+            read.scan(space, &user, &[], None, &mut |k, v| {
+                entries.push((space, user.clone(), k.to_vec(), v.to_vec()));
+                Ok(ControlFlow::Continue(()))
+            })
+            .unwrap();
+        }
+    }
+    assert!(entries.len() > 10);
+    let url = cluster.fresh_url();
+    let target = PgBackend::connect(&url, Access::Create).unwrap();
+    target
+        .write(&[], |txn: &mut dyn WriteTxn| {
+            for (space, user, k, v) in &entries {
+                txn.put(*space, user, k, v)?;
+            }
+            txn.set_layout_version(4)?;
+            Ok(((), Finish::Commit))
+        })
+        .unwrap();
+    drop(target);
+    reads_back_at(std::ffi::OsStr::new(&url));
+    let store = Store::open(&url).unwrap();
+    let dana = store.user("dana").unwrap();
+    // Three `created` by the migration, then the two files the rename in `reads_back_at` moved.
+    let ops: Vec<_> = dana
+        .history(None)
+        .unwrap()
+        .unwrap()
+        .iter()
+        .map(|v| v.operation)
+        .collect();
+    use memkv::Operation::{Created, Modified};
+    assert_eq!(ops, [Created, Created, Created, Modified, Modified]);
+    assert_eq!(store.check().unwrap(), Vec::<(String, String)>::new());
 }
 
 #[test]
