@@ -9,7 +9,6 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Duration;
 
 use criterion::{BatchSize, BenchmarkId, Criterion, criterion_group, criterion_main};
-use memkv::{Retention, Store};
 use serde_json::json;
 
 use common::{agent_session, bulk_create, cmd, create, durable_store, prepare_tree, text};
@@ -235,65 +234,6 @@ fn cpu(c: &mut Criterion) {
     g.finish();
 }
 
-/// What keeping history costs the hot path: the same writes on two stores side by side, one
-/// keeping every version (the default retention) and one keeping none (`Retention::NONE`).
-/// Durable (a redb file, fsync per commit) and in memory (the CPU alone).
-fn history(c: &mut Criterion) {
-    let dir = tempfile::tempdir_in(env!("CARGO_TARGET_TMPDIR")).unwrap();
-    let kib = text(1024);
-    let mut four = text(4 * 1024);
-    four.insert_str(0, "MARKER-A\n");
-    let open = |retention: Retention, durable: bool, name: &str| {
-        let b = Store::builder()
-            .max_files(u64::MAX)
-            .max_bytes(u64::MAX)
-            .retention(retention);
-        if durable {
-            b.open(dir.path().join(format!("{name}.redb"))).unwrap()
-        } else {
-            b.in_memory().unwrap()
-        }
-    };
-    let mut g = c.benchmark_group("history");
-    for (kind, durable) in [("durable", true), ("in_memory", false)] {
-        let stores = [
-            ("kept", open(Retention::DEFAULT, durable, "kept")),
-            ("none", open(Retention::NONE, durable, "none")),
-        ];
-        // Side by side: each write, kept then none, before the next write.
-        for (label, store) in &stores {
-            let user = store.user("bench").unwrap();
-            g.bench_function(format!("{kind}_create_1KiB/{label}"), |b| {
-                b.iter(|| {
-                    let path = format!("/memories/new/f{}.md", unique());
-                    assert!(!user.execute(&create(&path, &kib)).unwrap().is_error);
-                })
-            });
-        }
-        for (label, store) in &stores {
-            let user = store.user("bench").unwrap();
-            let path = "/memories/edit/4KiB.md";
-            assert!(!user.execute(&create(path, &four)).unwrap().is_error);
-            let mut flip = false;
-            g.bench_function(format!("{kind}_str_replace_4KiB/{label}"), |b| {
-                b.iter(|| {
-                    flip = !flip;
-                    let (old, new) = if flip {
-                        ("MARKER-A", "MARKER-B")
-                    } else {
-                        ("MARKER-B", "MARKER-A")
-                    };
-                    let out = user
-                        .execute(&cmd(json!({"command": "str_replace", "path": path, "old_str": old, "new_str": new})))
-                        .unwrap();
-                    assert!(!out.is_error, "{}", out.content);
-                })
-            });
-        }
-    }
-    g.finish();
-}
-
 fn config() -> Criterion {
     Criterion::default()
         .sample_size(20)
@@ -304,6 +244,6 @@ fn config() -> Criterion {
 criterion_group! {
     name = benches;
     config = config();
-    targets = durable_writes, reads, directories, session, cpu, history
+    targets = durable_writes, reads, directories, session, cpu
 }
 criterion_main!(benches);
