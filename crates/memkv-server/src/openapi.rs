@@ -287,4 +287,35 @@ mod tests {
             assert!(doc["components"]["schemas"].get(name).is_some(), "{r}");
         }
     }
+
+    #[test]
+    fn every_link_names_an_operation_and_its_parameters() {
+        let doc = document(64, 1000);
+        let ops: Vec<&Value> = doc["paths"]
+            .as_object()
+            .unwrap()
+            .values()
+            .flat_map(|item| item.as_object().unwrap().values())
+            .collect();
+        let mut links = 0;
+        for op in &ops {
+            for response in op["responses"].as_object().unwrap().values() {
+                let Some(found) = response.get("links") else {
+                    continue;
+                };
+                for link in found.as_object().unwrap().values() {
+                    links += 1;
+                    let target = ops
+                        .iter()
+                        .find(|o| o["operationId"] == link["operationId"])
+                        .unwrap_or_else(|| panic!("{link}"));
+                    for name in link["parameters"].as_object().unwrap().keys() {
+                        let params = target["parameters"].as_array().unwrap();
+                        assert!(params.iter().any(|p| p["name"] == **name), "{link}");
+                    }
+                }
+            }
+        }
+        assert!(links >= 19, "{links}");
+    }
 }

@@ -102,8 +102,49 @@ fn op(
     op
 }
 
-/// The routes, keyed by path.
+/// The routes, keyed by path, with links from what creates a store or a memory to what uses
+/// it (schemathesis follows them in its stateful phase).
 pub fn paths() -> Vec<(&'static str, Value)> {
+    let link = |op: &str, parameters: Value| json!({"operationId": op, "parameters": parameters});
+    let in_store = json!({"memory_store_id": "$response.body#/id"});
+    let store_links: Map<String, Value> = [
+        "memory_stores_retrieve",
+        "memory_stores_update",
+        "memory_stores_archive",
+        "memory_stores_delete",
+        "memories_create",
+        "memories_list",
+        "memory_versions_list",
+    ]
+    .into_iter()
+    .map(|op| (op.to_owned(), link(op, in_store.clone())))
+    .collect();
+    let memory = json!({"memory_store_id": "$request.path.memory_store_id", "memory_id": "$response.body#/id"});
+    let version = json!({"memory_store_id": "$request.path.memory_store_id",
+        "memory_version_id": "$response.body#/memory_version_id"});
+    let memory_links = json!({
+        "memories_retrieve": link("memories_retrieve", memory.clone()),
+        "memories_update": link("memories_update", memory.clone()),
+        "memories_delete": link("memories_delete", memory.clone()),
+        "memory_versions_list": link("memory_versions_list", memory),
+        "memory_versions_retrieve": link("memory_versions_retrieve", version.clone()),
+        "memory_versions_redact": link("memory_versions_redact", version),
+    });
+    let mut paths = routes();
+    for (path, item) in &mut paths {
+        match *path {
+            STORES => {
+                item["post"]["responses"]["200"]["links"] = Value::Object(store_links.clone())
+            }
+            MEMORIES => item["post"]["responses"]["200"]["links"] = memory_links.clone(),
+            MEMORY => item["post"]["responses"]["200"]["links"] = memory_links.clone(),
+            _ => {}
+        }
+    }
+    paths
+}
+
+fn routes() -> Vec<(&'static str, Value)> {
     let store_id = || {
         path_param(
             "memory_store_id",
@@ -179,7 +220,7 @@ pub fn paths() -> Vec<(&'static str, Value)> {
                     "Its versions stay. 409 (nothing deleted) when `expected_content_sha256` is not the memory's.",
                     vec![store_id(), memory_id(),
                         query("expected_content_sha256", "Delete only if the memory's content has this SHA-256 (64 lowercase hex digits).",
-                            json!({"type": "string"}))],
+                            json!({"type": "string", "pattern": "^[0-9a-f]{64}$"}))],
                     None, ok("DeletedMemory", "The memory is deleted")),
             }),
         ),
@@ -305,9 +346,9 @@ pub fn schemas() -> Map<String, Value> {
         "path": {"type": "string", "pattern": "^/.", "description": "Relative to the store's root, starting with `/`."}})));
     s.insert("MemoryUpdate".into(), object(&[], json!({
         "content": {"type": ["string", "null"]},
-        "path": {"type": ["string", "null"]},
-        "precondition": {"type": "object", "required": ["type"], "additionalProperties": false,
-            "properties": {"type": {"const": "content_sha256"}, "content_sha256": {"type": "string"}}}})));
+        "path": {"type": ["string", "null"], "pattern": "^/."},
+        "precondition": {"type": "object", "required": ["type", "content_sha256"], "additionalProperties": false,
+            "properties": {"type": {"const": "content_sha256"}, "content_sha256": hash}}})));
     s.insert("Actor".into(), json!({"anyOf": [
         object(&["type", "api_key_id"], json!({"type": {"const": "api_actor"}, "api_key_id": {"type": "string"}})),
         object(&["type", "session_id"], json!({"type": {"const": "session_actor"}, "session_id": {"type": "string"}})),
