@@ -1,9 +1,15 @@
-//! The memory-stores API over a real socket: every refusal's status and envelope, the keys'
-//! scoping (a store key sees its store only, in the same bytes as a store that does not exist),
-//! and the tool route on a store the API made. The SDK-level behaviour is tested with the real
-//! anthropic client in tests/memory_stores (tools/test-memory-stores.sh).
+//! The memory-stores API over a real socket, on redb and on PostgreSQL: every refusal's status
+//! and envelope, the keys' scoping (a store key sees its store only, in the same bytes as a
+//! store that does not exist), and the tool route on a store the API made. The SDK-level
+//! behaviour is tested with the real anthropic client in tests/memory_stores
+//! (tools/test-memory-stores.sh).
 
 mod client;
+
+/// The library's helpers, for their backend factory.
+#[allow(dead_code, unused_imports)]
+#[path = "../../../tests/it/util.rs"]
+mod library;
 
 use std::sync::Arc;
 
@@ -13,8 +19,10 @@ use memkv_server::{Config, Server};
 use serde_json::{Value, json};
 
 use client::{Client, Reply};
+use library::{Fresh, each_backend};
 
-/// A server on a free loopback port with an admin key, stopped on drop.
+/// A server on a free loopback port with an admin key, over a fresh store of the current
+/// backend, stopped on drop.
 struct Served {
     addr: std::net::SocketAddr,
     keys: KeyFile,
@@ -27,12 +35,7 @@ struct Served {
 impl Served {
     fn new() -> Served {
         let dir = tempfile::tempdir().unwrap();
-        let store = Arc::new(
-            Store::builder()
-                .max_file_bytes(1000)
-                .open(dir.path().join("db.redb"))
-                .unwrap(),
-        );
+        let store = Arc::new(Store::builder().max_file_bytes(1000).fresh().unwrap());
         let keys = KeyFile::new(dir.path().join("keys"));
         let (_, admin) = keys.add(&Scope::Admin).unwrap();
         let config = Config::new("127.0.0.1:0".parse().unwrap(), keys.path());
@@ -115,6 +118,10 @@ fn ok(reply: &Reply) -> Value {
 
 #[test]
 fn refusals_map_to_statuses_in_the_api_envelope() {
+    each_backend(refusals);
+}
+
+fn refusals() {
     let s = Served::new();
     let mut c = s.client(&s.admin);
     let store = ok(&send(
@@ -300,6 +307,10 @@ fn refusals_map_to_statuses_in_the_api_envelope() {
 
 #[test]
 fn a_store_key_sees_its_store_only() {
+    each_backend(scoping);
+}
+
+fn scoping() {
     let s = Served::new();
     let mut admin = s.client(&s.admin);
     let make = |c: &mut Client, name: &str| {
