@@ -1,5 +1,6 @@
 //! `memkv export`: one read snapshot, streamed as JSON Lines.
 
+use std::collections::BTreeSet;
 use std::fs::{self, File};
 use std::io::{self, BufWriter, Write};
 use std::ops::ControlFlow;
@@ -10,10 +11,13 @@ use tempfile::NamedTempFile;
 
 use sha2::{Digest, Sha256};
 
-use super::{EXPORT_FORMAT, EXPORT_VERSION, Line, Progress, Summary, hex, sha256_hex};
+use super::{EXPORT_FORMAT, EXPORT_VERSION, Line, Progress, Summary, hex, history, sha256_hex};
 use crate::error::Error;
 use crate::exec::Expired;
-use crate::storage::Backend;
+use crate::history::record;
+use crate::history::{MemoryId, VersionId};
+use crate::layout;
+use crate::storage::{Backend, ReadTxn, Space};
 use crate::store::Store;
 use crate::tree::TreeRead;
 
@@ -35,13 +39,14 @@ impl<W: Write> Write for Hashing<W> {
 }
 
 impl<B: Backend> Store<B> {
-    /// Writes a consistent snapshot of `users` (every user when empty) to `out`, one read
-    /// transaction, streamed: memory stays constant however large the store. Expired files are
-    /// left out.
+    /// Writes a consistent snapshot of `users` (every store when empty) to `out`, one read
+    /// transaction, streamed: memory stays constant however large the store. Per store: its
+    /// record, its files with their memory ids, every version kept (redacted ones and those of
+    /// deleted memories included). Expired files are left out.
     ///
     /// # Errors
-    /// [`Error::UnknownUser`] if a user of `users` has no files; [`Error::Output`] if writing
-    /// fails.
+    /// [`Error::UnknownUser`] if a user of `users` has neither files nor a store record;
+    /// [`Error::Output`] if writing fails.
     pub fn export(
         &self,
         users: &[String],
@@ -49,17 +54,28 @@ impl<B: Backend> Store<B> {
         progress: &mut dyn FnMut(Progress),
     ) -> Result<Summary, Error> {
         let txn = self.backend.begin_read()?;
-        let all = self.users()?;
-        if let Some(missing) = users.iter().find(|u| !all.iter().any(|a| &a.user == *u)) {
+        // Every store: those with files, and those with only a record (all memories deleted,
+        // or created through the memory-stores API and not written yet).
+        let mut all = BTreeSet::new();
+        for space in [Space::Meta, Space::Totals] {
+            txn.users(space, &mut |u| {
+                all.insert(u.to_owned());
+                Ok(ControlFlow::Continue(()))
+            })?;
+        }
+        if let Some(missing) = users.iter().find(|u| !all.contains(*u)) {
             return Err(Error::UnknownUser {
                 user: missing.clone(),
             });
         }
-        let selected: Vec<_> = all
+        let selected: Vec<String> = all
             .into_iter()
-            .filter(|u| users.is_empty() || users.contains(&u.user))
+            .filter(|u| users.is_empty() || users.contains(u))
             .collect();
-        let total: u64 = selected.iter().map(|u| u.files).sum();
+        let mut total = 0;
+        for user in &selected {
+            total += TreeRead::new(&txn, user).totals()?.files;
+        }
         let mut out = Hashing {
             inner: BufWriter::new(out),
             hasher: Sha256::new(),
@@ -81,12 +97,17 @@ impl<B: Backend> Store<B> {
         )?;
         let mut summary = Summary::default();
         for user in &selected {
-            let tree = TreeRead::new(&txn, &user.user);
-            let cutoff = self.settings(&user.user).expiry_cutoff(now);
+            let Some(record) = record::store_record(&txn, user)? else {
+                return Err(Error::Corrupt(format!(
+                    "{user:?} has files but no store record (run memkv check)"
+                )));
+            };
+            write_line(&mut out, &history::store_line(user, &record))?;
+            summary.users += 1;
+            let tree = TreeRead::new(&txn, user);
+            let cutoff = self.settings(user).expiry_cutoff(now);
             // Files viewed since their recorded time are live (`crate::access`).
-            let expired =
-                Expired::load(&tree, cutoff)?.except(&self.used_after(&user.user, cutoff));
-            let mut any = false;
+            let expired = Expired::load(&tree, cutoff)?.except(&self.used_after(user, cutoff));
             tree.files_with_contents(&mut |path, meta| {
                 if expired.contains(&path) {
                     return Ok(ControlFlow::Continue(()));
@@ -97,8 +118,10 @@ impl<B: Backend> Store<B> {
                 write_line(
                     &mut out,
                     &Line::File {
-                        user: user.user.clone(),
+                        user: user.clone(),
                         path: path.to_string(),
+                        memory: Some(MemoryId(meta.memory).to_string()),
+                        version: Some(VersionId(meta.version).to_string()),
                         sha256: sha256_hex(content.as_bytes()),
                         content,
                         created_ms: meta.created_ms,
@@ -106,7 +129,6 @@ impl<B: Backend> Store<B> {
                         accessed_ms: meta.accessed_ms,
                     },
                 )?;
-                any = true;
                 summary.files += 1;
                 summary.bytes += meta.size;
                 progress(Progress {
@@ -116,7 +138,14 @@ impl<B: Backend> Store<B> {
                 });
                 Ok(ControlFlow::Continue(()))
             })?;
-            summary.users += u64::from(any);
+            // Every version kept, oldest first: redacted ones, and those of deleted memories.
+            txn.scan(Space::Versions, user, &[], None, &mut |key, value| {
+                let seq = record::decode_seq(key)?;
+                let version = layout::decode(value, "version")?;
+                write_line(&mut out, &history::version_line(user, seq, version))?;
+                summary.versions += 1;
+                Ok(ControlFlow::Continue(()))
+            })?;
         }
         let digest = hex(&out.hasher.clone().finalize());
         write_line(
@@ -124,6 +153,7 @@ impl<B: Backend> Store<B> {
             &Line::Trailer {
                 files: summary.files,
                 users: summary.users,
+                versions: Some(summary.versions),
                 bytes: summary.bytes,
                 sha256: digest,
             },

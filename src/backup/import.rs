@@ -7,18 +7,21 @@ use std::path::{Path, PathBuf};
 
 use sha2::{Digest, Sha256};
 
+use super::history::{self, Block, VersionLine};
 use super::{
-    Conflict, EXPORT_FORMAT, EXPORT_VERSION, Entry, Line, MAX_CLOCK_SKEW_MS, Progress, Summary,
-    hex, import_error, max_line_bytes, sha256_hex,
+    Conflict, EXPORT_FORMAT, EXPORT_VERSION, Entry, HISTORY_VERSION, Line, MAX_CLOCK_SKEW_MS,
+    Progress, Summary, hex, import_error, max_line_bytes, sha256_hex,
 };
 use crate::error::Error;
 use crate::exec;
-use crate::history::Actor;
+use crate::history::record::{self, StoreRecord};
+use crate::history::{Actor, MemoryId, VersionId};
 use crate::layout::{FileMeta, Node};
 use crate::limits::Limits;
 use crate::messages;
 use crate::path::MemoryPath;
-use crate::storage::{Backend, Finish, WriteTxn};
+use crate::secrets::SecretPolicy;
+use crate::storage::{Backend, Finish, Space, WriteTxn};
 use crate::store::{Store, validate_user};
 use crate::tree::Tree;
 
@@ -187,43 +190,98 @@ impl<B: Backend> Store<B> {
             let mut summary = Summary::default();
             let mut imported = BTreeSet::new();
             let mut done = 0;
+            // The stores of a version-2 export being restored exactly, with their records
+            // (`Some`), or merged into an existing store like a version-1 export (`None`).
+            let mut stores: BTreeMap<String, Option<StoreRecord>> = BTreeMap::new();
             let mut apply_line = |n: u64, raw: &[u8], line: Line| -> Result<(), Error> {
-                let Line::File {
-                    user,
-                    path,
-                    content,
-                    created_ms,
-                    modified_ms,
-                    accessed_ms,
-                    ..
-                } = line
-                else {
-                    return Ok(());
-                };
-                digest.update(raw);
-                if !selected(users, &user) {
-                    return Ok(());
+                match line {
+                    Line::Store { ref user, .. } => {
+                        digest.update(raw);
+                        if !selected(users, user) {
+                            return Ok(());
+                        }
+                        let exists = record::store_record(txn, user)?.is_some()
+                            || txn.get(Space::Totals, user, &[])?.is_some();
+                        let restore = if exists {
+                            summary.merged += 1;
+                            None
+                        } else {
+                            history::restored_store(&line)
+                        };
+                        imported.insert(user.clone());
+                        stores.insert(user.clone(), restore);
+                        Ok(())
+                    }
+                    Line::File {
+                        user,
+                        path,
+                        memory,
+                        version,
+                        content,
+                        created_ms,
+                        modified_ms,
+                        accessed_ms,
+                        ..
+                    } => {
+                        digest.update(raw);
+                        if !selected(users, &user) {
+                            return Ok(());
+                        }
+                        let path =
+                            MemoryPath::parse(&path).map_err(|e| import_error(n, e.to_string()))?;
+                        let mut meta = FileMeta::times(created_ms, modified_ms, accessed_ms);
+                        let exact = matches!(stores.get(&user), Some(Some(_)));
+                        if exact {
+                            let memory = memory.and_then(|t| t.parse::<MemoryId>().ok());
+                            let version = version.and_then(|t| t.parse::<VersionId>().ok());
+                            let (Some(memory), Some(version)) = (memory, version) else {
+                                return Err(import_error(n, "a file line was not verified"));
+                            };
+                            (meta.memory, meta.version) = (memory.0, version.0);
+                        }
+                        let entry = Entry {
+                            meta,
+                            user,
+                            path,
+                            content,
+                        };
+                        imported.insert(entry.user.clone());
+                        let applied = if exact {
+                            self.restore_entry(txn, &entry, &mut summary)
+                        } else {
+                            self.apply(txn, &entry, conflict, &mut summary)
+                        };
+                        applied.map_err(|reason| import_error(n, reason))?;
+                        done += 1;
+                        progress(Progress {
+                            phase: "importing",
+                            done,
+                            total: Some(verified.files),
+                        });
+                        Ok(())
+                    }
+                    Line::Version(v) => {
+                        digest.update(raw);
+                        if let Some(Some(store)) = stores.get_mut(&v.user) {
+                            let secrets = self.settings(&v.user).secrets;
+                            let (seq, record) = v
+                                .restored(|content| guarded(secrets, &v, content))
+                                .map_err(|reason| import_error(n, reason))?;
+                            record::restore_version(txn, &v.user, seq, &record)?;
+                            history::count_version(store, &record);
+                            summary.versions += 1;
+                        }
+                        Ok(())
+                    }
+                    Line::Header { .. } | Line::Trailer { .. } => Ok(()),
                 }
-                let path = MemoryPath::parse(&path).map_err(|e| import_error(n, e.to_string()))?;
-                let meta = FileMeta::times(created_ms, modified_ms, accessed_ms);
-                let entry = Entry {
-                    meta,
-                    user,
-                    path,
-                    content,
-                };
-                imported.insert(entry.user.clone());
-                self.apply(txn, &entry, conflict, &mut summary)
-                    .map_err(|reason| import_error(n, reason))?;
-                done += 1;
-                progress(Progress {
-                    phase: "importing",
-                    done,
-                    total: Some(verified.files),
-                });
-                Ok(())
             };
             for_each_line(source, &mut apply_line)?;
+            for (user, store) in &stores {
+                if let Some(store) = store {
+                    record::put_store_record(txn, user, store)?;
+                }
+            }
             // The file must not have changed since it was verified.
             if hex(&digest.finalize()) != verified.files_digest {
                 return Err(import_error(
@@ -266,6 +324,12 @@ impl<B: Backend> Store<B> {
         let mut everyone = BTreeSet::new();
         let mut plans: BTreeMap<String, UserPlan> = BTreeMap::new();
         let mut selected_summary = Summary::default();
+        // Version 2: the header's version, the store whose block is being read, the stores
+        // seen, the version lines.
+        let mut format_version = 0;
+        let mut block: Option<Block> = None;
+        let mut stores = BTreeSet::new();
+        let mut versions = 0u64;
         let limits = *self.limits();
         let latest = self.now_ms().saturating_add(MAX_CLOCK_SKEW_MS);
         let mut check = |n: u64, raw: &[u8], line: Line| -> Result<(), Error> {
@@ -285,22 +349,68 @@ impl<B: Backend> Store<B> {
                             format!("not a memkv export (format {format:?})"),
                         ));
                     }
-                    if version != EXPORT_VERSION {
+                    if !(1..=EXPORT_VERSION).contains(&version) {
                         return Err(import_error(
                             n,
                             format!(
-                                "export format version {version}; this memkv reads version {EXPORT_VERSION}"
+                                "export format version {version}; this memkv reads versions 1 to {EXPORT_VERSION}"
                             ),
                         ));
                     }
+                    format_version = version;
                     seen_header = true;
                 }
                 _ if !seen_header => {
                     return Err(import_error(n, NOT_A_HEADER));
                 }
+                Line::Store { ref user, .. } => {
+                    if format_version < HISTORY_VERSION {
+                        return Err(import_error(
+                            n,
+                            format!("a store line in a version-{format_version} export"),
+                        ));
+                    }
+                    validate_user(user).map_err(|e| import_error(n, e.to_string()))?;
+                    if !stores.insert(user.clone()) {
+                        return Err(import_error(
+                            n,
+                            format!("a second store line for user {user:?}"),
+                        ));
+                    }
+                    block = Some(Block::store(n, user, &line, latest)?);
+                    everyone.insert(user.clone());
+                    if selected(users, user) {
+                        plans.entry(user.clone()).or_default();
+                    }
+                    files_digest.update(raw);
+                }
+                Line::Version(ref v) => {
+                    match &mut block {
+                        Some(b) if b.user == v.user => b.version(n, v, latest)?,
+                        _ => {
+                            return Err(import_error(
+                                n,
+                                format!(
+                                    "a version line of user {:?} outside the lines of its store",
+                                    v.user
+                                ),
+                            ));
+                        }
+                    }
+                    if selected(users, &v.user)
+                        && let Some(content) = &v.content
+                    {
+                        guarded(self.settings(&v.user).secrets, v, content)
+                            .map_err(|reason| import_error(n, reason))?;
+                    }
+                    versions += 1;
+                    files_digest.update(raw);
+                }
                 Line::File {
                     user,
                     path,
+                    memory,
+                    version,
                     content,
                     sha256,
                     created_ms,
@@ -324,6 +434,26 @@ impl<B: Backend> Store<B> {
                     }
                     if parsed.is_root() {
                         return Err(import_error(n, "/memories itself cannot be a file"));
+                    }
+                    if format_version >= HISTORY_VERSION {
+                        match &mut block {
+                            Some(b) if b.user == user => {
+                                b.file(n, &path, memory.as_deref(), version.as_deref(), &sha256)?
+                            }
+                            _ => {
+                                return Err(import_error(
+                                    n,
+                                    format!(
+                                        "{path}: a file line of user {user:?} outside the lines of its store"
+                                    ),
+                                ));
+                            }
+                        }
+                    } else if memory.is_some() || version.is_some() {
+                        return Err(import_error(
+                            n,
+                            format!("{path}: ids on a file line of a version-1 export"),
+                        ));
                     }
                     for (field, ms) in [
                         ("created_ms", created_ms),
@@ -395,6 +525,7 @@ impl<B: Backend> Store<B> {
             Line::Trailer {
                 files: want_files,
                 users: want_users,
+                versions: want_versions,
                 bytes: want_bytes,
                 sha256,
             },
@@ -417,6 +548,17 @@ impl<B: Backend> Store<B> {
                 format!(
                     "the trailer counts {want_files} files, {want_users} users, {want_bytes} bytes; the file holds {files}, {}, {bytes}",
                     everyone.len()
+                ),
+            ));
+        }
+        let have_versions = (format_version >= HISTORY_VERSION).then_some(versions);
+        if want_versions != have_versions {
+            return Err(import_error(
+                n,
+                format!(
+                    "the trailer counts {} versions; the file holds {}",
+                    want_versions.map_or("no".to_owned(), |v| v.to_string()),
+                    have_versions.map_or("none (version 1)".to_owned(), |v| v.to_string())
                 ),
             ));
         }
@@ -500,6 +642,44 @@ impl<B: Backend> Store<B> {
         summary.replaced += u64::from(old.is_some());
         Ok(())
     }
+}
+
+impl<B: Backend> Store<B> {
+    /// Writes one file of a store a version-2 export restores exactly (it did not exist): with
+    /// its memory id and version, recording nothing. Pass one checked its path against the
+    /// store's other files, the limits and the quotas (against an empty store), so only the
+    /// secrets policy is applied again, for the content to write.
+    fn restore_entry(
+        &self,
+        txn: &mut dyn WriteTxn,
+        entry: &Entry,
+        summary: &mut Summary,
+    ) -> Result<(), String> {
+        let settings = self.settings(&entry.user);
+        let mut tree = Tree::new(txn, &entry.user, settings.recorder(self.now_ms(), None));
+        let (content, _) = exec::guard(settings.secrets, &entry.content).map_err(|why| {
+            format!(
+                "{}: {}",
+                entry.path,
+                messages::refusal(&entry.path.to_string(), &why)
+            )
+        })?;
+        tree.restore_file(&entry.path, &content, entry.meta)
+            .map_err(|e| e.to_string())?;
+        summary.files += 1;
+        summary.bytes += content.len() as u64;
+        Ok(())
+    }
+}
+
+/// `content` of the version `v` under the secrets policy, or why it is refused.
+fn guarded(policy: SecretPolicy, v: &VersionLine, content: &str) -> Result<String, String> {
+    exec::guard(policy, content)
+        .map(|(guarded, _)| guarded.into_owned())
+        .map_err(|why| {
+            let path = v.path.as_deref().unwrap_or("a memory");
+            format!("{}: {}", v.id, messages::refusal_reason(path, &why))
+        })
 }
 
 struct Verified {

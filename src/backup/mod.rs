@@ -12,11 +12,13 @@
 
 mod dir;
 mod export;
+mod history;
 mod import;
 
 pub use export::ExportFile;
 pub use import::ImportSource;
 
+use std::collections::BTreeMap;
 use std::fmt;
 use std::io;
 use std::path::{Path, PathBuf};
@@ -31,8 +33,12 @@ use crate::path::MemoryPath;
 
 /// The `format` of an export's header line.
 pub const EXPORT_FORMAT: &str = "memkv-export";
-/// The version of the export format this build writes and reads.
-pub const EXPORT_VERSION: u64 = 1;
+/// The version of the export format this build writes. It reads this one and every earlier
+/// one: version 1 (files only) and version 2 (stores, memory ids and versions too).
+pub const EXPORT_VERSION: u64 = 2;
+
+/// The first version with store and version lines, and ids on file lines.
+const HISTORY_VERSION: u64 = 2;
 
 #[derive(Debug, Serialize, Deserialize)]
 #[serde(tag = "type", rename_all = "snake_case", deny_unknown_fields)]
@@ -44,18 +50,41 @@ enum Line {
         created: String,
         memkv_version: String,
     },
+    /// A store's own record (version 2), before its files and versions.
+    Store {
+        user: String,
+        name: String,
+        description: String,
+        metadata: BTreeMap<String, String>,
+        created_ms: i64,
+        updated_ms: i64,
+        archived_ms: Option<i64>,
+        next_seq: u64,
+        pruned_versions: u64,
+        pruned_bytes: u64,
+    },
     File {
         user: String,
         path: String,
+        /// The memory's id and its current version's (version 2).
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        memory: Option<String>,
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        version: Option<String>,
         content: String,
         created_ms: i64,
         modified_ms: i64,
         accessed_ms: i64,
         sha256: String,
     },
+    /// One kept version of a store (version 2), after the store's files, oldest first.
+    Version(history::VersionLine),
     Trailer {
         files: u64,
         users: u64,
+        /// Version lines (version 2).
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        versions: Option<u64>,
         bytes: u64,
         sha256: String,
     },
@@ -75,6 +104,12 @@ pub struct Summary {
     pub skipped: u64,
     /// Existing files overwritten (`--replace`).
     pub replaced: u64,
+    /// Versions written (an export), or restored (an import of a version-2 export).
+    pub versions: u64,
+    /// Stores of a version-2 export that already existed in the importing database: their
+    /// files were imported like a version-1 export's (new versions by the operator, under the
+    /// conflict policy), their ids and versions were not.
+    pub merged: u64,
 }
 
 /// How far a long operation has come, for progress bars.

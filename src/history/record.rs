@@ -282,3 +282,20 @@ pub(crate) fn redact<T: WriteTxn + ?Sized>(
     put_store_record(txn, user, &store)?;
     Ok(Some(record))
 }
+
+/// Puts the version `seq` of `user` as an import restores it, with its lineage entry; the
+/// caller counts it in the store record.
+pub(crate) fn restore_version<T: WriteTxn + ?Sized>(
+    txn: &mut T,
+    user: &str,
+    seq: u64,
+    record: &VersionRecord,
+) -> Result<(), Error> {
+    txn.put(
+        Space::Versions,
+        user,
+        &seq_key(seq),
+        &layout::encode(record),
+    )?;
+    txn.put(Space::Lineage, user, &lineage_key(record.memory, seq), &[])
+}

@@ -113,6 +113,40 @@ impl<'t, T: WriteTxn + ?Sized> Tree<'t, T> {
                 },
             )?,
         };
+        self.place_file(path, content, replaced, meta)
+    }
+
+    /// Writes the file at `path` as an import restores it, with the memory id and version of
+    /// `meta` (its size and hash are computed here), recording no version: the import restores
+    /// the versions themselves. The caller has checked that nothing is at `path` and no ancestor
+    /// is a file.
+    pub(crate) fn restore_file(
+        &mut self,
+        path: &MemoryPath,
+        content: &str,
+        meta: FileMeta,
+    ) -> Result<(), Error> {
+        let mut restored =
+            FileMeta::new(content, meta.created_ms, meta.modified_ms, meta.accessed_ms);
+        (restored.memory, restored.version) = (meta.memory, meta.version);
+        self.txn.put(
+            Space::Ids,
+            self.user,
+            &restored.memory.to_be_bytes(),
+            &layout::content_key(path),
+        )?;
+        self.place_file(path, content, None, restored)
+    }
+
+    /// Puts the file `meta` (ids set) at `path` in the index, the access index and the contents,
+    /// replacing `replaced`, and adjusts the totals above it.
+    fn place_file(
+        &mut self,
+        path: &MemoryPath,
+        content: &str,
+        replaced: Option<FileMeta>,
+        meta: FileMeta,
+    ) -> Result<(), Error> {
         let old = replaced.map_or(Totals::default(), |m| Node::File(m).weight());
         if let Some(old) = replaced {
             self.txn.remove(

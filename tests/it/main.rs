@@ -1,6 +1,7 @@
 //! Integration tests, compiled into one binary.
 
 mod backup;
+mod backup_history;
 mod concurrency;
 mod expiry;
 mod faults;

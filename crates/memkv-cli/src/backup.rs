@@ -53,11 +53,20 @@ fn summary_line(verb: &str, s: &Summary) -> String {
         "{verb} {} files of {} users, {} bytes",
         s.files, s.users, s.bytes
     );
+    if s.versions > 0 {
+        line.push_str(&format!(", {} versions", s.versions));
+    }
     if s.skipped > 0 {
         line.push_str(&format!("; skipped {} existing", s.skipped));
     }
     if s.replaced > 0 {
         line.push_str(&format!("; replaced {}", s.replaced));
+    }
+    if s.merged > 0 {
+        line.push_str(&format!(
+            "; merged into {} existing stores as new versions (the export's ids and history of them not imported)",
+            s.merged
+        ));
     }
     line
 }

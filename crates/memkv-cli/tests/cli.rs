@@ -141,7 +141,8 @@ fn exec_is_interactive_and_a_second_process_is_refused() {
     assert_eq!(out.stdout, b"22");
     let out = memkv(&db).args(["export", "-u", "u"]).output().unwrap();
     assert!(out.status.success());
-    assert_eq!(String::from_utf8(out.stdout).unwrap().lines().count(), 4);
+    // The header, the store, two files, their two versions, the trailer.
+    assert_eq!(String::from_utf8(out.stdout).unwrap().lines().count(), 7);
     // Writers are refused while it runs.
     let out = memkv(&db)
         .args(["--ttl", "30d", "expire"])
@@ -500,7 +501,7 @@ fn export_piped_into_import() {
     assert!(export.status.success());
     assert_eq!(
         String::from_utf8(export.stderr).unwrap(),
-        "exported 2 files of 1 users, 10 bytes\n"
+        "exported 2 files of 1 users, 10 bytes, 2 versions\n"
     );
     let copy = dir.path().join("copy.redb");
     let out = run_with_input(memkv(&copy).args(["import", "-"]), &export.stdout);
@@ -511,7 +512,7 @@ fn export_piped_into_import() {
     );
     assert_eq!(
         String::from_utf8(out.stderr).unwrap(),
-        "imported 2 files of 1 users, 10 bytes\n"
+        "imported 2 files of 1 users, 10 bytes, 2 versions\n"
     );
     let cat = memkv(&copy)
         .args(["cat", "-u", "u", "/memories/d/b.md"])
@@ -527,7 +528,7 @@ fn export_piped_into_import() {
     );
     assert_eq!(out.status.code(), Some(1));
     assert!(
-        String::from_utf8_lossy(&out.stderr).contains("memkv: line 4:"),
+        String::from_utf8_lossy(&out.stderr).contains("memkv: line 7:"),
         "{}",
         String::from_utf8_lossy(&out.stderr)
     );

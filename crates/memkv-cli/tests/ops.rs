@@ -127,7 +127,7 @@ fn import_user_restores_only_that_user() {
     ok(&out);
     assert_eq!(
         stderr(&out),
-        "imported 1 files of 1 users, 9 bytes; replaced 1\n"
+        "imported 1 files of 1 users, 9 bytes; replaced 1; merged into 1 existing stores as new versions (the export's ids and history of them not imported)\n"
     );
     assert_eq!(cat(&fresh, "alice", "/memories/a"), "alice old");
     assert_eq!(cat(&fresh, "bob", "/memories/b"), "bob new");

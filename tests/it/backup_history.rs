@@ -1,0 +1,592 @@
+//! Export format 2: store records, memory ids and versions, exported and restored exactly, on
+//! every backend and across them; version-1 exports (a committed fixture) still import.
+
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+use std::time::{Duration, SystemTime, UNIX_EPOCH};
+
+use memkv::{
+    Actor, Conflict, Error, ListItem, Memory, Operation, Retention, Store, StoreBuilder, StoreInfo,
+    Version,
+};
+use serde_json::{Value, json};
+
+use crate::backup::{Export, everything, export_to, fill, lines, sample};
+use crate::util::{Backend, Fresh, each_backend, fresh, using};
+
+/// 2026-11-30T00:00:00Z: every store of these tests reads this clock, so exports made by two
+/// stores are comparable byte for byte (the header records when the export was made).
+const NOW: u64 = 1_795_996_800_000;
+
+fn fixed() -> StoreBuilder {
+    Store::builder()
+        .clock(|| UNIX_EPOCH + Duration::from_millis(NOW))
+        // Eight versions per store: the histories below are pruned, and the prune travels.
+        .retention(Retention::new(None, Some(8), None))
+}
+
+fn tool(store: &Store, user: &str, actor: &str, input: Value) {
+    let out = store
+        .user(user)
+        .unwrap()
+        .with_actor(Some(Actor::Session(actor.into())))
+        .execute_json(&input)
+        .unwrap();
+    assert!(!out.is_error, "{input}: {}", out.content);
+}
+
+/// Stores with every kind of history: renames, a directory rename, deletions, a redaction by an
+/// API key, a pruned start, a described and an archived store, a store with only deleted
+/// memories, and one with a record but no writes yet.
+fn rich(store: &Store) -> String {
+    let a = |input: Value| tool(store, "alice", "s1", input);
+    a(
+        json!({"command": "create", "path": "/memories/notes.md", "file_text": "Prefers tabs.\nü ✓ \"q\"\n"}),
+    );
+    a(
+        json!({"command": "str_replace", "path": "/memories/notes.md", "old_str": "tabs", "new_str": "spaces"}),
+    );
+    a(json!({"command": "create", "path": "/memories/p/x/todo.md", "file_text": "- one\n"}));
+    a(json!({"command": "create", "path": "/memories/p/x/gone.md", "file_text": "bye"}));
+    a(json!({"command": "rename", "old_path": "/memories/p", "new_path": "/memories/q"}));
+    a(json!({"command": "delete", "path": "/memories/q/x/gone.md"}));
+    a(
+        json!({"command": "insert", "path": "/memories/q/x/todo.md", "insert_line": 1, "insert_text": "- two"}),
+    );
+    a(json!({"command": "create", "path": "/memories/secret.md", "file_text": "the code is 1234"}));
+    a(
+        json!({"command": "str_replace", "path": "/memories/secret.md", "old_str": "1234", "new_str": "(gone)"}),
+    );
+    let alice = store
+        .user("alice")
+        .unwrap()
+        .with_actor(Some(Actor::ApiKey("key_0123".into())));
+    let h = alice.history(Some("/memories/secret.md")).unwrap().unwrap();
+    alice.redact(h[0].id).unwrap().unwrap();
+    tool(
+        store,
+        "bob",
+        "s2",
+        json!({"command": "create", "path": "/memories/x", "file_text": "x"}),
+    );
+    tool(
+        store,
+        "bob",
+        "s2",
+        json!({"command": "delete", "path": "/memories/x"}),
+    );
+    let meta = BTreeMap::from([("team".to_owned(), "blue".to_owned())]);
+    let made = store
+        .create_store("Notes", "what dana knows", &meta)
+        .unwrap();
+    tool(
+        store,
+        &made.id,
+        "s3",
+        json!({"command": "create", "path": "/memories/a", "file_text": "a"}),
+    );
+    store.archive_store(&made.id).unwrap().unwrap();
+    store.create_store("Empty", "", &BTreeMap::new()).unwrap();
+    made.id
+}
+
+/// Everything a store knows of its users: records, memories with ids, every version.
+type Known = Vec<(StoreInfo, Vec<Memory>, Vec<Version>)>;
+
+fn known(store: &Store) -> Known {
+    let (infos, more) = store.list_stores(true, None, 100).unwrap();
+    assert!(!more);
+    infos
+        .into_iter()
+        .map(|info| {
+            let u = store.user(&info.id).unwrap();
+            let page = u.list_memories("/memories", 0, None, 1000, true).unwrap();
+            let memories = page
+                .unwrap()
+                .items
+                .into_iter()
+                .map(|item| match item {
+                    ListItem::Memory(m) => m,
+                    ListItem::Prefix(p) => panic!("{p} at depth 0"),
+                })
+                .collect();
+            let versions = u.history(None).unwrap().unwrap();
+            (info, memories, versions)
+        })
+        .collect()
+}
+
+fn export_bytes(store: &Store) -> Vec<u8> {
+    let mut out = Vec::new();
+    store.export(&[], &mut out, &mut |_| {}).unwrap();
+    out
+}
+
+#[test]
+fn stores_ids_and_versions_round_trip_byte_for_byte() {
+    each_backend(|| {
+        let a = fixed().fresh().unwrap();
+        let archived = rich(&a);
+        let first = export_bytes(&a);
+        let text = String::from_utf8(first.clone()).unwrap();
+        let l: Vec<Value> = text
+            .lines()
+            .map(|l| serde_json::from_str(l).unwrap())
+            .collect();
+        let kinds: Vec<&str> = l.iter().map(|l| l["type"].as_str().unwrap()).collect();
+        // alice: 3 files, 8 versions kept; bob: only versions; then (in the order of their
+        // random ids) the made store with 1 file and 1 version, and the empty one.
+        let mut want = vec!["header", "store", "file", "file", "file"];
+        want.extend(["version"; 8]);
+        want.extend(["store", "version", "version"]);
+        assert_eq!(kinds[..16], want, "{kinds:?}");
+        let mut rest = kinds[16..].to_vec();
+        rest.sort();
+        assert_eq!(rest, ["file", "store", "store", "trailer", "version"]);
+        let alice = &l[1];
+        assert_eq!(
+            alice,
+            &json!({"type": "store", "user": "alice", "name": "alice", "description": "",
+                "metadata": {}, "created_ms": NOW, "updated_ms": NOW, "archived_ms": null,
+                "next_seq": 11, "pruned_versions": 2, "pruned_bytes": alice["pruned_bytes"]})
+        );
+        let notes = l
+            .iter()
+            .find(|l| l["path"] == "/memories/notes.md" && l["type"] == "file");
+        let notes = notes.unwrap();
+        assert_eq!(
+            (&notes["memory"], &notes["version"]),
+            (
+                &json!("mem_0000000000000001"),
+                &json!("memver_0000000000000002")
+            )
+        );
+        let redacted = l.iter().find(|l| !l["redacted"].is_null()).unwrap();
+        assert_eq!(
+            redacted,
+            &json!({"type": "version", "user": "alice", "id": "memver_0000000000000009",
+                "memory": "mem_0000000000000009", "operation": "created", "created_ms": NOW,
+                "actor": {"type": "session", "id": "s1"}, "path": null, "content": null,
+                "size": null, "sha256": null,
+                "redacted": {"at_ms": NOW, "by": {"type": "api_key", "id": "key_0123"}}})
+        );
+        let deleted = l
+            .iter()
+            .find(|l| l["operation"] == "deleted" && l["user"] == "bob");
+        assert_eq!(deleted.unwrap()["path"], "/memories/x");
+        let made = l
+            .iter()
+            .find(|l| l["type"] == "store" && l["user"] == archived.as_str());
+        let made = made.unwrap();
+        assert_eq!(
+            (&made["name"], &made["description"]),
+            (&json!("Notes"), &json!("what dana knows"))
+        );
+        assert_eq!(
+            (&made["metadata"], &made["archived_ms"]),
+            (&json!({"team": "blue"}), &json!(NOW))
+        );
+        let trailer = l.last().unwrap();
+        assert_eq!(
+            (&trailer["files"], &trailer["users"], &trailer["versions"]),
+            (&json!(4), &json!(4), &json!(11))
+        );
+
+        // Restored exactly: records, ids, versions, the sequence; nothing recorded by the import.
+        let dir = tempfile::tempdir().unwrap();
+        let file = dir.path().join("x.jsonl");
+        std::fs::write(&file, &first).unwrap();
+        let b = fixed().fresh().unwrap();
+        let s = b.import(&file, Conflict::Refuse, &mut |_| {}).unwrap();
+        assert_eq!((s.files, s.users, s.versions, s.merged), (4, 4, 11, 0));
+        assert_eq!(known(&b), known(&a));
+        assert_eq!(everything(&b), everything(&a));
+        assert!(b.check().unwrap().is_empty(), "{:?}", b.check());
+        assert_eq!(export_bytes(&b), first);
+        // Each store carries on from where it was: the next id, the archive.
+        for s in [&a, &b] {
+            let m = s
+                .user("alice")
+                .unwrap()
+                .create_memory("/memories/new", "n")
+                .unwrap()
+                .unwrap();
+            assert_eq!(m.id.to_string(), "mem_000000000000000b");
+            assert!(matches!(
+                s.user(&archived)
+                    .unwrap()
+                    .create_memory("/memories/b", "b")
+                    .unwrap(),
+                Err(memkv::ApiRefusal::Archived)
+            ));
+        }
+        assert_eq!(known(&b), known(&a));
+    });
+}
+
+#[test]
+fn an_export_crosses_backends_byte_for_byte() {
+    if !crate::util::on(Backend::Postgres, &|| {}) {
+        return; // skipped, visibly, by util without PostgreSQL
+    }
+    let a = fixed().in_memory().unwrap();
+    rich(&a);
+    let first = export_bytes(&a);
+    let dir = tempfile::tempdir().unwrap();
+    let file = dir.path().join("x.jsonl");
+    std::fs::write(&file, &first).unwrap();
+    let pg = {
+        let _on = using(Backend::Postgres);
+        fixed().fresh().unwrap()
+    };
+    pg.import(&file, Conflict::Refuse, &mut |_| {}).unwrap();
+    let from_pg = export_bytes(&pg);
+    assert_eq!(from_pg, first);
+    assert!(pg.check().unwrap().is_empty());
+    std::fs::write(&file, &from_pg).unwrap();
+    let c = fixed().in_memory().unwrap();
+    c.import(&file, Conflict::Refuse, &mut |_| {}).unwrap();
+    assert_eq!(export_bytes(&c), first);
+    assert_eq!(known(&c), known(&a));
+}
+
+fn fixture() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/data/export-v1.jsonl")
+}
+
+#[test]
+fn a_version_1_export_still_imports_as_new_memories_by_the_operator() {
+    each_backend(|| {
+        let store = fresh().unwrap();
+        let s = store
+            .import(&fixture(), Conflict::Refuse, &mut |_| {})
+            .unwrap();
+        assert_eq!((s.files, s.users, s.bytes, s.versions), (3, 2, 52, 0));
+        let alice = store.user("alice").unwrap();
+        assert_eq!(
+            alice.read_file("/memories/notes.md").unwrap().unwrap(),
+            "Prefers spaces.\nü ✓ \"quoted\"\n"
+        );
+        let h = alice.history(None).unwrap().unwrap();
+        assert_eq!(h.len(), 2);
+        for v in &h {
+            assert_eq!(v.operation, Operation::Created);
+            assert_eq!(v.actor, Some(Actor::operator()));
+        }
+        assert_eq!(h[0].path.as_deref(), Some("/memories/notes.md"));
+        let bob = store.user("bob@example.com").unwrap();
+        assert_eq!(bob.history(None).unwrap().unwrap().len(), 1);
+        assert!(store.check().unwrap().is_empty());
+        // Its file times are kept, as before.
+        let files = alice.files().unwrap();
+        assert_eq!(
+            (files[0].created_ms, files[0].modified_ms),
+            (1796046532814, 1796046532830)
+        );
+    });
+}
+
+#[test]
+fn an_existing_store_gets_the_files_as_new_versions_and_keeps_its_history() {
+    each_backend(|| {
+        let dir = tempfile::tempdir().unwrap();
+        let a = fixed().fresh().unwrap();
+        fill(&a, &sample());
+        let file = dir.path().join("x.jsonl");
+        export_to(&a, &file);
+        let b = fixed().fresh().unwrap();
+        tool(
+            &b,
+            "alice",
+            "mine",
+            json!({"command": "create", "path": "/memories/other", "file_text": "kept"}),
+        );
+        let s = b.import(&file, Conflict::Refuse, &mut |_| {}).unwrap();
+        assert_eq!((s.files, s.versions, s.merged), (4, 2, 1));
+        // alice existed: her files are new versions by the operator after her own.
+        let h = b.user("alice").unwrap().history(None).unwrap().unwrap();
+        let who: Vec<_> = h.iter().map(|v| v.actor.clone().unwrap()).collect();
+        let op = Actor::operator();
+        assert_eq!(who, [Actor::Session("mine".into()), op.clone(), op]);
+        // bob did not: restored as he was.
+        let of = |s: &Store| {
+            s.user("bob@example.com")
+                .unwrap()
+                .history(None)
+                .unwrap()
+                .unwrap()
+        };
+        assert_eq!(of(&b), of(&a));
+        assert!(b.check().unwrap().is_empty());
+    });
+}
+
+/// Makes a [`rich`] export, lets `edit` damage it (then reseals the checksums unless told not
+/// to), and checks that the import is refused naming `line` and that nothing changed.
+fn refused(edit: impl Fn(&mut Vec<Value>), reseal: bool, line: u64, reason: &str) {
+    let dir = tempfile::tempdir().unwrap();
+    let a = fixed().fresh().unwrap();
+    rich(&a);
+    let file = dir.path().join("x.jsonl");
+    std::fs::write(&file, export_bytes(&a)).unwrap();
+    let export = Export::read(&file);
+    let mut l = export.parsed.clone();
+    edit(&mut l);
+    if reseal {
+        export.reseal(&mut l);
+    }
+    std::fs::write(&file, export.render(&l)).unwrap();
+    let b = fixed().fresh().unwrap();
+    tool(
+        &b,
+        "carol",
+        "c",
+        json!({"command": "create", "path": "/memories/mine", "file_text": "untouched"}),
+    );
+    let before = known(&b);
+    match b.import(&file, Conflict::Refuse, &mut |_| {}) {
+        Err(Error::Import {
+            line: got,
+            reason: why,
+        }) => {
+            assert_eq!(got, line, "{why}");
+            assert!(why.contains(reason), "{why:?} should mention {reason:?}");
+        }
+        other => panic!("expected a refusal naming line {line}, got {other:?}"),
+    }
+    assert_eq!(known(&b), before);
+}
+
+#[test]
+fn damaged_history_lines_change_nothing() {
+    each_backend(|| {
+        // Lines (index + 1): 1 header, 2 alice's store, 3-5 her files (notes, todo, secret),
+        // 6-13 her versions memver_3 to memver_a (7: memver_4, created; 8: memver_5, the
+        // rename's first; 12: memver_9, redacted), 14 bob's store, ..., 21 the trailer.
+        let v = |l: &mut Vec<Value>, i: usize, field: &str, value: Value| l[i][field] = value;
+        refused(
+            |l| v(l, 6, "content", json!("tampered")),
+            false,
+            7,
+            "checksum mismatch",
+        );
+        refused(|l| v(l, 6, "size", json!(1)), true, 7, "checksum mismatch");
+        refused(|l| l.swap(6, 7), true, 8, "out of order");
+        refused(
+            |l| v(l, 12, "id", json!("memver_00000000000000ff")),
+            true,
+            13,
+            "out of order",
+        );
+        refused(
+            |l| v(l, 6, "id", json!("mem_0000000000000005")),
+            true,
+            7,
+            "is not a memkv id",
+        );
+        refused(
+            |l| v(l, 6, "operation", json!("renamed")),
+            true,
+            7,
+            "unknown operation",
+        );
+        refused(
+            |l| v(l, 7, "operation", json!("created")),
+            true,
+            8,
+            "its created version",
+        );
+        refused(
+            |l| v(l, 11, "content", json!("back")),
+            true,
+            12,
+            "redacted, yet it has",
+        );
+        refused(
+            |l| v(l, 11, "created_ms", json!(-1)),
+            true,
+            12,
+            "created_ms -1 is out of range",
+        );
+        refused(
+            |l| v(l, 6, "path", json!("/memories/../x")),
+            true,
+            7,
+            "invalid or non-canonical",
+        );
+        refused(
+            |l| v(l, 6, "actor", json!({"type": "robot", "id": "r"})),
+            true,
+            7,
+            "not a valid export line",
+        );
+        refused(
+            |l| v(l, 1, "next_seq", json!(5)),
+            true,
+            4,
+            "do not fit its store",
+        );
+        refused(
+            |l| v(l, 1, "archived_ms", json!(i64::MAX)),
+            true,
+            2,
+            "archived_ms",
+        );
+        refused(
+            |l| v(l, 3, "memory", json!("mem_0000000000000001")),
+            true,
+            4,
+            "is another file too",
+        );
+        refused(
+            |l| {
+                l[2].as_object_mut().unwrap().remove("version");
+            },
+            true,
+            3,
+            "needs its memory and version ids",
+        );
+        refused(
+            |l| {
+                let s = l.remove(1);
+                l.insert(3, s);
+            },
+            true,
+            2,
+            "outside the lines of its store",
+        );
+        refused(
+            |l| {
+                let s = l[1].clone();
+                l.insert(14, s);
+            },
+            true,
+            15,
+            "a second store line",
+        );
+        refused(
+            |l| {
+                let t = l.len() - 1;
+                v(l, t, "versions", json!(3));
+            },
+            true,
+            21,
+            "the trailer counts 3 versions",
+        );
+        refused(
+            |l| {
+                let t = l.len() - 1;
+                l[t].as_object_mut().unwrap().remove("versions");
+            },
+            true,
+            21,
+            "the trailer counts no versions",
+        );
+        refused(
+            |l| v(l, 0, "version", json!(1)),
+            false,
+            2,
+            "a store line in a version-1 export",
+        );
+    });
+}
+
+#[test]
+fn version_contents_meet_the_secrets_policy() {
+    each_backend(|| {
+        let dir = tempfile::tempdir().unwrap();
+        let a = fixed().secrets(memkv::SecretPolicy::Off).fresh().unwrap();
+        tool(
+            &a,
+            "u",
+            "s",
+            json!({"command": "create", "path": "/memories/k", "file_text": "AKIAUJZDEGXDNCF32EPF"}),
+        );
+        tool(
+            &a,
+            "u",
+            "s",
+            json!({"command": "create", "path": "/memories/k2", "file_text": "clean"}),
+        );
+        tool(
+            &a,
+            "u",
+            "s",
+            json!({"command": "delete", "path": "/memories/k"}),
+        );
+        let file = dir.path().join("x.jsonl");
+        std::fs::write(&file, export_bytes(&a)).unwrap();
+        // Only a version holds the key: refused under the default policy, naming it.
+        let err = fixed()
+            .fresh()
+            .unwrap()
+            .import(&file, Conflict::Refuse, &mut |_| {})
+            .unwrap_err();
+        assert!(
+            matches!(&err, Error::Import { line: 4, reason } if reason.contains("memver_0000000000000001") && reason.contains("AWS access key")),
+            "{err}"
+        );
+        // Redacted under the redact policy, its hash and size with it.
+        let b = fixed()
+            .secrets(memkv::SecretPolicy::Redact)
+            .fresh()
+            .unwrap();
+        b.import(&file, Conflict::Refuse, &mut |_| {}).unwrap();
+        let v = b.user("u").unwrap().history(None).unwrap().unwrap();
+        assert_eq!(v[0].content.as_deref(), Some("[REDACTED:AWS access key]"));
+        assert_eq!(v[0].size, Some(25));
+        assert!(b.check().unwrap().is_empty());
+    });
+}
+
+#[test]
+fn import_times_are_bounded() {
+    each_backend(|| {
+        let now = SystemTime::now()
+            .duration_since(UNIX_EPOCH)
+            .unwrap()
+            .as_millis() as i64;
+        let cases: [(usize, &str, i64); 5] = [
+            (2, "accessed_ms", i64::MAX),
+            (2, "modified_ms", now + 2 * 86_400_000),
+            (2, "created_ms", -1),
+            (1, "updated_ms", now + 2 * 86_400_000),
+            (3, "created_ms", -1),
+        ];
+        let dir = tempfile::tempdir().unwrap();
+        let a = fresh().unwrap();
+        fill(&a, &[("u".into(), "/memories/t".into(), "t".into())]);
+        let file = dir.path().join("t.jsonl");
+        export_to(&a, &file);
+        let export = Export::read(&file);
+        for (i, field, ms) in cases {
+            let mut l = export.parsed.clone();
+            l[i][field] = json!(ms);
+            export.reseal(&mut l);
+            std::fs::write(&file, export.render(&l)).unwrap();
+            let b = fresh().unwrap();
+            let err = b.import(&file, Conflict::Refuse, &mut |_| {}).unwrap_err();
+            assert!(
+                matches!(&err, Error::Import { line, reason } if *line == i as u64 + 1 && reason.contains(field) && reason.contains("out of range")),
+                "{err}"
+            );
+            assert!(b.users().unwrap().is_empty());
+        }
+        // Old times and a little clock skew are fine.
+        let mut l = export.parsed.clone();
+        for (field, ms) in [
+            ("created_ms", 0),
+            ("modified_ms", 1),
+            ("accessed_ms", now + 3_600_000),
+        ] {
+            l[2][field] = json!(ms);
+        }
+        export.reseal(&mut l);
+        std::fs::write(&file, export.render(&l)).unwrap();
+        fresh()
+            .unwrap()
+            .import(&file, Conflict::Refuse, &mut |_| {})
+            .unwrap();
+        assert_eq!(lines(&file).len(), 5);
+    });
+}
