@@ -1,17 +1,20 @@
 //! The public face of the crate: a [`Store`] and per-user [`UserHandle`]s.
 
-use std::collections::BTreeSet;
+mod admin;
+mod builder;
+
+pub use admin::{ExpiredFile, UserSummary};
+use builder::Clock;
+pub use builder::StoreBuilder;
+
 use std::ffi::OsStr;
 use std::ops::ControlFlow;
-use std::path::Path;
 use std::sync::Arc;
-use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use serde_json::Value;
 
 use crate::access::{self, PendingAccess};
 use crate::blocks::ToolOutput;
-use crate::check;
 use crate::command::Command;
 use crate::error::Error;
 use crate::exec::{self, Expired};
@@ -19,232 +22,13 @@ use crate::group::{GroupCommit, Request};
 use crate::history::{Actor, Retention};
 use crate::layout::Node;
 use crate::limits::{Expiry, Limits, Settings, millis};
-use crate::migrate;
 use crate::path::MemoryPath;
 use crate::secrets::SecretPolicy;
-use crate::storage::redb::RedbBackend;
-use crate::storage::{AnyBackend, Backend, Finish, ReadTxn, Space, is_postgres_url};
+use crate::storage::{AnyBackend, Backend, Finish, ReadTxn};
 use crate::tree::{Tree, TreeRead};
 
 /// Longest accepted user id, in UTF-8 bytes.
 pub const MAX_USER_ID_BYTES: usize = 256;
-
-/// Configures a [`Store`]. Every limit defaults to PROTOCOL.md's value ([`Limits::DEFAULT`]);
-/// expiry is off and the secrets policy is [`SecretPolicy::Reject`] unless set.
-#[derive(Debug, Clone, Default)]
-pub struct StoreBuilder {
-    limits: Limits,
-    expiry: Expiry,
-    secrets: SecretPolicy,
-    clock: Clock,
-    shared: bool,
-    retention: Retention,
-}
-
-/// Where a store reads the time: the system clock unless [`StoreBuilder::clock`] sets another.
-#[derive(Clone, Default)]
-struct Clock(Option<Arc<dyn Fn() -> SystemTime + Send + Sync>>);
-
-impl Clock {
-    fn now_ms(&self) -> i64 {
-        let now = match &self.0 {
-            Some(f) => f(),
-            None => SystemTime::now(),
-        };
-        now.duration_since(UNIX_EPOCH)
-            .map_or(0, |d| d.as_millis() as i64)
-    }
-}
-
-impl std::fmt::Debug for Clock {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.write_str(if self.0.is_some() {
-            "Clock(custom)"
-        } else {
-            "Clock(system)"
-        })
-    }
-}
-
-impl StoreBuilder {
-    /// What to do with secrets in content about to be written. Default = [`SecretPolicy::Reject`].
-    pub fn secrets(mut self, policy: SecretPolicy) -> Self {
-        self.secrets = policy;
-        self
-    }
-
-    /// Expiry settings at once. Default = off.
-    pub fn expiry(mut self, expiry: Expiry) -> Self {
-        self.expiry = expiry;
-        self
-    }
-
-    /// Files unused (not created, written or viewed) for `ttl` expire. Default = never.
-    pub fn ttl(mut self, ttl: Duration) -> Self {
-        self.expiry.ttl = Some(ttl);
-        self
-    }
-
-    /// A time-to-live for one user, overriding [`Self::ttl`]; `None` exempts the user.
-    pub fn user_ttl(mut self, user: impl Into<String>, ttl: Option<Duration>) -> Self {
-        self.expiry.per_user.insert(user.into(), ttl);
-        self
-    }
-
-    /// Let read-only processes ([`Self::open_read_only`]; `memkv users`, `export` …) open the
-    /// database while this store writes to it. Costs a second disk flush per commit, so it is
-    /// off by default: a second process is then refused with [`Error::Locked`].
-    pub fn shared(mut self, shared: bool) -> Self {
-        self.shared = shared;
-        self
-    }
-
-    /// The clock for file times and expiry. Default = the system clock. For simulations and
-    /// tests of applications that depend on expiry.
-    pub fn clock(mut self, clock: impl Fn() -> SystemTime + Send + Sync + 'static) -> Self {
-        self.clock = Clock(Some(Arc::new(clock)));
-        self
-    }
-
-    /// How much history each store keeps (versions of every change). Default =
-    /// [`Retention::DEFAULT`]; [`Retention::NONE`] keeps none.
-    pub fn retention(mut self, retention: Retention) -> Self {
-        self.retention = retention;
-        self
-    }
-
-    /// How stale a recorded access time may get before a read refreshes it (with a write).
-    /// Default = 1 hour.
-    pub fn access_granularity(mut self, granularity: Duration) -> Self {
-        self.expiry.granularity = granularity;
-        self
-    }
-
-    /// All limits at once. Default = [`Limits::DEFAULT`].
-    pub fn limits(mut self, limits: Limits) -> Self {
-        self.limits = limits;
-        self
-    }
-
-    /// Largest file in bytes. Default = 102,400.
-    pub fn max_file_bytes(mut self, n: u64) -> Self {
-        self.limits.max_file_bytes = n;
-        self
-    }
-
-    /// Most lines per file. Default = 999,999.
-    pub fn max_lines(mut self, n: u64) -> Self {
-        self.limits.max_lines = n;
-        self
-    }
-
-    /// Most files per user. Default = 10,000.
-    pub fn max_files(mut self, n: u64) -> Self {
-        self.limits.max_files = n;
-        self
-    }
-
-    /// Most bytes per user. Default = 67,108,864 (64 MiB).
-    pub fn max_bytes(mut self, n: u64) -> Self {
-        self.limits.max_bytes = n;
-        self
-    }
-
-    /// Longest `view` output in characters. Default = 16,000.
-    pub fn view_max_chars(mut self, n: usize) -> Self {
-        self.limits.view_max_chars = n;
-        self
-    }
-
-    /// Opens the database at `db` for writing, creating it if it does not exist: a redb file at
-    /// a path, or a PostgreSQL database at a `postgres://` / `postgresql://` URL (with the
-    /// `postgres` feature; its tables are created on first use). Data in an older layout is
-    /// migrated, in one transaction.
-    ///
-    /// # Errors
-    /// [`Error::Locked`] if another process has the redb file open for writing,
-    /// [`Error::UnsupportedFormat`] or [`Error::NotMemkv`] if it is not a database this build can
-    /// use, [`Error::Storage`] on I/O or connection failure.
-    pub fn open(self, db: impl AsRef<OsStr>) -> Result<Store, Error> {
-        let backend = self.connect(db.as_ref(), Mode::Create)?;
-        self.backend(backend)
-    }
-
-    /// Opens an existing database for writing; [`Error::NotFound`] if there is none (for
-    /// PostgreSQL: if memkv's tables have not been created, e.g. by `memkv init`).
-    pub fn open_existing(self, db: impl AsRef<OsStr>) -> Result<Store, Error> {
-        let backend = self.connect(db.as_ref(), Mode::Existing)?;
-        self.backend(backend)
-    }
-
-    /// Opens an existing database read-only: works while a process that opened it with
-    /// [`Self::shared`] writes to it, and every command sees the latest commit. Writes fail with
-    /// [`Error::ReadOnly`]; a database that needs a migration is refused with
-    /// [`Error::NeedsMigration`].
-    pub fn open_read_only(self, db: impl AsRef<OsStr>) -> Result<Store, Error> {
-        let backend = self.connect(db.as_ref(), Mode::ReadOnly)?;
-        self.backend(backend)
-    }
-
-    fn connect(&self, db: &OsStr, mode: Mode) -> Result<AnyBackend, Error> {
-        if let Some(url) = db.to_str().filter(|d| is_postgres_url(d)) {
-            return postgres_backend(url, mode);
-        }
-        let path = Path::new(db);
-        Ok(AnyBackend::Redb(match mode {
-            Mode::Create => RedbBackend::create(path, self.shared)?,
-            Mode::Existing => RedbBackend::open(path, self.shared)?,
-            Mode::ReadOnly => RedbBackend::open_read_only(path)?,
-        }))
-    }
-
-    /// A store in memory, gone when dropped.
-    pub fn in_memory(self) -> Result<Store, Error> {
-        self.backend(AnyBackend::Redb(RedbBackend::in_memory()?))
-    }
-
-    /// A store over any [`Backend`]; migrates older formats when the backend is writable.
-    pub fn backend<B: Backend>(self, backend: B) -> Result<Store<B>, Error> {
-        migrate::upgrade(&backend)?;
-        Ok(Store {
-            backend,
-            limits: self.limits,
-            expiry: self.expiry,
-            secrets: self.secrets,
-            clock: self.clock,
-            retention: self.retention,
-            group: GroupCommit::default(),
-            access: PendingAccess::default(),
-        })
-    }
-}
-
-/// How [`StoreBuilder::connect`] opens a database.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-enum Mode {
-    Create,
-    Existing,
-    ReadOnly,
-}
-
-#[cfg(feature = "postgres")]
-fn postgres_backend(url: &str, mode: Mode) -> Result<AnyBackend, Error> {
-    use crate::storage::postgres::{Access, PgBackend};
-    let access = match mode {
-        Mode::Create => Access::Create,
-        Mode::Existing => Access::Existing,
-        Mode::ReadOnly => Access::ReadOnly,
-    };
-    Ok(AnyBackend::Postgres(PgBackend::connect(url, access)?))
-}
-
-#[cfg(not(feature = "postgres"))]
-fn postgres_backend(url: &str, _mode: Mode) -> Result<AnyBackend, Error> {
-    Err(Error::Unsupported {
-        location: crate::storage::redact_url(url),
-        reason: "this memkv was built without PostgreSQL support (cargo feature `postgres`)".into(),
-    })
-}
 
 /// A memory store: many users' `/memories` trees in one database.
 ///
@@ -269,37 +53,6 @@ impl<B: Backend> Drop for Store<B> {
     fn drop(&mut self) {
         let _ = self.flush_access_times();
     }
-}
-
-/// One user's share of a store, as listed by [`Store::users`].
-#[derive(Debug, Clone, PartialEq, Eq)]
-#[non_exhaustive]
-pub struct UserSummary {
-    /// The user id.
-    pub user: String,
-    /// Number of live files.
-    pub files: u64,
-    /// Bytes of those files.
-    pub bytes: u64,
-    /// When the user last created or changed a file (ms since the epoch).
-    pub last_write_ms: i64,
-    /// Files that have expired but are not deleted yet (invisible to every command).
-    pub expired_files: u64,
-    /// Bytes of those files.
-    pub expired_bytes: u64,
-}
-
-/// A file deleted (or, in a dry run, due to be deleted) by [`Store::expire`].
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct ExpiredFile {
-    /// The owner.
-    pub user: String,
-    /// The file.
-    pub path: MemoryPath,
-    /// Its size in bytes.
-    pub size: u64,
-    /// When it was last used (ms since the epoch; recorded coarsely, see [`Expiry`]).
-    pub last_used_ms: i64,
 }
 
 /// One file of a user's tree, as listed by [`UserHandle::files`].
@@ -561,117 +314,6 @@ impl<B: Backend> Store<B> {
             granularity_ms: millis(self.expiry.granularity),
             retention: self.retention,
         }
-    }
-
-    /// Every user with at least one file (live or expired), with their totals, ordered by id.
-    pub fn users(&self) -> Result<Vec<UserSummary>, Error> {
-        let now = self.now_ms();
-        let txn = self.backend.begin_read()?;
-        let mut ids = Vec::new();
-        txn.users(Space::Totals, &mut |u| {
-            ids.push(u.to_owned());
-            Ok(ControlFlow::Continue(()))
-        })?;
-        // Backends order users by their key encoding; operators expect the ids' own order.
-        ids.sort();
-        ids.into_iter()
-            .map(|user| {
-                let tree = TreeRead::new(&txn, &user);
-                let t = tree.totals()?;
-                let cutoff = self.settings(&user).expiry_cutoff(now);
-                let used = self.used_after(&user, cutoff);
-                let (expired_files, expired_bytes) = match cutoff {
-                    Some(cutoff) => tree
-                        .unused_since(cutoff)?
-                        .iter()
-                        .filter(|(path, _, _)| !used.contains(path))
-                        .fold((0, 0), |(n, b), (_, size, _)| (n + 1, b + size)),
-                    None => (0, 0),
-                };
-                Ok(UserSummary {
-                    files: t.files - expired_files,
-                    bytes: t.bytes - expired_bytes,
-                    last_write_ms: t.last_write_ms,
-                    expired_files,
-                    expired_bytes,
-                    user,
-                })
-            })
-            .collect()
-    }
-
-    /// Checks the file beneath the records (redb's page checksums, for a database file) and
-    /// every user's data against memkv's invariants (index, contents and their SHA-256, totals,
-    /// access times) in one snapshot; returns the problems found as `(user, description)`, those
-    /// of the file itself first, with an empty user. Changes nothing.
-    pub fn check(&self) -> Result<Vec<(String, String)>, Error> {
-        let mut out: Vec<(String, String)> = self
-            .backend
-            .verify_storage()?
-            .into_iter()
-            .map(|problem| (String::new(), problem))
-            .collect();
-        match self.check_records() {
-            Ok(found) => out.extend(found),
-            // Damaged pages already found: the records they hold are part of that damage.
-            Err(e @ Error::Corrupt(_)) if !out.is_empty() => {
-                out.push((String::new(), e.to_string()))
-            }
-            Err(e) => return Err(e),
-        }
-        Ok(out)
-    }
-
-    fn check_records(&self) -> Result<Vec<(String, String)>, Error> {
-        let txn = self.backend.begin_read()?;
-        let mut users = BTreeSet::new();
-        for space in Space::ALL {
-            txn.users(space, &mut |u| {
-                users.insert(u.to_owned());
-                Ok(ControlFlow::Continue(()))
-            })?;
-        }
-        let mut out = Vec::new();
-        for user in users {
-            for problem in check::check_user(&txn, &user)? {
-                out.push((user.clone(), problem));
-            }
-        }
-        Ok(out)
-    }
-
-    /// Deletes every expired file (or, with `dry_run`, only lists them), one transaction per
-    /// user. Expired files are already invisible; this reclaims their space.
-    pub fn expire(&self, dry_run: bool) -> Result<Vec<ExpiredFile>, Error> {
-        self.flush_access_times()?;
-        let now = self.now_ms();
-        let mut out = Vec::new();
-        for user in self.users()? {
-            let Some(cutoff) = self.settings(&user.user).expiry_cutoff(now) else {
-                continue;
-            };
-            let found = if dry_run {
-                let txn = self.backend.begin_read()?;
-                TreeRead::new(&txn, &user.user).unused_since(cutoff)?
-            } else {
-                self.backend.write(&[&user.user], |txn| {
-                    let rec = self.settings(&user.user).recorder(now, None);
-                    let swept = exec::sweep(&mut Tree::new(txn, &user.user, rec), Some(cutoff))?;
-                    Ok((swept, Finish::Commit))
-                })?
-            };
-            out.extend(
-                found
-                    .into_iter()
-                    .map(|(path, size, last_used_ms)| ExpiredFile {
-                        user: user.user.clone(),
-                        path,
-                        size,
-                        last_used_ms,
-                    }),
-            );
-        }
-        Ok(out)
     }
 }
 

@@ -1,0 +1,156 @@
+//! What operators ask of a whole store: its users, a full check, expiry.
+
+use std::collections::BTreeSet;
+use std::ops::ControlFlow;
+
+use super::Store;
+use crate::check;
+use crate::error::Error;
+use crate::exec;
+use crate::path::MemoryPath;
+use crate::storage::{Backend, Finish, ReadTxn, Space};
+use crate::tree::{Tree, TreeRead};
+
+/// One user's share of a store, as listed by [`Store::users`].
+#[derive(Debug, Clone, PartialEq, Eq)]
+#[non_exhaustive]
+pub struct UserSummary {
+    /// The user id.
+    pub user: String,
+    /// Number of live files.
+    pub files: u64,
+    /// Bytes of those files.
+    pub bytes: u64,
+    /// When the user last created or changed a file (ms since the epoch).
+    pub last_write_ms: i64,
+    /// Files that have expired but are not deleted yet (invisible to every command).
+    pub expired_files: u64,
+    /// Bytes of those files.
+    pub expired_bytes: u64,
+}
+
+/// A file deleted (or, in a dry run, due to be deleted) by [`Store::expire`].
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ExpiredFile {
+    /// The owner.
+    pub user: String,
+    /// The file.
+    pub path: MemoryPath,
+    /// Its size in bytes.
+    pub size: u64,
+    /// When it was last used (ms since the epoch; recorded coarsely, see [`Expiry`]).
+    pub last_used_ms: i64,
+}
+
+impl<B: Backend> Store<B> {
+    /// Every user with at least one file (live or expired), with their totals, ordered by id.
+    pub fn users(&self) -> Result<Vec<UserSummary>, Error> {
+        let now = self.now_ms();
+        let txn = self.backend.begin_read()?;
+        let mut ids = Vec::new();
+        txn.users(Space::Totals, &mut |u| {
+            ids.push(u.to_owned());
+            Ok(ControlFlow::Continue(()))
+        })?;
+        // Backends order users by their key encoding; operators expect the ids' own order.
+        ids.sort();
+        ids.into_iter()
+            .map(|user| {
+                let tree = TreeRead::new(&txn, &user);
+                let t = tree.totals()?;
+                let cutoff = self.settings(&user).expiry_cutoff(now);
+                let used = self.used_after(&user, cutoff);
+                let (expired_files, expired_bytes) = match cutoff {
+                    Some(cutoff) => tree
+                        .unused_since(cutoff)?
+                        .iter()
+                        .filter(|(path, _, _)| !used.contains(path))
+                        .fold((0, 0), |(n, b), (_, size, _)| (n + 1, b + size)),
+                    None => (0, 0),
+                };
+                Ok(UserSummary {
+                    files: t.files - expired_files,
+                    bytes: t.bytes - expired_bytes,
+                    last_write_ms: t.last_write_ms,
+                    expired_files,
+                    expired_bytes,
+                    user,
+                })
+            })
+            .collect()
+    }
+
+    /// Checks the file beneath the records (redb's page checksums, for a database file) and
+    /// every user's data against memkv's invariants (index, contents and their SHA-256, totals,
+    /// access times) in one snapshot; returns the problems found as `(user, description)`, those
+    /// of the file itself first, with an empty user. Changes nothing.
+    pub fn check(&self) -> Result<Vec<(String, String)>, Error> {
+        let mut out: Vec<(String, String)> = self
+            .backend
+            .verify_storage()?
+            .into_iter()
+            .map(|problem| (String::new(), problem))
+            .collect();
+        match self.check_records() {
+            Ok(found) => out.extend(found),
+            // Damaged pages already found: the records they hold are part of that damage.
+            Err(e @ Error::Corrupt(_)) if !out.is_empty() => {
+                out.push((String::new(), e.to_string()))
+            }
+            Err(e) => return Err(e),
+        }
+        Ok(out)
+    }
+
+    fn check_records(&self) -> Result<Vec<(String, String)>, Error> {
+        let txn = self.backend.begin_read()?;
+        let mut users = BTreeSet::new();
+        for space in Space::ALL {
+            txn.users(space, &mut |u| {
+                users.insert(u.to_owned());
+                Ok(ControlFlow::Continue(()))
+            })?;
+        }
+        let mut out = Vec::new();
+        for user in users {
+            for problem in check::check_user(&txn, &user)? {
+                out.push((user.clone(), problem));
+            }
+        }
+        Ok(out)
+    }
+
+    /// Deletes every expired file (or, with `dry_run`, only lists them), one transaction per
+    /// user. Expired files are already invisible; this reclaims their space.
+    pub fn expire(&self, dry_run: bool) -> Result<Vec<ExpiredFile>, Error> {
+        self.flush_access_times()?;
+        let now = self.now_ms();
+        let mut out = Vec::new();
+        for user in self.users()? {
+            let Some(cutoff) = self.settings(&user.user).expiry_cutoff(now) else {
+                continue;
+            };
+            let found = if dry_run {
+                let txn = self.backend.begin_read()?;
+                TreeRead::new(&txn, &user.user).unused_since(cutoff)?
+            } else {
+                self.backend.write(&[&user.user], |txn| {
+                    let rec = self.settings(&user.user).recorder(now, None);
+                    let swept = exec::sweep(&mut Tree::new(txn, &user.user, rec), Some(cutoff))?;
+                    Ok((swept, Finish::Commit))
+                })?
+            };
+            out.extend(
+                found
+                    .into_iter()
+                    .map(|(path, size, last_used_ms)| ExpiredFile {
+                        user: user.user.clone(),
+                        path,
+                        size,
+                        last_used_ms,
+                    }),
+            );
+        }
+        Ok(out)
+    }
+}

@@ -1,0 +1,234 @@
+//! [`StoreBuilder`]: how a [`Store`] is configured and opened.
+
+use std::ffi::OsStr;
+use std::path::Path;
+use std::sync::Arc;
+use std::time::{Duration, SystemTime, UNIX_EPOCH};
+
+use super::Store;
+use crate::access::PendingAccess;
+use crate::error::Error;
+use crate::group::GroupCommit;
+use crate::history::Retention;
+use crate::limits::{Expiry, Limits};
+use crate::migrate;
+use crate::secrets::SecretPolicy;
+use crate::storage::redb::RedbBackend;
+use crate::storage::{AnyBackend, Backend, is_postgres_url};
+
+/// Configures a [`Store`]. Every limit defaults to PROTOCOL.md's value ([`Limits::DEFAULT`]);
+/// expiry is off and the secrets policy is [`SecretPolicy::Reject`] unless set.
+#[derive(Debug, Clone, Default)]
+pub struct StoreBuilder {
+    limits: Limits,
+    expiry: Expiry,
+    secrets: SecretPolicy,
+    clock: Clock,
+    shared: bool,
+    retention: Retention,
+}
+
+/// Where a store reads the time: the system clock unless [`StoreBuilder::clock`] sets another.
+#[derive(Clone, Default)]
+pub(super) struct Clock(Option<Arc<dyn Fn() -> SystemTime + Send + Sync>>);
+
+impl Clock {
+    pub(super) fn now_ms(&self) -> i64 {
+        let now = match &self.0 {
+            Some(f) => f(),
+            None => SystemTime::now(),
+        };
+        now.duration_since(UNIX_EPOCH)
+            .map_or(0, |d| d.as_millis() as i64)
+    }
+}
+
+impl std::fmt::Debug for Clock {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(if self.0.is_some() {
+            "Clock(custom)"
+        } else {
+            "Clock(system)"
+        })
+    }
+}
+
+impl StoreBuilder {
+    /// What to do with secrets in content about to be written. Default = [`SecretPolicy::Reject`].
+    pub fn secrets(mut self, policy: SecretPolicy) -> Self {
+        self.secrets = policy;
+        self
+    }
+
+    /// Expiry settings at once. Default = off.
+    pub fn expiry(mut self, expiry: Expiry) -> Self {
+        self.expiry = expiry;
+        self
+    }
+
+    /// Files unused (not created, written or viewed) for `ttl` expire. Default = never.
+    pub fn ttl(mut self, ttl: Duration) -> Self {
+        self.expiry.ttl = Some(ttl);
+        self
+    }
+
+    /// A time-to-live for one user, overriding [`Self::ttl`]; `None` exempts the user.
+    pub fn user_ttl(mut self, user: impl Into<String>, ttl: Option<Duration>) -> Self {
+        self.expiry.per_user.insert(user.into(), ttl);
+        self
+    }
+
+    /// Let read-only processes ([`Self::open_read_only`]; `memkv users`, `export` …) open the
+    /// database while this store writes to it. Costs a second disk flush per commit, so it is
+    /// off by default: a second process is then refused with [`Error::Locked`].
+    pub fn shared(mut self, shared: bool) -> Self {
+        self.shared = shared;
+        self
+    }
+
+    /// The clock for file times and expiry. Default = the system clock. For simulations and
+    /// tests of applications that depend on expiry.
+    pub fn clock(mut self, clock: impl Fn() -> SystemTime + Send + Sync + 'static) -> Self {
+        self.clock = Clock(Some(Arc::new(clock)));
+        self
+    }
+
+    /// How much history each store keeps (versions of every change). Default =
+    /// [`Retention::DEFAULT`]; [`Retention::NONE`] keeps none.
+    pub fn retention(mut self, retention: Retention) -> Self {
+        self.retention = retention;
+        self
+    }
+
+    /// How stale a recorded access time may get before a read refreshes it (with a write).
+    /// Default = 1 hour.
+    pub fn access_granularity(mut self, granularity: Duration) -> Self {
+        self.expiry.granularity = granularity;
+        self
+    }
+
+    /// All limits at once. Default = [`Limits::DEFAULT`].
+    pub fn limits(mut self, limits: Limits) -> Self {
+        self.limits = limits;
+        self
+    }
+
+    /// Largest file in bytes. Default = 102,400.
+    pub fn max_file_bytes(mut self, n: u64) -> Self {
+        self.limits.max_file_bytes = n;
+        self
+    }
+
+    /// Most lines per file. Default = 999,999.
+    pub fn max_lines(mut self, n: u64) -> Self {
+        self.limits.max_lines = n;
+        self
+    }
+
+    /// Most files per user. Default = 10,000.
+    pub fn max_files(mut self, n: u64) -> Self {
+        self.limits.max_files = n;
+        self
+    }
+
+    /// Most bytes per user. Default = 67,108,864 (64 MiB).
+    pub fn max_bytes(mut self, n: u64) -> Self {
+        self.limits.max_bytes = n;
+        self
+    }
+
+    /// Longest `view` output in characters. Default = 16,000.
+    pub fn view_max_chars(mut self, n: usize) -> Self {
+        self.limits.view_max_chars = n;
+        self
+    }
+
+    /// Opens the database at `db` for writing, creating it if it does not exist: a redb file at
+    /// a path, or a PostgreSQL database at a `postgres://` / `postgresql://` URL (with the
+    /// `postgres` feature; its tables are created on first use). Data in an older layout is
+    /// migrated, in one transaction.
+    ///
+    /// # Errors
+    /// [`Error::Locked`] if another process has the redb file open for writing,
+    /// [`Error::UnsupportedFormat`] or [`Error::NotMemkv`] if it is not a database this build can
+    /// use, [`Error::Storage`] on I/O or connection failure.
+    pub fn open(self, db: impl AsRef<OsStr>) -> Result<Store, Error> {
+        let backend = self.connect(db.as_ref(), Mode::Create)?;
+        self.backend(backend)
+    }
+
+    /// Opens an existing database for writing; [`Error::NotFound`] if there is none (for
+    /// PostgreSQL: if memkv's tables have not been created, e.g. by `memkv init`).
+    pub fn open_existing(self, db: impl AsRef<OsStr>) -> Result<Store, Error> {
+        let backend = self.connect(db.as_ref(), Mode::Existing)?;
+        self.backend(backend)
+    }
+
+    /// Opens an existing database read-only: works while a process that opened it with
+    /// [`Self::shared`] writes to it, and every command sees the latest commit. Writes fail with
+    /// [`Error::ReadOnly`]; a database that needs a migration is refused with
+    /// [`Error::NeedsMigration`].
+    pub fn open_read_only(self, db: impl AsRef<OsStr>) -> Result<Store, Error> {
+        let backend = self.connect(db.as_ref(), Mode::ReadOnly)?;
+        self.backend(backend)
+    }
+
+    fn connect(&self, db: &OsStr, mode: Mode) -> Result<AnyBackend, Error> {
+        if let Some(url) = db.to_str().filter(|d| is_postgres_url(d)) {
+            return postgres_backend(url, mode);
+        }
+        let path = Path::new(db);
+        Ok(AnyBackend::Redb(match mode {
+            Mode::Create => RedbBackend::create(path, self.shared)?,
+            Mode::Existing => RedbBackend::open(path, self.shared)?,
+            Mode::ReadOnly => RedbBackend::open_read_only(path)?,
+        }))
+    }
+
+    /// A store in memory, gone when dropped.
+    pub fn in_memory(self) -> Result<Store, Error> {
+        self.backend(AnyBackend::Redb(RedbBackend::in_memory()?))
+    }
+
+    /// A store over any [`Backend`]; migrates older formats when the backend is writable.
+    pub fn backend<B: Backend>(self, backend: B) -> Result<Store<B>, Error> {
+        migrate::upgrade(&backend)?;
+        Ok(Store {
+            backend,
+            limits: self.limits,
+            expiry: self.expiry,
+            secrets: self.secrets,
+            clock: self.clock,
+            retention: self.retention,
+            group: GroupCommit::default(),
+            access: PendingAccess::default(),
+        })
+    }
+}
+
+/// How [`StoreBuilder::connect`] opens a database.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Mode {
+    Create,
+    Existing,
+    ReadOnly,
+}
+
+#[cfg(feature = "postgres")]
+fn postgres_backend(url: &str, mode: Mode) -> Result<AnyBackend, Error> {
+    use crate::storage::postgres::{Access, PgBackend};
+    let access = match mode {
+        Mode::Create => Access::Create,
+        Mode::Existing => Access::Existing,
+        Mode::ReadOnly => Access::ReadOnly,
+    };
+    Ok(AnyBackend::Postgres(PgBackend::connect(url, access)?))
+}
+
+#[cfg(not(feature = "postgres"))]
+fn postgres_backend(url: &str, _mode: Mode) -> Result<AnyBackend, Error> {
+    Err(Error::Unsupported {
+        location: crate::storage::redact_url(url),
+        reason: "this memkv was built without PostgreSQL support (cargo feature `postgres`)".into(),
+    })
+}
