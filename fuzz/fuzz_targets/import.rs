@@ -2,9 +2,10 @@
 //! error or imported whole; an imported store passes `Store::check`, and its own export imports
 //! again into another store with the same files.
 //!
-//! Inputs whose first byte is 0x01 are resealed first (every file line's `sha256`, and the
-//! trailer's counts and digest, recomputed), so that the fuzzer also reaches what an import does
-//! after the checksums pass: paths, users, limits, times, conflicts.
+//! Inputs whose first byte is 0x01 are resealed first (every file and version line's `sha256`
+//! and a version's `size`, and the trailer's counts and digest, recomputed), so that the fuzzer
+//! also reaches what an import does after the checksums pass: paths, users, limits, times,
+//! conflicts, and in format 2 the stores, ids and versions.
 #![no_main]
 
 use std::path::PathBuf;
@@ -55,6 +56,8 @@ fn hex(bytes: &[u8]) -> String {
 fn reseal(data: &[u8]) -> Vec<u8> {
     let mut out = Vec::with_capacity(data.len() + 128);
     let (mut files, mut bytes, mut users) = (0u64, 0u64, std::collections::BTreeSet::new());
+    // Format 2: the store lines are the users, and the trailer counts the versions.
+    let (mut stores, mut versions, mut v2) = (0u64, 0u64, false);
     let data = data.strip_suffix(b"\n").unwrap_or(data);
     for raw in data.split(|&b| b == b'\n') {
         let Ok(mut line) = serde_json::from_slice::<Value>(raw) else {
@@ -72,9 +75,22 @@ fn reseal(data: &[u8]) -> Vec<u8> {
                     line["sha256"] = json!(digest);
                 }
             }
+            Some("header") => v2 = line.get("version") != Some(&json!(1)),
+            Some("store") => stores += 1,
+            Some("version") => {
+                versions += 1;
+                if let Some(content) = line.get("content").and_then(Value::as_str) {
+                    let (size, digest) = (content.len(), hex(&Sha256::digest(content.as_bytes())));
+                    line["size"] = json!(size);
+                    line["sha256"] = json!(digest);
+                }
+            }
             Some("trailer") => {
                 line["files"] = json!(files);
-                line["users"] = json!(users.len());
+                line["users"] = json!(if v2 { stores } else { users.len() as u64 });
+                if v2 {
+                    line["versions"] = json!(versions);
+                }
                 line["bytes"] = json!(bytes);
                 line["sha256"] = json!(hex(&Sha256::digest(&out)));
             }

@@ -377,3 +377,58 @@ fn retention_flags_prune_and_stats_shows_it() {
     );
     assert_eq!(ok(&run(&db, &["check"])), "ok: every invariant holds\n");
 }
+
+#[test]
+fn export_and_import_carry_the_history() {
+    let (dir, db) = temp_db();
+    exec(
+        &db,
+        &[],
+        &["--session", "s1"],
+        &[
+            create("/memories/a.md", "one\n"),
+            json!({"command": "str_replace", "path": "/memories/a.md", "old_str": "one", "new_str": "two"}),
+            create("/memories/b.md", "bee"),
+            json!({"command": "delete", "path": "/memories/b.md"}),
+        ],
+    );
+    ok(&run(&db, &["redact", "-u", "u", "memver_0000000000000001"]));
+    let export = run(&db, &["export"]);
+    assert_eq!(
+        stderr(&export),
+        "exported 1 files of 1 users, 4 bytes, 4 versions\n"
+    );
+    let copy = dir.path().join("copy.redb");
+    let out = run_with_input(memkv(&copy).args(["import", "-"]), &export.stdout);
+    assert_eq!(
+        stderr(&out),
+        "imported 1 files of 1 users, 4 bytes, 4 versions\n"
+    );
+    // The same versions, redaction and deleted memory included, and the same stats.
+    assert_eq!(history(&copy, None), history(&db, None));
+    assert_eq!(history_stats(&copy, &[]), history_stats(&db, &[]));
+    // Importing it again merges into the store that now exists: refused on the conflict.
+    let again = run_with_input(memkv(&copy).args(["import", "-"]), &export.stdout);
+    fails(
+        &again,
+        1,
+        "line 3: /memories/a.md already exists for user \"u\"",
+    );
+    // A version-1 export (before history) imports as memories created by the operator.
+    let fixture = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../tests/data/export-v1.jsonl");
+    let old = dir.path().join("old.redb");
+    ok(&memkv(&old)
+        .env("USER", "ops")
+        .arg("import")
+        .arg(&fixture)
+        .output()
+        .unwrap());
+    let text = ok(&run(&old, &["history", "-u", "alice"]));
+    let rows: Vec<&str> = text.lines().skip(1).collect();
+    assert_eq!(rows.len(), 2, "{text}");
+    assert!(
+        rows.iter()
+            .all(|r| r.contains(" created ") && r.contains(" user:ops ")),
+        "{text}"
+    );
+}
