@@ -86,6 +86,25 @@ def test_async_tool(server: memkv.LocalServer) -> None:
     assert error == "Error: The path /memories/zz.md does not exist"
 
 
+def test_clear_all_memory_deletes_the_whole_store_and_only_it(server: memkv.LocalServer) -> None:
+    with server.tool("dana") as dana, server.tool("erin") as erin:
+        dana.call({"command": "create", "path": "/memories/a/b.md", "file_text": "x\n"})
+        erin.call({"command": "create", "path": "/memories/keep.md", "file_text": "y\n"})
+        assert dana.clear_all_memory() == "All memory cleared"
+        assert dana.call({"command": "view", "path": "/memories"}).endswith("\n0B\t/memories")
+        # Nothing left to clear is no error.
+        assert dana.clear_all_memory() == "All memory cleared"
+        assert erin.call({"command": "view", "path": "/memories"}).endswith("\n2B\t/memories/keep.md")
+
+    async def go() -> str:
+        async with server.async_tool("erin") as tool:
+            return await tool.clear_all_memory()
+
+    assert asyncio.run(go()) == "All memory cleared"
+    with server.tool("erin") as erin:
+        assert erin.call({"command": "view", "path": "/memories"}).endswith("\n0B\t/memories")
+
+
 def test_url_and_key_default_to_the_environment(server: memkv.LocalServer, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("MEMKV_URL", server.base_url + "/")
     monkeypatch.setenv("MEMKV_API_KEY", server.api_key)

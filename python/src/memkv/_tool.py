@@ -117,6 +117,18 @@ class MemkvMemoryTool(BetaAbstractMemoryTool):
     def rename(self, command: BetaMemoryTool20250818RenameCommand) -> str:
         return self.send(_wire.command_input(command))
 
+    @override
+    def clear_all_memory(self) -> str:
+        """Deletes the whole memory store: every memory and its history (memkv serve's
+        `DELETE /v1/memory_stores/{store}`). Returns `All memory cleared`, as the SDK's local
+        filesystem tool does."""
+        url = self.base_url + _wire.store_path(self.store)
+        try:
+            response = self._client.delete(url, headers=self._headers)
+        except httpx2.HTTPError as exc:
+            raise _wire.transport_error(exc) from exc
+        return _wire.cleared(response)
+
     def close(self) -> None:
         """Closes the connection pool (not one passed in as `http_client`)."""
         if self._owns_client:
@@ -212,6 +224,16 @@ class AsyncMemkvMemoryTool(BetaAsyncAbstractMemoryTool):
     @override
     async def rename(self, command: BetaMemoryTool20250818RenameCommand) -> str:
         return await self.send(_wire.command_input(command))
+
+    @override
+    async def clear_all_memory(self) -> str:
+        """As `MemkvMemoryTool.clear_all_memory`."""
+        url = self.base_url + _wire.store_path(self.store)
+        try:
+            response = await self._client.delete(url, headers=self._headers)
+        except httpx2.HTTPError as exc:
+            raise _wire.transport_error(exc) from exc
+        return _wire.cleared(response)
 
     async def aclose(self) -> None:
         """Closes the connection pool (not one passed in as `http_client`)."""

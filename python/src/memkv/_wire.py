@@ -56,6 +56,22 @@ def tool_path(store: str) -> str:
     return f"/v1/memory_stores/{quote(store, safe='').replace('.', '%2E')}/tool"
 
 
+def store_path(store: str) -> str:
+    """The memory-stores API route of one store (the tool route without `/tool`)."""
+    return tool_path(store).removesuffix("/tool")
+
+
+CLEARED = "All memory cleared"
+
+
+def cleared(response: httpx2.Response) -> str:
+    """`clear_all_memory`'s answer to memkv's reply to deleting the store: a store that was
+    never written (404) has nothing to clear."""
+    if response.status_code in (200, 404):
+        return CLEARED
+    raise http_error(response)
+
+
 def headers(api_key: str | None) -> dict[str, str]:
     out = {
         "content-type": "application/json",
