@@ -476,16 +476,14 @@ fn view_file(
 
 // ---- writes ------------------------------------------------------------------------------
 
-/// PROTOCOL.md's limits, in the order of its table, for `content` written at `raw`.
-/// `old` is what the path held before (nothing for a new file).
+/// PROTOCOL.md's limits, in the order of its table, for `content` written over `old` (what the
+/// path held before; nothing for a new file) in a store with the totals `user`.
 pub(crate) fn check_limits(
     limits: &Limits,
-    raw: &str,
     content: &str,
     old: Option<FileMeta>,
     user: UserTotals,
 ) -> Option<Refusal> {
-    let _ = raw;
     let size = content.len() as u64;
     if size > limits.max_file_bytes {
         return Some(Refusal::FileTooLarge {
@@ -559,7 +557,7 @@ fn store<'c, T: WriteTxn + ?Sized>(
         Err(why) => return Ok(Err(messages::refusal(raw, &why))),
     };
     let totals = tree.read().totals()?;
-    if let Some(why) = check_limits(&settings.limits, raw, &content, old, totals) {
+    if let Some(why) = check_limits(&settings.limits, &content, old, totals) {
         return Ok(Err(messages::refusal(raw, &why)));
     }
     let meta = FileMeta::times(old.map_or(now_ms, |m| m.created_ms), now_ms, now_ms);

@@ -88,7 +88,7 @@ pub(crate) fn store_content<T: WriteTxn + ?Sized>(
     };
     let totals = tree.read().totals()?;
     let old_meta = old.map(|(_, m)| m);
-    if let Some(why) = exec::check_limits(&settings.limits, &raw, &content, old_meta, totals) {
+    if let Some(why) = exec::check_limits(&settings.limits, &content, old_meta, totals) {
         return Ok(Err(ApiRefusal::Limit(messages::refusal_reason(&raw, &why))));
     }
     let now = tree.now_ms();

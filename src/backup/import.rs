@@ -484,7 +484,7 @@ impl<B: Backend> Store<B> {
                                 )
                             })?;
                         if let Some(why) =
-                            exec::check_limits(&limits, &path, &guarded, None, Default::default())
+                            exec::check_limits(&limits, &guarded, None, Default::default())
                         {
                             return Err(import_error(n, messages::refusal_reason(&path, &why)));
                         }
@@ -626,9 +626,7 @@ impl<B: Backend> Store<B> {
         let (content, _) = exec::guard(settings.secrets, &entry.content)
             .map_err(|why| format!("{path}: {}", messages::refusal(&path.to_string(), &why)))?;
         let totals = tree.read().totals().map_err(fail)?;
-        if let Some(why) =
-            exec::check_limits(&settings.limits, &path.to_string(), &content, old, totals)
-        {
+        if let Some(why) = exec::check_limits(&settings.limits, &content, old, totals) {
             return Err(format!(
                 "user {:?}: {}",
                 entry.user,
