@@ -590,6 +590,12 @@ impl<B: Backend> Store<B> {
         let rec = settings.recorder(self.now_ms(), Some(&Actor::operator()));
         let mut tree = Tree::new(txn, &entry.user, rec);
         let fail = |e: Error| e.to_string();
+        if tree.archived().map_err(fail)? {
+            return Err(format!(
+                "cannot import {} for user {:?}: the memory store is archived and read-only",
+                entry.path, entry.user
+            ));
+        }
         // Expired files are gone for imports too (after the first entry this finds nothing).
         exec::sweep(&mut tree, settings.expiry_cutoff(self.now_ms())).map_err(fail)?;
         let path = &entry.path;

@@ -318,6 +318,22 @@ fn an_existing_store_gets_the_files_as_new_versions_and_keeps_its_history() {
         };
         assert_eq!(of(&b), of(&a));
         assert!(b.check().unwrap().is_empty());
+        // An archived store is read-only for imports too, whatever the policy.
+        let c = fixed().fresh().unwrap();
+        tool(
+            &c,
+            "alice",
+            "mine",
+            json!({"command": "create", "path": "/memories/z", "file_text": "z"}),
+        );
+        c.archive_store("alice").unwrap().unwrap();
+        let before = known(&c);
+        let err = c.import(&file, Conflict::Replace, &mut |_| {}).unwrap_err();
+        assert_eq!(
+            err.to_string(),
+            "line 3: cannot import /memories/a.md for user \"alice\": the memory store is archived and read-only"
+        );
+        assert_eq!(known(&c), before);
     });
 }
 
