@@ -49,8 +49,8 @@ pub struct Global {
     /// Longest `view` output, in characters, before it is truncated
     #[arg(long, global = true, help_heading = "Store options", value_name = "CHARS", default_value_t = Limits::DEFAULT.view_max_chars)]
     pub view_max_chars: usize,
-    /// Let read-only commands (users, tree, cat, stats, check, export) open the database while
-    /// this process writes to it; costs a second disk flush per commit
+    /// Let read-only commands (users, tree, cat, stats, history, check, export) open the
+    /// database while this process writes to it; costs a second disk flush per commit
     #[arg(long, global = true, help_heading = "Store options")]
     pub shared: bool,
     /// What to do with secrets (API keys, private keys, tokens) in content being written

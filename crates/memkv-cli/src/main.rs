@@ -92,7 +92,7 @@ fn main() -> ExitCode {
             note!("memkv: {e}");
             if matches!(e.downcast_ref(), Some(memkv::Error::Locked { .. })) {
                 note!(
-                    "hint: one process may write at a time; read-only commands (users, tree, cat, stats, check, export) can run beside a writer started with --shared"
+                    "hint: one process may write at a time; read-only commands (users, tree, cat, stats, history, check, export) can run beside a writer started with --shared"
                 );
             }
             if e.downcast_ref::<Usage>().is_some() {
