@@ -328,6 +328,9 @@ pub struct HistoryArgs {
     /// One JSON object per line instead of columns
     #[arg(long)]
     pub json: bool,
+    /// With --json: each version's content too (`null` for a deletion or once redacted)
+    #[arg(long, requires = "json")]
+    pub content: bool,
 }
 
 #[derive(Debug, Args)]

@@ -97,7 +97,11 @@ pub fn history(global: &Global, args: &HistoryArgs) -> Result {
     let mut out = io::BufWriter::new(io::stdout().lock());
     if args.json {
         for v in &versions {
-            serde_json::to_writer(&mut out, &version_json(v))?;
+            let mut line = version_json(v);
+            if args.content {
+                line["content"] = json!(v.content);
+            }
+            serde_json::to_writer(&mut out, &line)?;
             out.write_all(b"\n")?;
         }
     } else {

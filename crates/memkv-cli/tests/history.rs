@@ -132,7 +132,27 @@ fn history_follows_a_memory_through_exec_restore_and_redact() {
         session["id"].as_str().unwrap().starts_with("exec:"),
         "{session}"
     );
-    assert!(b.iter().all(|v| v["redacted"].is_null()));
+    assert!(
+        b.iter()
+            .all(|v| v["redacted"].is_null() && v.get("content").is_none())
+    );
+    // With --content, what each version held.
+    let with = ok(&run(
+        &db,
+        &[
+            "history",
+            "-u",
+            "u",
+            "--json",
+            "--content",
+            "/memories/b.md",
+        ],
+    ));
+    let contents: Vec<Value> = with
+        .lines()
+        .map(|l| serde_json::from_str::<Value>(l).unwrap()["content"].clone())
+        .collect();
+    assert_eq!(contents, [json!("one\n"), json!("two\n"), json!("two\n")]);
     assert!(b[0]["time"].as_str().unwrap().ends_with('Z'));
     // The whole store: the deleted memory's versions too, by the named session.
     let all = history(&db, None);
