@@ -436,6 +436,22 @@ fn damaged_history_lines_change_nothing() {
             7,
             "not a valid export line",
         );
+        // Unknown fields are refused on the new lines as on the old.
+        refused(|l| v(l, 6, "extra", json!(1)), true, 7, "unknown field");
+        refused(|l| v(l, 1, "extra", json!(1)), true, 2, "unknown field");
+        refused(
+            |l| {
+                v(
+                    l,
+                    11,
+                    "redacted",
+                    json!({"at_ms": 1, "by": null, "why": "x"}),
+                )
+            },
+            true,
+            12,
+            "unknown field",
+        );
         refused(
             |l| v(l, 1, "next_seq", json!(5)),
             true,
