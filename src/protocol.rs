@@ -16,6 +16,7 @@ use serde::Serialize;
 use serde_json::Value;
 
 use crate::blocks::{TOOL_NAME, ToolOutput, ToolResult, ToolUse};
+use crate::command::Command;
 use crate::error::Error;
 use crate::limits::Limits;
 use crate::messages;
@@ -153,23 +154,15 @@ pub fn max_message_bytes(limits: &Limits) -> usize {
 /// the storage-failure message (nothing was applied) and also returned, for the operator; in
 /// an array, each block is answered on its own, in order.
 pub fn answer<B: Backend>(user: &UserHandle<'_, B>, message: Message) -> (Response, Vec<Error>) {
-    let mut errors = Vec::new();
-    let mut run = |block: ToolUse| match user.handle_tool_use(&block) {
-        Ok(result) => result,
-        Err(e) => {
-            errors.push(e);
-            ToolResult::new(block.id, storage_failure())
-        }
-    };
-    let response = match message {
-        Message::Input(input) => Response::Output(user.execute_json(&input).unwrap_or_else(|e| {
-            errors.push(e);
-            storage_failure()
-        })),
-        Message::Block(block) => Response::Result(run(block)),
-        Message::Blocks(blocks) => Response::Results(blocks.into_iter().map(run).collect()),
-    };
-    (response, errors)
+    let results: Vec<_> = message
+        .calls()
+        .into_iter()
+        .map(|call| match call {
+            Ok(command) => user.execute(&command),
+            Err(answered) => Ok(answered),
+        })
+        .collect();
+    message.respond(results)
 }
 
 /// Answers one line of a JSON Lines stream with one line of JSON (no newline), and the storage
@@ -182,6 +175,75 @@ pub fn answer_line<B: Backend>(user: &UserHandle<'_, B>, line: &[u8]) -> (String
             (to_line(&response), errors)
         }
         Err(invalid) => (to_line(&invalid.output()), Vec::new()),
+    }
+}
+
+/// One memory call of a message, as [`Message::calls`] lists them: the command to run, or the
+/// model's mistake already answered (input that is not a command, another tool's name).
+pub type Call = Result<Command, ToolOutput>;
+
+impl Message {
+    /// The calls that [`answer`] runs, in order, for a face that runs the commands itself (an
+    /// async server that reads on its own threads and queues writes, say). Run each command
+    /// after the previous one has returned, and hand the results to [`Message::respond`].
+    pub fn calls(&self) -> Vec<Call> {
+        match self {
+            Message::Input(input) => vec![input_call(input)],
+            Message::Block(block) => vec![block_call(block)],
+            Message::Blocks(blocks) => blocks.iter().map(block_call).collect(),
+        }
+    }
+
+    /// The answer to this message, given the result of each of its [`Message::calls`] in order
+    /// (an answered call's result is its output), exactly as [`answer`] gives it: a storage
+    /// failure is answered with the storage-failure message and also returned. A call without
+    /// a result counts as a storage failure.
+    pub fn respond(
+        self,
+        results: impl IntoIterator<Item = Result<ToolOutput, Error>>,
+    ) -> (Response, Vec<Error>) {
+        let mut errors = Vec::new();
+        let mut results = results.into_iter();
+        let mut next = || match results.next() {
+            Some(Ok(output)) => output,
+            Some(Err(e)) => {
+                errors.push(e);
+                storage_failure()
+            }
+            None => {
+                errors.push(Error::storage("a call of the message was not run"));
+                storage_failure()
+            }
+        };
+        let response = match self {
+            Message::Input(_) => Response::Output(next()),
+            Message::Block(block) => Response::Result(ToolResult::new(block.id, next())),
+            Message::Blocks(blocks) => Response::Results(
+                blocks
+                    .into_iter()
+                    .map(|block| ToolResult::new(block.id, next()))
+                    .collect(),
+            ),
+        };
+        (response, errors)
+    }
+}
+
+fn input_call(input: &Value) -> Call {
+    Command::from_json(input).map_err(|e| ToolOutput {
+        content: e.message(),
+        is_error: true,
+    })
+}
+
+fn block_call(block: &ToolUse) -> Call {
+    if block.name == TOOL_NAME {
+        input_call(&block.input)
+    } else {
+        Err(ToolOutput {
+            content: messages::unknown_tool(&Value::String(block.name.clone()).to_string()),
+            is_error: true,
+        })
     }
 }
 
@@ -203,13 +265,9 @@ impl<B: Backend> UserHandle<'_, B> {
     /// # Errors
     /// A storage failure; nothing was applied.
     pub fn handle_tool_use(&self, block: &ToolUse) -> Result<ToolResult, Error> {
-        let output = if block.name == TOOL_NAME {
-            self.execute_json(&block.input)?
-        } else {
-            ToolOutput {
-                content: messages::unknown_tool(&Value::String(block.name.clone()).to_string()),
-                is_error: true,
-            }
+        let output = match block_call(block) {
+            Ok(command) => self.execute(&command)?,
+            Err(answered) => answered,
         };
         Ok(ToolResult::new(block.id.clone(), output))
     }
@@ -281,6 +339,54 @@ mod tests {
             Message::parse(b"\"\xff\""),
             Err(InvalidMessage::Json(_))
         ));
+    }
+
+    #[test]
+    fn calls_and_respond_answer_as_answer_does() {
+        let store = crate::Store::in_memory().unwrap();
+        let user = store.user("u").unwrap();
+        let text = json!([
+            {"type": "tool_use", "id": "a", "name": "memory", "input": {"command": "create", "path": "/memories/x", "file_text": "hi\n"}},
+            {"type": "tool_use", "id": "b", "name": "other", "input": {}},
+            {"type": "tool_use", "id": "c", "name": "memory", "input": {"command": "nope"}},
+            {"type": "tool_use", "id": "d", "name": "memory", "input": {"command": "view", "path": "/memories/x"}}
+        ])
+        .to_string();
+        let message = Message::parse(text.as_bytes()).unwrap();
+        let calls = message.calls();
+        assert!(matches!(&calls[0], Ok(Command::Create { .. })));
+        assert!(calls[1].is_err() && calls[2].is_err());
+        let results: Vec<_> = calls
+            .into_iter()
+            .map(|call| match call {
+                Ok(command) => user.execute(&command),
+                Err(answered) => Ok(answered),
+            })
+            .collect();
+        let mine = message.clone().respond(results);
+        let other = crate::Store::in_memory().unwrap();
+        let theirs = answer(&other.user("u").unwrap(), message.clone());
+        assert_eq!(to_line(&mine.0), to_line(&theirs.0));
+        assert!(mine.1.is_empty());
+        let Response::Results(mine) = mine.0 else {
+            panic!("four blocks, four results")
+        };
+        let ids: Vec<_> = mine.iter().map(|r| r.tool_use_id.as_str()).collect();
+        assert_eq!(ids, ["a", "b", "c", "d"]);
+        assert!(!mine[0].is_error && mine[1].is_error && mine[2].is_error && !mine[3].is_error);
+        assert_eq!(mine[1].content, messages::unknown_tool("\"other\""));
+        assert!(mine[3].content.contains("hi"), "{}", mine[3].content);
+        // A call left without a result is a storage failure, reported and answered as one.
+        let (response, errors) = message.respond(Vec::new());
+        assert_eq!(errors.len(), 4);
+        let Response::Results(results) = response else {
+            panic!("four blocks, four results")
+        };
+        assert!(
+            results
+                .iter()
+                .all(|r| r.content == messages::storage_failure() && r.is_error)
+        );
     }
 
     #[test]

@@ -174,13 +174,36 @@ impl<B: Backend> Store<B> {
     /// # Errors
     /// Per command: [`Error::InvalidUser`] for a bad user id, or a storage failure.
     pub fn execute_batch(&self, commands: &[(String, Command)]) -> Vec<Result<ToolOutput, Error>> {
+        self.batch(commands.iter().map(|(user, command)| (user, command, None)))
+    }
+
+    /// As [`Self::execute_batch`], each command's changes recorded as made by its actor (as
+    /// [`UserHandle::with_actor`] records them).
+    ///
+    /// # Errors
+    /// Per command: [`Error::InvalidUser`] for a bad user id, or a storage failure.
+    pub fn execute_batch_as(
+        &self,
+        commands: &[(String, Command, Option<Actor>)],
+    ) -> Vec<Result<ToolOutput, Error>> {
+        self.batch(
+            commands
+                .iter()
+                .map(|(user, command, actor)| (user, command, actor.as_ref())),
+        )
+    }
+
+    fn batch<'a>(
+        &self,
+        commands: impl ExactSizeIterator<Item = (&'a String, &'a Command, Option<&'a Actor>)>,
+    ) -> Vec<Result<ToolOutput, Error>> {
         let mut results: Vec<Option<Result<ToolOutput, Error>>> =
             Vec::with_capacity(commands.len());
         let mut valid = Vec::new();
-        for (user, command) in commands {
+        for (user, command, actor) in commands {
             match validate_user(user) {
                 Ok(()) => {
-                    valid.push(Request::unqueued(user, command, None));
+                    valid.push(Request::unqueued(user, command, actor));
                     results.push(None);
                 }
                 Err(e) => results.push(Some(Err(e))),

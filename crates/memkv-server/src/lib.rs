@@ -7,9 +7,12 @@
 //!   (hyper's HTTP/1 connections under tokio);
 //! - [`app`]: the router, and the layer that gives every request an id, times, counts and logs
 //!   it; `auth` and [`keys`]: who the request is;
-//! - `tool`: the tool route: body cap and read timeout, the in-flight limit, then
-//!   [`memkv::protocol::answer`] on tokio's blocking pool (writes of concurrent requests share
-//!   commits through the store's group commit);
+//! - `tool`: the tool route: body cap and read timeout, the in-flight limit, then the message's
+//!   calls through [`memkv::protocol`]: for an embedded store, views on the async worker (a
+//!   read snapshot of microseconds: the hop to a thread would cost more) and writes queued for
+//!   [`writer`]'s thread, which commits them in shared batches; for PostgreSQL,
+//!   [`memkv::protocol::answer`] on tokio's blocking pool (writes share commits through the
+//!   store's group commit);
 //! - `api`: the memory-stores API (anthropic's beta `memory_stores`, `memories` and
 //!   `memory_versions` resources) over the same stores, each call on the blocking pool under
 //!   the same in-flight limit;
@@ -30,6 +33,7 @@ pub mod metrics;
 pub mod openapi;
 pub mod server;
 mod tool;
+pub mod writer;
 
 use std::net::SocketAddr;
 use std::path::PathBuf;
@@ -97,6 +101,10 @@ pub struct AppState {
     pub loopback: bool,
     /// The largest request body.
     pub max_body: usize,
+    /// For an embedded store, the write queue: views are answered on the async workers and
+    /// writes wait for the writer thread's batches. `None` (PostgreSQL, whose commands wait on
+    /// the network): every message is answered on tokio's blocking pool.
+    pub writer: Option<writer::Writer>,
     /// Permits for requests in flight.
     pub in_flight: Arc<Semaphore>,
     /// Counters for `/metrics`.

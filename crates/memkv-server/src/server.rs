@@ -18,6 +18,7 @@ use tokio::net::TcpListener;
 use tokio::sync::Semaphore;
 
 use crate::keys::{KeyFile, Keys};
+use crate::writer::Writer;
 use crate::{AppState, Config, router, tool};
 
 /// A bound server, not yet serving.
@@ -51,6 +52,11 @@ impl Server {
             openapi: crate::openapi::document(config.max_blocks, max_body).to_string(),
             max_body,
             in_flight: Arc::new(Semaphore::new(config.max_in_flight)),
+            // An embedded store counts no round trips: its commands never leave the process.
+            writer: match store.storage().round_trips() {
+                None => Some(Writer::start(Arc::clone(&store))?),
+                Some(_) => None,
+            },
             store,
             keys,
             loopback,

@@ -3,7 +3,10 @@
 //! The checks run in an order that never reveals more than the key allows: the key (401), the
 //! store it may use (404, the same answer whether or not the other store exists), the request
 //! (400, 413), then room to run (503). The message itself is answered by
-//! [`memkv::protocol::answer`] on tokio's blocking pool, like every other face answers it.
+//! [`memkv::protocol`], like every other face answers it: for an embedded (redb) store, on the
+//! async worker, views run in place and writes queue for the writer thread (see
+//! [`answer_here`]); for PostgreSQL, whose every command waits on the network,
+//! [`memkv::protocol::answer`] runs on tokio's blocking pool.
 
 use std::sync::Arc;
 use std::sync::atomic::Ordering::Relaxed;
@@ -15,12 +18,13 @@ use axum::http::{HeaderMap, header};
 use axum::response::{IntoResponse, Response};
 use http_body_util::BodyExt;
 use memkv::protocol::{self, Message};
-use memkv::{Error, Store};
+use memkv::{Error, OwnedUserHandle, Store};
 use serde_json::Value;
 
 use crate::AppState;
 use crate::auth::{self, Allowed};
 use crate::error::ApiError;
+use crate::writer::Writer;
 
 /// What the log line and metrics learn about a tool request, or a memory-stores API request
 /// (never contents).
@@ -95,15 +99,25 @@ async fn run(
         ));
     };
     state.metrics.in_flight.fetch_add(1, Relaxed);
-    let metrics = Arc::clone(&state.metrics);
-    let answered = tokio::task::spawn_blocking(move || {
-        let answer = protocol::answer(&user.handle().with_actor(actor), message);
-        metrics.in_flight.fetch_sub(1, Relaxed);
-        drop(permit);
-        answer
-    })
-    .await;
-    let (response, errors) = answered.map_err(|_| ApiError::internal("the command failed"))?;
+    let (response, errors) = match &state.writer {
+        Some(writer) => {
+            let answer = answer_here(&user.with_actor(actor), message, writer).await;
+            state.metrics.in_flight.fetch_sub(1, Relaxed);
+            drop(permit);
+            answer
+        }
+        None => {
+            let metrics = Arc::clone(&state.metrics);
+            tokio::task::spawn_blocking(move || {
+                let answer = protocol::answer(&user.handle().with_actor(actor), message);
+                metrics.in_flight.fetch_sub(1, Relaxed);
+                drop(permit);
+                answer
+            })
+            .await
+            .map_err(|_| ApiError::internal("the command failed"))?
+        }
+    };
     for e in &errors {
         log_failure(e, &info.store);
     }
@@ -114,6 +128,32 @@ async fn run(
         .into_response();
     response.extensions_mut().insert(info);
     Ok(response)
+}
+
+/// Answers `message` on the async worker, for an embedded store: each view is a read snapshot
+/// of microseconds (bounded by the `view` output budget) that never waits for a lock or a
+/// flush, cheaper to run here than the hop to the blocking pool and back; each write is queued
+/// for the writer thread's next batch and awaited. The calls run in order, each after the one
+/// before has returned, exactly as [`protocol::answer`] runs them.
+async fn answer_here(
+    user: &OwnedUserHandle,
+    message: Message,
+    writer: &Writer,
+) -> (protocol::Response, Vec<Error>) {
+    let calls = message.calls();
+    let mut results = Vec::with_capacity(calls.len());
+    for (i, call) in calls.into_iter().enumerate() {
+        if i > 0 {
+            // Several calls in one request: let other requests in between.
+            tokio::task::yield_now().await;
+        }
+        results.push(match call {
+            Ok(command) if command.is_read_only() => user.handle().execute(&command),
+            Ok(command) => writer.write(user, command).await,
+            Err(answered) => Ok(answered),
+        });
+    }
+    message.respond(results)
 }
 
 fn log_failure(e: &Error, store: &str) {

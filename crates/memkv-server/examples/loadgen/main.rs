@@ -11,7 +11,8 @@
 //!
 //! Loopback only; bounded in time (`LOADGEN_SECONDS` per phase) and in requests
 //! (`LOADGEN_MAX_REQUESTS` per client per phase). Phases, each on a durable database in a fresh
-//! temporary directory on the real disk (`LOADGEN_DIR` chooses where):
+//! temporary directory on the real disk (`LOADGEN_DIR` chooses where; `LOADGEN_KEEP=1` keeps
+//! it, with the servers' logs):
 //!
 //! 1. in-process: 32 threads run durable 1 KiB `create`s through `UserHandle::execute` (group
 //!    commit), as `crates/memkv-bench-compare` measures it; nothing else runs meanwhile;
@@ -363,6 +364,12 @@ fn main() {
         load_average(),
         served::peak_rss_mib("/proc/self/status")
     );
+    if std::env::var_os("LOADGEN_KEEP").is_some() {
+        println!(
+            "kept {} (the servers' logs are there)",
+            dir.keep().display()
+        );
+    }
     if inproc.errors + created.errors + replayed.errors + local.errors > 0 {
         std::process::exit(1);
     }
