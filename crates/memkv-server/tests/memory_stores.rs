@@ -374,6 +374,23 @@ fn scoping() {
         .map(|m| m["path"].as_str().unwrap())
         .collect();
     assert_eq!(paths, ["/m.md", "/t.md"]);
+    // The tool's write is recorded as the key's too (on redb it went through the writer
+    // thread's batch, not the caller's handle).
+    let versions = ok(&send(
+        &mut c,
+        "GET",
+        &format!("/v1/memory_stores/{mine}/memory_versions"),
+        None,
+    ));
+    let versions = versions["data"].as_array().unwrap();
+    assert_eq!(versions.len(), 2, "{versions:?}");
+    for v in versions {
+        assert_eq!(
+            v["created_by"],
+            json!({"type": "api_actor", "api_key_id": record.id}),
+            "{v}"
+        );
+    }
 
     // Another store, existing or not: the same 404, byte for byte, on every route.
     let unknown = send(
