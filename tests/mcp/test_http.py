@@ -66,6 +66,18 @@ def test_streamable_http_with_a_store_key(served, tmp_path):
     got = run(body)
     assert got == exec_answers(tmp_path / "exec.redb", "dana", [c for c, _ in COMMANDS])
     assert exec_answers(tmp_path / "exec2.redb", "dana", None) == SESSION_EXPECTED
+    # Every change is recorded as made by its MCP session, as the memory-stores API shows.
+    r = httpx2.get(
+        served.url + "/v1/memory_stores/dana/memory_versions",
+        params={"limit": 100},
+        headers={"x-api-key": key},
+        timeout=TIMEOUT,
+    )
+    assert r.status_code == 200, r.text
+    authors = {v["created_by"]["session_id"] for v in r.json()["data"] if v["created_by"]["type"] == "session_actor"}
+    assert len(r.json()["data"]) > 0
+    assert all(v["created_by"]["type"] == "session_actor" for v in r.json()["data"])
+    assert len(authors) == 2 and all(a.startswith("mcp:") for a in authors), authors
 
 
 def test_a_store_key_reaches_only_its_store(served):

@@ -1,5 +1,7 @@
 """`memkv mcp` over stdio, driven by the official Python MCP client (run by tools/test-mcp.sh)."""
 
+import json
+
 from helpers import (
     COMMANDS,
     SESSION_EXPECTED,
@@ -9,6 +11,7 @@ from helpers import (
     exec_answers,
     mcp_stdio,
     run,
+    run_memkv,
 )
 
 
@@ -25,6 +28,12 @@ def test_initialize_list_and_every_command(tmp_path):
     got = run(body)
     # The same commands through `memkv exec`, on a fresh database: byte-identical contents.
     assert got == exec_answers(tmp_path / "exec.redb", "dana", [c for c, _ in COMMANDS])
+    # Every change is recorded as made by the MCP session (this `memkv mcp` process).
+    out = run_memkv(["--db", str(db), "history", "--user", "dana", "--json"])
+    actors = {json.dumps(json.loads(line)["actor"], sort_keys=True) for line in out.stdout.decode().splitlines()}
+    assert len(actors) == 1, actors
+    actor = json.loads(actors.pop())
+    assert actor["type"] == "session" and actor["id"].startswith("mcp-stdio:"), actor
 
 
 def test_recorded_session_matches_exec(tmp_path):
