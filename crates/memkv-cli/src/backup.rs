@@ -126,11 +126,18 @@ pub fn import(global: &Global, args: &ImportArgs) -> Result {
         None => None,
     };
     let path = global.db_path()?;
-    if !global.is_url()
-        && fs::symlink_metadata(&path).is_err_and(|e| e.kind() == io::ErrorKind::NotFound)
-    {
-        // A refused import must not leave a new database (or its folders) behind: check it all
-        // against an empty store first.
+    let missing = if global.is_url() {
+        // No memkv tables in the schema yet (a read-only open never creates them).
+        matches!(
+            global.builder().open_read_only(&path),
+            Err(memkv::Error::NotMemkv { .. })
+        )
+    } else {
+        fs::symlink_metadata(&path).is_err_and(|e| e.kind() == io::ErrorKind::NotFound)
+    };
+    if missing {
+        // A refused import must not leave a new database behind (a file and its folders, or
+        // memkv's tables): check it all against an empty store first.
         match (&mut source, &args.from_dir, dir_user) {
             (Some(source), _, _) => {
                 scratch.verify_import(source, &args.user, &mut |_| {})?;
@@ -140,7 +147,10 @@ pub fn import(global: &Global, args: &ImportArgs) -> Result {
             }
             _ => unreachable!("clap requires a source"),
         }
-        if let Some(parent) = path.parent().filter(|p| !p.as_os_str().is_empty()) {
+        if let Some(parent) = path
+            .parent()
+            .filter(|p| !global.is_url() && !p.as_os_str().is_empty())
+        {
             fs::create_dir_all(parent)
                 .map_err(|e| format!("cannot create {}: {e}", parent.display()))?;
         }

@@ -1,5 +1,6 @@
 //! The `memkv` binary, run as a process.
 
+use std::ffi::OsStr;
 use std::io::{BufRead, BufReader, Write};
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output, Stdio};
@@ -9,9 +10,9 @@ use serde_json::{Value, json};
 
 mod common;
 
-use common::{memkv, run_with_input};
+use common::{Backend, Db, each_backend, memkv, run_with_input};
 
-fn exec(db: &Path, user: &str, input: &str) -> Output {
+fn exec(db: impl AsRef<OsStr>, user: &str, input: &str) -> Output {
     run_with_input(memkv(db).args(["exec", "--user", user]), input.as_bytes())
 }
 
@@ -29,52 +30,61 @@ fn temp_db() -> (tempfile::TempDir, PathBuf) {
     (dir, db)
 }
 
+/// A fresh database of `backend` (on redb, a file in a directory not yet created).
+fn temp(backend: Backend) -> (tempfile::TempDir, Db) {
+    let dir = tempfile::tempdir().unwrap();
+    let db = Db::fresh(backend, dir.path(), "nested/dir/memkv.redb");
+    (dir, db)
+}
+
 #[test]
 fn exec_answers_every_line_and_persists() {
-    let (_dir, db) = temp_db();
-    let input = [
-        r#"{"command":"create","path":"/memories/notes.md","file_text":"hello\n"}"#,
-        "",
-        r#"{"type":"tool_use","id":"toolu_1","name":"memory","input":{"command":"view","path":"/memories/notes.md"}}"#,
-        "not json",
-        r#"{"command":"delete","path":"/memories"}"#,
-    ]
-    .join("\n");
-    let out = exec(&db, "alice", &input);
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    assert_eq!(
-        answers(&out),
-        vec![
-            json!({"content": "File created successfully at: /memories/notes.md", "is_error": false}),
-            json!({"type": "tool_result", "tool_use_id": "toolu_1", "is_error": false,
-                   "content": "Here's the content of /memories/notes.md with line numbers:\n     1\thello"}),
-            json!({"content": "Error: Invalid JSON: expected ident at line 1 column 2", "is_error": true}),
-            json!({"content": "Error: Cannot delete the /memories directory itself", "is_error": true}),
+    each_backend(|backend| {
+        let (_dir, db) = temp(backend);
+        let input = [
+            r#"{"command":"create","path":"/memories/notes.md","file_text":"hello\n"}"#,
+            "",
+            r#"{"type":"tool_use","id":"toolu_1","name":"memory","input":{"command":"view","path":"/memories/notes.md"}}"#,
+            "not json",
+            r#"{"command":"delete","path":"/memories"}"#,
         ]
-    );
-    // Key order on the wire, as documented.
-    let text = String::from_utf8(out.stdout).unwrap();
-    assert!(text.starts_with(
-        r#"{"content":"File created successfully at: /memories/notes.md","is_error":false}"#
-    ));
-    assert!(text.contains(r#"{"type":"tool_result","tool_use_id":"toolu_1","content":"#));
+        .join("\n");
+        let out = exec(&db, "alice", &input);
+        assert!(
+            out.status.success(),
+            "{}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        assert_eq!(
+            answers(&out),
+            vec![
+                json!({"content": "File created successfully at: /memories/notes.md", "is_error": false}),
+                json!({"type": "tool_result", "tool_use_id": "toolu_1", "is_error": false,
+                       "content": "Here's the content of /memories/notes.md with line numbers:\n     1\thello"}),
+                json!({"content": "Error: Invalid JSON: expected ident at line 1 column 2", "is_error": true}),
+                json!({"content": "Error: Cannot delete the /memories directory itself", "is_error": true}),
+            ]
+        );
+        // Key order on the wire, as documented.
+        let text = String::from_utf8(out.stdout).unwrap();
+        assert!(text.starts_with(
+            r#"{"content":"File created successfully at: /memories/notes.md","is_error":false}"#
+        ));
+        assert!(text.contains(r#"{"type":"tool_result","tool_use_id":"toolu_1","content":"#));
 
-    // The next process reads it back; another user does not see it.
-    let out = exec(&db, "alice", r#"{"command":"view","path":"/memories"}"#);
-    assert_eq!(
-        answers(&out)[0]["content"],
-        "Here're the files and directories up to 2 levels deep in /memories, excluding hidden items and node_modules:\n6B\t/memories\n6B\t/memories/notes.md"
-    );
-    let out = exec(
-        &db,
-        "bob",
-        r#"{"command":"view","path":"/memories/notes.md"}"#,
-    );
-    assert_eq!(answers(&out)[0]["is_error"], true);
+        // The next process reads it back; another user does not see it.
+        let out = exec(&db, "alice", r#"{"command":"view","path":"/memories"}"#);
+        assert_eq!(
+            answers(&out)[0]["content"],
+            "Here're the files and directories up to 2 levels deep in /memories, excluding hidden items and node_modules:\n6B\t/memories\n6B\t/memories/notes.md"
+        );
+        let out = exec(
+            &db,
+            "bob",
+            r#"{"command":"view","path":"/memories/notes.md"}"#,
+        );
+        assert_eq!(answers(&out)[0]["is_error"], true);
+    });
 }
 
 #[test]
@@ -163,60 +173,62 @@ fn exec_is_interactive_and_a_second_process_is_refused() {
 
 #[test]
 fn operator_commands() {
-    let (_dir, db) = temp_db();
-    let input = [
-        r#"{"command":"create","path":"/memories/b/x.md","file_text":"12345"}"#,
-        r#"{"command":"create","path":"/memories/a.md","file_text":"1"}"#,
-    ]
-    .join("\n");
-    assert!(exec(&db, "alice@example.com", &input).status.success());
-    assert!(
-        exec(
-            &db,
-            "bob",
-            r#"{"command":"create","path":"/memories/z","file_text":""}"#
-        )
-        .status
-        .success()
-    );
+    each_backend(|backend| {
+        let (_dir, db) = temp(backend);
+        let input = [
+            r#"{"command":"create","path":"/memories/b/x.md","file_text":"12345"}"#,
+            r#"{"command":"create","path":"/memories/a.md","file_text":"1"}"#,
+        ]
+        .join("\n");
+        assert!(exec(&db, "alice@example.com", &input).status.success());
+        assert!(
+            exec(
+                &db,
+                "bob",
+                r#"{"command":"create","path":"/memories/z","file_text":""}"#
+            )
+            .status
+            .success()
+        );
 
-    let out = memkv(&db).arg("users").output().unwrap();
-    assert!(out.status.success());
-    assert_eq!(
-        String::from_utf8(out.stdout).unwrap(),
-        "   FILES         BYTES  USER\n       2             6  alice@example.com\n       1             0  bob\n"
-    );
-    let out = memkv(&db)
-        .args(["tree", "--user", "alice@example.com"])
-        .output()
-        .unwrap();
-    let text = String::from_utf8(out.stdout).unwrap();
-    let rows: Vec<(&str, &str)> = text
-        .lines()
-        .map(|l| {
-            let cols: Vec<&str> = l.split_whitespace().collect();
-            (cols[0], cols[2])
-        })
-        .collect();
-    assert_eq!(rows, [("1", "/memories/a.md"), ("5", "/memories/b/x.md")]);
-    let out = memkv(&db)
-        .args(["cat", "-u", "alice@example.com", "/memories/b/x.md"])
-        .output()
-        .unwrap();
-    assert_eq!(out.stdout, b"12345");
+        let out = memkv(&db).arg("users").output().unwrap();
+        assert!(out.status.success());
+        assert_eq!(
+            String::from_utf8(out.stdout).unwrap(),
+            "   FILES         BYTES  USER\n       2             6  alice@example.com\n       1             0  bob\n"
+        );
+        let out = memkv(&db)
+            .args(["tree", "--user", "alice@example.com"])
+            .output()
+            .unwrap();
+        let text = String::from_utf8(out.stdout).unwrap();
+        let rows: Vec<(&str, &str)> = text
+            .lines()
+            .map(|l| {
+                let cols: Vec<&str> = l.split_whitespace().collect();
+                (cols[0], cols[2])
+            })
+            .collect();
+        assert_eq!(rows, [("1", "/memories/a.md"), ("5", "/memories/b/x.md")]);
+        let out = memkv(&db)
+            .args(["cat", "-u", "alice@example.com", "/memories/b/x.md"])
+            .output()
+            .unwrap();
+        assert_eq!(out.stdout, b"12345");
 
-    let out = memkv(&db)
-        .args(["cat", "-u", "bob", "/memories/a.md"])
-        .output()
-        .unwrap();
-    assert_eq!(out.status.code(), Some(1));
-    assert!(String::from_utf8_lossy(&out.stderr).contains("no such file"));
-    let out = memkv(&db)
-        .args(["cat", "-u", "bob", "/memories/../x"])
-        .output()
-        .unwrap();
-    assert_eq!(out.status.code(), Some(1));
-    assert!(String::from_utf8_lossy(&out.stderr).contains("invalid memory path"));
+        let out = memkv(&db)
+            .args(["cat", "-u", "bob", "/memories/a.md"])
+            .output()
+            .unwrap();
+        assert_eq!(out.status.code(), Some(1));
+        assert!(String::from_utf8_lossy(&out.stderr).contains("no such file"));
+        let out = memkv(&db)
+            .args(["cat", "-u", "bob", "/memories/../x"])
+            .output()
+            .unwrap();
+        assert_eq!(out.status.code(), Some(1));
+        assert!(String::from_utf8_lossy(&out.stderr).contains("invalid memory path"));
+    });
 }
 
 #[test]
@@ -244,20 +256,26 @@ fn bad_invocations_fail_clearly() {
 
 #[test]
 fn db_from_environment_and_limits_from_flags() {
-    let (_dir, db) = temp_db();
-    let out = run_with_input(
-        Command::new(env!("CARGO_BIN_EXE_memkv"))
-            .env("MEMKV_DB", &db)
-            .args(["--max-file-bytes", "3", "exec", "--user", "u"]),
-        br#"{"command":"create","path":"/memories/a","file_text":"1234"}"#,
-    );
-    assert_eq!(
-        answers(&out),
-        vec![
-            json!({"content": "Error: File /memories/a would be 4 bytes, over the limit of 3 bytes", "is_error": true})
-        ]
-    );
-    assert!(db.exists());
+    each_backend(|backend| {
+        let (_dir, db) = temp(backend);
+        let out = run_with_input(
+            Command::new(env!("CARGO_BIN_EXE_memkv"))
+                .env("MEMKV_DB", &db)
+                .args(["--max-file-bytes", "3", "exec", "--user", "u"]),
+            br#"{"command":"create","path":"/memories/a","file_text":"1234"}"#,
+        );
+        assert_eq!(
+            answers(&out),
+            vec![
+                json!({"content": "Error: File /memories/a would be 4 bytes, over the limit of 3 bytes", "is_error": true})
+            ]
+        );
+        if let Some(file) = db.file() {
+            assert!(file.exists());
+        }
+        // The writable open created the database, on either backend.
+        assert!(memkv(&db).arg("users").output().unwrap().status.success());
+    });
 }
 
 /// Writes a valid export of `users` × `per_user` files, as `memkv export` would.
@@ -288,82 +306,87 @@ fn write_export(path: &Path, users: usize, per_user: usize) -> usize {
 
 #[test]
 fn a_killed_import_leaves_the_database_as_it_was() {
-    let (dir, db) = temp_db();
-    let export = dir.path().join("big.jsonl");
-    let bytes = write_export(&export, 4, 5_000);
-    assert!(
-        exec(
-            &db,
-            "keep",
-            r#"{"command":"create","path":"/memories/k","file_text":"kept"}"#
-        )
-        .status
-        .success()
-    );
-    let users = |db: &Path| {
-        let out = memkv(db).arg("users").output().unwrap();
+    each_backend(|backend| {
+        let (dir, mut db) = temp(backend);
+        let export = dir.path().join("big.jsonl");
+        let bytes = write_export(&export, 4, 5_000);
+        assert!(
+            exec(
+                &db,
+                "keep",
+                r#"{"command":"create","path":"/memories/k","file_text":"kept"}"#
+            )
+            .status
+            .success()
+        );
+        let users = |db: &Db| {
+            let out = memkv(db).arg("users").output().unwrap();
+            assert!(
+                out.status.success(),
+                "{}",
+                String::from_utf8_lossy(&out.stderr)
+            );
+            String::from_utf8(out.stdout).unwrap()
+        };
+        let before = users(&db);
+        let mut killed_mid_way = 0;
+        for delay_ms in [30, 80, 150, 250, 400, 600, 900] {
+            let mut child = memkv(&db)
+                .arg("import")
+                .arg(&export)
+                .stderr(Stdio::piped())
+                .spawn()
+                .unwrap();
+            std::thread::sleep(Duration::from_millis(delay_ms));
+            let finished = child.try_wait().unwrap().is_some();
+            child.kill().unwrap();
+            let status = child.wait().unwrap();
+            let now = users(&db);
+            if finished && status.success() {
+                // It got to the end before the kill: all of it is there. Start over.
+                assert!(now.contains("    5000"), "{now}");
+                match db.file() {
+                    Some(file) => std::fs::remove_file(file).unwrap(),
+                    None => db = Db::fresh(backend, dir.path(), "memkv.redb"),
+                }
+                assert!(
+                    exec(
+                        &db,
+                        "keep",
+                        r#"{"command":"create","path":"/memories/k","file_text":"kept"}"#
+                    )
+                    .status
+                    .success()
+                );
+            } else {
+                killed_mid_way += 1;
+                assert_eq!(now, before, "after a kill at {delay_ms} ms");
+            }
+            let check = memkv(&db).arg("check").output().unwrap();
+            assert!(
+                check.status.success(),
+                "{}",
+                String::from_utf8_lossy(&check.stdout)
+            );
+        }
+        assert!(
+            killed_mid_way >= 2,
+            "the import finished too fast to be killed mid-way"
+        );
+        // And uninterrupted, it imports everything, quietly: no progress bar off a terminal.
+        let out = memkv(&db).arg("import").arg(&export).output().unwrap();
         assert!(
             out.status.success(),
             "{}",
             String::from_utf8_lossy(&out.stderr)
         );
-        String::from_utf8(out.stdout).unwrap()
-    };
-    let before = users(&db);
-    let mut killed_mid_way = 0;
-    for delay_ms in [30, 80, 150, 250, 400, 600, 900] {
-        let mut child = memkv(&db)
-            .arg("import")
-            .arg(&export)
-            .stderr(Stdio::piped())
-            .spawn()
-            .unwrap();
-        std::thread::sleep(Duration::from_millis(delay_ms));
-        let finished = child.try_wait().unwrap().is_some();
-        child.kill().unwrap();
-        let status = child.wait().unwrap();
-        let now = users(&db);
-        if finished && status.success() {
-            // It got to the end before the kill: all of it is there. Start over.
-            assert!(now.contains("    5000"), "{now}");
-            std::fs::remove_file(&db).unwrap();
-            assert!(
-                exec(
-                    &db,
-                    "keep",
-                    r#"{"command":"create","path":"/memories/k","file_text":"kept"}"#
-                )
-                .status
-                .success()
-            );
-        } else {
-            killed_mid_way += 1;
-            assert_eq!(now, before, "after a kill at {delay_ms} ms");
-        }
-        let check = memkv(&db).arg("check").output().unwrap();
-        assert!(
-            check.status.success(),
-            "{}",
-            String::from_utf8_lossy(&check.stdout)
+        assert_eq!(
+            String::from_utf8(out.stderr).unwrap(),
+            format!("imported 20000 files of 4 users, {bytes} bytes\n")
         );
-    }
-    assert!(
-        killed_mid_way >= 2,
-        "the import finished too fast to be killed mid-way"
-    );
-    // And uninterrupted, it imports everything, quietly: no progress bar off a terminal.
-    let out = memkv(&db).arg("import").arg(&export).output().unwrap();
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    assert_eq!(
-        String::from_utf8(out.stderr).unwrap(),
-        format!("imported 20000 files of 4 users, {bytes} bytes\n")
-    );
-    let after = users(&db);
-    assert_eq!(after.lines().count(), 6, "{after}");
+        let after = users(&db);
+        assert_eq!(after.lines().count(), 6, "{after}");
+    });
 }
 
 #[test]
@@ -404,156 +427,165 @@ fn an_exclusive_writer_refuses_readers_with_a_hint() {
 /// transcript (regenerate deliberately, and review the diff, if PROTOCOL.md changes).
 #[test]
 fn recorded_session_matches_its_golden_transcript() {
-    let (_dir, db) = temp_db();
-    let input = std::fs::read_to_string(concat!(
-        env!("CARGO_MANIFEST_DIR"),
-        "/../../examples/session.jsonl"
-    ))
-    .unwrap();
-    let out = exec(&db, "dana", &input);
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    let want = std::fs::read_to_string(concat!(
-        env!("CARGO_MANIFEST_DIR"),
-        "/../../tests/data/session.expected.jsonl"
-    ))
-    .unwrap();
-    assert_eq!(String::from_utf8(out.stdout).unwrap(), want);
+    each_backend(|backend| {
+        let (_dir, db) = temp(backend);
+        let input = std::fs::read_to_string(concat!(
+            env!("CARGO_MANIFEST_DIR"),
+            "/../../examples/session.jsonl"
+        ))
+        .unwrap();
+        let out = exec(&db, "dana", &input);
+        assert!(
+            out.status.success(),
+            "{}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        let want = std::fs::read_to_string(concat!(
+            env!("CARGO_MANIFEST_DIR"),
+            "/../../tests/data/session.expected.jsonl"
+        ))
+        .unwrap();
+        assert_eq!(String::from_utf8(out.stdout).unwrap(), want);
+    });
 }
 
 #[test]
 fn expiry_stats_and_secrets_from_the_command_line() {
-    let (_dir, db) = temp_db();
-    let input = [
-        r#"{"command":"create","path":"/memories/old.md","file_text":"old\n"}"#,
-        r#"{"command":"create","path":"/memories/key.md","file_text":"AKIAUJZDEGXDNCF32EPF"}"#,
-    ]
-    .join("\n");
-    let out = run_with_input(
-        memkv(&db).args(["--secrets", "redact", "exec", "--user", "u"]),
-        input.as_bytes(),
-    );
-    let answers = answers(&out);
-    assert_eq!(answers[1]["is_error"], false);
-    assert!(
-        answers[1]["content"]
-            .as_str()
-            .unwrap()
-            .contains("[REDACTED:<kind>]")
-    );
-    let cat = memkv(&db)
-        .args(["cat", "-u", "u", "/memories/key.md"])
-        .output()
-        .unwrap();
-    assert_eq!(cat.stdout, b"[REDACTED:AWS access key]");
+    each_backend(|backend| {
+        let (_dir, db) = temp(backend);
+        let input = [
+            r#"{"command":"create","path":"/memories/old.md","file_text":"old\n"}"#,
+            r#"{"command":"create","path":"/memories/key.md","file_text":"AKIAUJZDEGXDNCF32EPF"}"#,
+        ]
+        .join("\n");
+        let out = run_with_input(
+            memkv(&db).args(["--secrets", "redact", "exec", "--user", "u"]),
+            input.as_bytes(),
+        );
+        let answers = answers(&out);
+        assert_eq!(answers[1]["is_error"], false);
+        assert!(
+            answers[1]["content"]
+                .as_str()
+                .unwrap()
+                .contains("[REDACTED:<kind>]")
+        );
+        let cat = memkv(&db)
+            .args(["cat", "-u", "u", "/memories/key.md"])
+            .output()
+            .unwrap();
+        assert_eq!(cat.stdout, b"[REDACTED:AWS access key]");
 
-    std::thread::sleep(Duration::from_millis(1100));
-    let ttl = ["--ttl", "1s", "--access-granularity", "0s"];
-    let stats = memkv(&db).args(ttl).arg("stats").output().unwrap();
-    let text = String::from_utf8(stats.stdout).unwrap();
-    assert!(text.starts_with("database "), "{text}");
-    // The database, the header, the user's row; then the history table.
-    let row = text.lines().nth(2).unwrap();
-    let cols: Vec<&str> = row.split_whitespace().collect();
-    assert_eq!(
-        (cols[0], cols[1], cols[3], cols[4], cols[5]),
-        ("0", "0", "2", "29", "u"),
-        "{text}"
-    );
-    let dry = memkv(&db)
-        .args(ttl)
-        .args(["expire", "--dry-run"])
-        .output()
-        .unwrap();
-    assert_eq!(String::from_utf8(dry.stdout).unwrap().lines().count(), 2);
-    assert_eq!(
-        String::from_utf8(dry.stderr).unwrap(),
-        "would delete 2 expired files, 29 bytes\n"
-    );
-    let done = memkv(&db).args(ttl).arg("expire").output().unwrap();
-    assert_eq!(
-        String::from_utf8(done.stderr).unwrap(),
-        "deleted 2 expired files, 29 bytes\n"
-    );
-    // Without a ttl nothing expires; the files are gone for good now.
-    let users = memkv(&db).arg("users").output().unwrap();
-    assert_eq!(
-        String::from_utf8(users.stdout).unwrap(),
-        "   FILES         BYTES  USER\n"
-    );
-    let bad = memkv(&db).args(["--ttl", "3y", "users"]).output().unwrap();
-    assert_eq!(bad.status.code(), Some(2));
+        std::thread::sleep(Duration::from_millis(1100));
+        let ttl = ["--ttl", "1s", "--access-granularity", "0s"];
+        let stats = memkv(&db).args(ttl).arg("stats").output().unwrap();
+        let text = String::from_utf8(stats.stdout).unwrap();
+        assert!(text.starts_with("database "), "{text}");
+        // The database, the header, the user's row; then the history table.
+        let row = text.lines().nth(2).unwrap();
+        let cols: Vec<&str> = row.split_whitespace().collect();
+        assert_eq!(
+            (cols[0], cols[1], cols[3], cols[4], cols[5]),
+            ("0", "0", "2", "29", "u"),
+            "{text}"
+        );
+        let dry = memkv(&db)
+            .args(ttl)
+            .args(["expire", "--dry-run"])
+            .output()
+            .unwrap();
+        assert_eq!(String::from_utf8(dry.stdout).unwrap().lines().count(), 2);
+        assert_eq!(
+            String::from_utf8(dry.stderr).unwrap(),
+            "would delete 2 expired files, 29 bytes\n"
+        );
+        let done = memkv(&db).args(ttl).arg("expire").output().unwrap();
+        assert_eq!(
+            String::from_utf8(done.stderr).unwrap(),
+            "deleted 2 expired files, 29 bytes\n"
+        );
+        // Without a ttl nothing expires; the files are gone for good now.
+        let users = memkv(&db).arg("users").output().unwrap();
+        assert_eq!(
+            String::from_utf8(users.stdout).unwrap(),
+            "   FILES         BYTES  USER\n"
+        );
+        let bad = memkv(&db).args(["--ttl", "3y", "users"]).output().unwrap();
+        assert_eq!(bad.status.code(), Some(2));
+    });
 }
 
 #[test]
 fn export_piped_into_import() {
-    let (dir, db) = temp_db();
-    let input = [
-        r#"{"command":"create","path":"/memories/a.md","file_text":"alpha\n"}"#,
-        r#"{"command":"create","path":"/memories/d/b.md","file_text":"beta"}"#,
-    ]
-    .join("\n");
-    assert!(exec(&db, "u", &input).status.success());
-    let export = memkv(&db).arg("export").output().unwrap();
-    assert!(export.status.success());
-    assert_eq!(
-        String::from_utf8(export.stderr).unwrap(),
-        "exported 2 files of 1 users, 10 bytes, 2 versions\n"
-    );
-    let copy = dir.path().join("copy.redb");
-    let out = run_with_input(memkv(&copy).args(["import", "-"]), &export.stdout);
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    assert_eq!(
-        String::from_utf8(out.stderr).unwrap(),
-        "imported 2 files of 1 users, 10 bytes, 2 versions\n"
-    );
-    let cat = memkv(&copy)
-        .args(["cat", "-u", "u", "/memories/d/b.md"])
-        .output()
-        .unwrap();
-    assert_eq!(cat.stdout, b"beta");
-    // A damaged stream is refused whole, with the line.
-    let mut damaged = export.stdout.clone();
-    damaged.truncate(damaged.len() - 5);
-    let out = run_with_input(
-        memkv(&dir.path().join("third.redb")).args(["import", "-"]),
-        &damaged,
-    );
-    assert_eq!(out.status.code(), Some(1));
-    assert!(
-        String::from_utf8_lossy(&out.stderr).contains("memkv: line 7:"),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
+    each_backend(|backend| {
+        let (dir, db) = temp(backend);
+        let input = [
+            r#"{"command":"create","path":"/memories/a.md","file_text":"alpha\n"}"#,
+            r#"{"command":"create","path":"/memories/d/b.md","file_text":"beta"}"#,
+        ]
+        .join("\n");
+        assert!(exec(&db, "u", &input).status.success());
+        let export = memkv(&db).arg("export").output().unwrap();
+        assert!(export.status.success());
+        assert_eq!(
+            String::from_utf8(export.stderr).unwrap(),
+            "exported 2 files of 1 users, 10 bytes, 2 versions\n"
+        );
+        let copy = Db::fresh(backend, dir.path(), "copy.redb");
+        let out = run_with_input(memkv(&copy).args(["import", "-"]), &export.stdout);
+        assert!(
+            out.status.success(),
+            "{}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        assert_eq!(
+            String::from_utf8(out.stderr).unwrap(),
+            "imported 2 files of 1 users, 10 bytes, 2 versions\n"
+        );
+        let cat = memkv(&copy)
+            .args(["cat", "-u", "u", "/memories/d/b.md"])
+            .output()
+            .unwrap();
+        assert_eq!(cat.stdout, b"beta");
+        // A damaged stream is refused whole, with the line.
+        let mut damaged = export.stdout.clone();
+        damaged.truncate(damaged.len() - 5);
+        let out = run_with_input(
+            memkv(Db::fresh(backend, dir.path(), "third.redb")).args(["import", "-"]),
+            &damaged,
+        );
+        assert_eq!(out.status.code(), Some(1));
+        assert!(
+            String::from_utf8_lossy(&out.stderr).contains("memkv: line 7:"),
+            "{}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+    });
 }
 
 #[test]
 fn exec_answers_a_line_that_is_not_utf8_and_goes_on() {
-    let (_dir, db) = temp_db();
-    let mut input = br#"{"command":"create","path":"/memories/a.md","file_text":"a\n"}"#.to_vec();
-    input.extend_from_slice(b"\n\xff\xfe{\"command\":\"view\",\"path\":\"/memories\"}\n");
-    input.extend_from_slice(b"{\"command\":\"view\",\"path\":\"/memories/a.md\"}\n");
-    let out = run_with_input(memkv(&db).args(["exec", "--user", "u"]), &input);
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    assert_eq!(
-        answers(&out),
-        vec![
-            json!({"content": "File created successfully at: /memories/a.md", "is_error": false}),
-            json!({"content": "Error: Invalid JSON: expected value at line 1 column 1", "is_error": true}),
-            json!({"content": "Here's the content of /memories/a.md with line numbers:\n     1\ta", "is_error": false}),
-        ]
-    );
+    each_backend(|backend| {
+        let (_dir, db) = temp(backend);
+        let mut input =
+            br#"{"command":"create","path":"/memories/a.md","file_text":"a\n"}"#.to_vec();
+        input.extend_from_slice(b"\n\xff\xfe{\"command\":\"view\",\"path\":\"/memories\"}\n");
+        input.extend_from_slice(b"{\"command\":\"view\",\"path\":\"/memories/a.md\"}\n");
+        let out = run_with_input(memkv(&db).args(["exec", "--user", "u"]), &input);
+        assert!(
+            out.status.success(),
+            "{}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        assert_eq!(
+            answers(&out),
+            vec![
+                json!({"content": "File created successfully at: /memories/a.md", "is_error": false}),
+                json!({"content": "Error: Invalid JSON: expected value at line 1 column 1", "is_error": true}),
+                json!({"content": "Here's the content of /memories/a.md with line numbers:\n     1\ta", "is_error": false}),
+            ]
+        );
+    });
 }
 
 /// The peak resident memory of a running process, in bytes (`VmHWM` in /proc).
@@ -570,58 +602,60 @@ fn peak_rss(pid: u32) -> u64 {
 
 #[test]
 fn exec_answers_a_300_mb_line_with_bounded_memory_and_goes_on() {
-    const LINE: u64 = 300 << 20;
-    const RSS_BOUND: u64 = 64 << 20;
-    let (_dir, db) = temp_db();
-    let mut child = memkv(&db)
-        .args(["exec", "--user", "u"])
-        .stdin(Stdio::piped())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .unwrap();
-    let mut stdin = child.stdin.take().unwrap();
-    let mut stdout = BufReader::new(child.stdout.take().unwrap());
-    // A generator: 300 MB without a newline, written in chunks, never held whole.
-    let writer = std::thread::spawn(move || {
-        let chunk = vec![b'a'; 1 << 20];
-        for _ in 0..LINE / chunk.len() as u64 {
-            stdin.write_all(&chunk).unwrap();
-        }
-        stdin
-            .write_all(b"\n{\"command\":\"create\",\"path\":\"/memories/after.md\",\"file_text\":\"ok\\n\"}\n")
+    each_backend(|backend| {
+        const LINE: u64 = 300 << 20;
+        const RSS_BOUND: u64 = 64 << 20;
+        let (_dir, db) = temp(backend);
+        let mut child = memkv(&db)
+            .args(["exec", "--user", "u"])
+            .stdin(Stdio::piped())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .spawn()
             .unwrap();
-        stdin.flush().unwrap();
-        stdin // kept open until the answers are read
+        let mut stdin = child.stdin.take().unwrap();
+        let mut stdout = BufReader::new(child.stdout.take().unwrap());
+        // A generator: 300 MB without a newline, written in chunks, never held whole.
+        let writer = std::thread::spawn(move || {
+            let chunk = vec![b'a'; 1 << 20];
+            for _ in 0..LINE / chunk.len() as u64 {
+                stdin.write_all(&chunk).unwrap();
+            }
+            stdin
+                .write_all(b"\n{\"command\":\"create\",\"path\":\"/memories/after.md\",\"file_text\":\"ok\\n\"}\n")
+                .unwrap();
+            stdin.flush().unwrap();
+            stdin // kept open until the answers are read
+        });
+        let mut first = String::new();
+        stdout.read_line(&mut first).unwrap();
+        let mut second = String::new();
+        stdout.read_line(&mut second).unwrap();
+        let stdin = writer.join().unwrap();
+        // Measured while the process still runs, after it has read the whole line.
+        let peak = peak_rss(child.id());
+        drop(stdin);
+        let out = child.wait_with_output().unwrap();
+        assert!(
+            out.status.success(),
+            "{}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        let first: Value = serde_json::from_str(&first).unwrap();
+        assert_eq!(first["is_error"], true);
+        let message = first["content"].as_str().unwrap();
+        assert!(
+            message.starts_with("Error: Invalid JSON: the line is longer than "),
+            "{message}"
+        );
+        let second: Value = serde_json::from_str(&second).unwrap();
+        assert_eq!(
+            second,
+            json!({"content": "File created successfully at: /memories/after.md", "is_error": false})
+        );
+        assert!(
+            peak < RSS_BOUND,
+            "peak RSS {peak} bytes for a {LINE}-byte line (bound {RSS_BOUND})"
+        );
     });
-    let mut first = String::new();
-    stdout.read_line(&mut first).unwrap();
-    let mut second = String::new();
-    stdout.read_line(&mut second).unwrap();
-    let stdin = writer.join().unwrap();
-    // Measured while the process still runs, after it has read the whole line.
-    let peak = peak_rss(child.id());
-    drop(stdin);
-    let out = child.wait_with_output().unwrap();
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    let first: Value = serde_json::from_str(&first).unwrap();
-    assert_eq!(first["is_error"], true);
-    let message = first["content"].as_str().unwrap();
-    assert!(
-        message.starts_with("Error: Invalid JSON: the line is longer than "),
-        "{message}"
-    );
-    let second: Value = serde_json::from_str(&second).unwrap();
-    assert_eq!(
-        second,
-        json!({"content": "File created successfully at: /memories/after.md", "is_error": false})
-    );
-    assert!(
-        peak < RSS_BOUND,
-        "peak RSS {peak} bytes for a {LINE}-byte line (bound {RSS_BOUND})"
-    );
 }

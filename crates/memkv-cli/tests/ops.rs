@@ -1,6 +1,7 @@
 //! Operations through the binary, as a careless operator and an attacker would try them:
 //! `export`, `import`, `expire`, `cat`, and how the process ends.
 
+use std::ffi::OsStr;
 use std::io::Write;
 use std::os::unix::fs::{PermissionsExt, symlink};
 use std::path::{Path, PathBuf};
@@ -9,7 +10,7 @@ use std::time::{Duration, Instant};
 
 mod common;
 
-use common::{memkv, run_with_input};
+use common::{Backend, Db, each_backend, memkv, run_with_input};
 
 /// Runs `command` to its end, and fails the test (killing the process) if that takes longer
 /// than `limit`.
@@ -75,10 +76,11 @@ fn fails(out: &Output, code: i32, message: &str) {
     );
 }
 
-/// A database in a fresh directory with `files` for each user.
-fn database(users: &[(&str, &[(&str, &str)])]) -> (tempfile::TempDir, PathBuf) {
+/// A database of `backend` with `files` for each user, and a fresh directory (on redb, the
+/// file's).
+fn database_on(backend: Backend, users: &[(&str, &[(&str, &str)])]) -> (tempfile::TempDir, Db) {
     let dir = tempfile::tempdir().unwrap();
-    let db = dir.path().join("memkv.redb");
+    let db = Db::fresh(backend, dir.path(), "memkv.redb");
     for (user, files) in users {
         let input: Vec<String> = files
             .iter()
@@ -96,49 +98,81 @@ fn database(users: &[(&str, &[(&str, &str)])]) -> (tempfile::TempDir, PathBuf) {
     (dir, db)
 }
 
-fn cat(db: &Path, user: &str, path: &str) -> String {
+/// A redb database file with `files` for each user.
+fn database(users: &[(&str, &[(&str, &str)])]) -> (tempfile::TempDir, PathBuf) {
+    let (dir, db) = database_on(Backend::Redb, users);
+    (dir, db.file().unwrap().to_owned())
+}
+
+/// A fresh, empty database of `backend` (on redb, a file not yet created).
+fn empty(backend: Backend) -> (tempfile::TempDir, Db) {
+    let dir = tempfile::tempdir().unwrap();
+    let db = Db::fresh(backend, dir.path(), "memkv.redb");
+    (dir, db)
+}
+
+/// Asserts that nothing created database `db`: no redb file, no memkv tables in the schema.
+#[track_caller]
+fn assert_not_created(db: &Db) {
+    match db.file() {
+        Some(file) => assert!(!file.exists(), "{} exists", file.display()),
+        None => fails(
+            &memkv(db).arg("users").output().unwrap(),
+            1,
+            "memkv's tables do not exist here",
+        ),
+    }
+}
+
+fn cat(db: impl AsRef<OsStr>, user: &str, path: &str) -> String {
     ok(&memkv(db).args(["cat", "-u", user, path]).output().unwrap())
 }
 
-fn export_all(db: &Path, to: &Path) {
+fn export_all(db: impl AsRef<OsStr>, to: &Path) {
     ok(&memkv(db).arg("export").arg("-o").arg(to).output().unwrap());
 }
 
 #[test]
 fn import_user_restores_only_that_user() {
-    let (dir, db) = database(&[
-        ("alice", &[("/memories/a", "alice old")]),
-        ("bob", &[("/memories/b", "bob old")]),
-    ]);
-    let backup = dir.path().join("backup.jsonl");
-    export_all(&db, &backup);
-    // Both change after the backup.
-    let fresh = dir.path().join("fresh.redb");
-    let (_d2, changed) = database(&[
-        ("alice", &[("/memories/a", "alice new")]),
-        ("bob", &[("/memories/b", "bob new")]),
-    ]);
-    std::fs::copy(&changed, &fresh).unwrap();
-    let out = memkv(&fresh)
-        .args(["import", "--replace", "--user", "alice"])
-        .arg(&backup)
-        .output()
-        .unwrap();
-    ok(&out);
-    assert_eq!(
-        stderr(&out),
-        "imported 1 files of 1 users, 9 bytes; replaced 1; merged into 1 existing stores as new versions (the export's ids and history of them not imported)\n"
-    );
-    assert_eq!(cat(&fresh, "alice", "/memories/a"), "alice old");
-    assert_eq!(cat(&fresh, "bob", "/memories/b"), "bob new");
-    // A user the backup does not hold is refused, and nothing changes.
-    let out = memkv(&fresh)
-        .args(["import", "--replace", "-u", "bob", "-u", "carol"])
-        .arg(&backup)
-        .output()
-        .unwrap();
-    fails(&out, 1, "memkv: the file holds no files of user \"carol\"");
-    assert_eq!(cat(&fresh, "bob", "/memories/b"), "bob new");
+    each_backend(|backend| {
+        let (dir, db) = database_on(
+            backend,
+            &[
+                ("alice", &[("/memories/a", "alice old")]),
+                ("bob", &[("/memories/b", "bob old")]),
+            ],
+        );
+        let backup = dir.path().join("backup.jsonl");
+        export_all(&db, &backup);
+        // Both changed after the backup.
+        let (_d2, fresh) = database_on(
+            backend,
+            &[
+                ("alice", &[("/memories/a", "alice new")]),
+                ("bob", &[("/memories/b", "bob new")]),
+            ],
+        );
+        let out = memkv(&fresh)
+            .args(["import", "--replace", "--user", "alice"])
+            .arg(&backup)
+            .output()
+            .unwrap();
+        ok(&out);
+        assert_eq!(
+            stderr(&out),
+            "imported 1 files of 1 users, 9 bytes; replaced 1; merged into 1 existing stores as new versions (the export's ids and history of them not imported)\n"
+        );
+        assert_eq!(cat(&fresh, "alice", "/memories/a"), "alice old");
+        assert_eq!(cat(&fresh, "bob", "/memories/b"), "bob new");
+        // A user the backup does not hold is refused, and nothing changes.
+        let out = memkv(&fresh)
+            .args(["import", "--replace", "-u", "bob", "-u", "carol"])
+            .arg(&backup)
+            .output()
+            .unwrap();
+        fails(&out, 1, "memkv: the file holds no files of user \"carol\"");
+        assert_eq!(cat(&fresh, "bob", "/memories/b"), "bob new");
+    });
 }
 
 #[test]
@@ -173,65 +207,67 @@ fn export_output_is_never_the_database() {
 
 #[test]
 fn export_output_is_private_exclusive_and_named_in_errors() {
-    let (dir, db) = database(&[("u", &[("/memories/a", "secret memory")])]);
-    let out_dir = dir.path().join("out");
-    std::fs::create_dir(&out_dir).unwrap();
-    let target = out_dir.join("backup.jsonl");
-    // An attacker plants links at the temporary names an export might use.
-    let victim = dir.path().join("victim");
-    std::fs::write(&victim, "not yours").unwrap();
-    for name in [
-        "backup.memkv-export-partial",
-        ".backup.jsonl.partial",
-        "backup.jsonl.tmp",
-    ] {
-        symlink(&victim, out_dir.join(name)).unwrap();
-    }
-    ok(&memkv(&db)
-        .arg("export")
-        .arg("-o")
-        .arg(&target)
-        .output()
-        .unwrap());
-    assert_eq!(std::fs::read_to_string(&victim).unwrap(), "not yours");
-    let meta = std::fs::symlink_metadata(&target).unwrap();
-    assert!(meta.is_file());
-    assert_eq!(meta.permissions().mode() & 0o777, 0o600);
-    assert!(
-        std::fs::read_to_string(&target)
-            .unwrap()
-            .contains("secret memory")
-    );
-    assert_eq!(
-        std::fs::read_dir(&out_dir).unwrap().count(),
-        4,
-        "only the links and the export"
-    );
+    each_backend(|backend| {
+        let (dir, db) = database_on(backend, &[("u", &[("/memories/a", "secret memory")])]);
+        let out_dir = dir.path().join("out");
+        std::fs::create_dir(&out_dir).unwrap();
+        let target = out_dir.join("backup.jsonl");
+        // An attacker plants links at the temporary names an export might use.
+        let victim = dir.path().join("victim");
+        std::fs::write(&victim, "not yours").unwrap();
+        for name in [
+            "backup.memkv-export-partial",
+            ".backup.jsonl.partial",
+            "backup.jsonl.tmp",
+        ] {
+            symlink(&victim, out_dir.join(name)).unwrap();
+        }
+        ok(&memkv(&db)
+            .arg("export")
+            .arg("-o")
+            .arg(&target)
+            .output()
+            .unwrap());
+        assert_eq!(std::fs::read_to_string(&victim).unwrap(), "not yours");
+        let meta = std::fs::symlink_metadata(&target).unwrap();
+        assert!(meta.is_file());
+        assert_eq!(meta.permissions().mode() & 0o777, 0o600);
+        assert!(
+            std::fs::read_to_string(&target)
+                .unwrap()
+                .contains("secret memory")
+        );
+        assert_eq!(
+            std::fs::read_dir(&out_dir).unwrap().count(),
+            4,
+            "only the links and the export"
+        );
 
-    // Errors name the path.
-    let out = memkv(&db)
-        .arg("export")
-        .arg("-o")
-        .arg(&out_dir)
-        .output()
-        .unwrap();
-    fails(&out, 1, &format!("{}: is a directory", out_dir.display()));
-    let missing = dir.path().join("no/such/dir/x.jsonl");
-    let out = memkv(&db)
-        .arg("export")
-        .arg("-o")
-        .arg(&missing)
-        .output()
-        .unwrap();
-    fails(&out, 1, &missing.display().to_string());
-    // A failed export leaves no temporary file behind.
-    let out = memkv(&db)
-        .args(["export", "-u", "nobody", "-o"])
-        .arg(out_dir.join("second.jsonl"))
-        .output()
-        .unwrap();
-    fails(&out, 1, "no such user: \"nobody\" has no files");
-    assert_eq!(std::fs::read_dir(&out_dir).unwrap().count(), 4);
+        // Errors name the path.
+        let out = memkv(&db)
+            .arg("export")
+            .arg("-o")
+            .arg(&out_dir)
+            .output()
+            .unwrap();
+        fails(&out, 1, &format!("{}: is a directory", out_dir.display()));
+        let missing = dir.path().join("no/such/dir/x.jsonl");
+        let out = memkv(&db)
+            .arg("export")
+            .arg("-o")
+            .arg(&missing)
+            .output()
+            .unwrap();
+        fails(&out, 1, &missing.display().to_string());
+        // A failed export leaves no temporary file behind.
+        let out = memkv(&db)
+            .args(["export", "-u", "nobody", "-o"])
+            .arg(out_dir.join("second.jsonl"))
+            .output()
+            .unwrap();
+        fails(&out, 1, "no such user: \"nobody\" has no files");
+        assert_eq!(std::fs::read_dir(&out_dir).unwrap().count(), 4);
+    });
 }
 
 #[test]
@@ -292,171 +328,184 @@ fn import_reads_pipes_before_locking_the_database() {
 
 #[test]
 fn import_of_endless_input_stops_soon() {
-    let dir = tempfile::tempdir().unwrap();
-    let db = dir.path().join("memkv.redb");
-    let out = run_within(
-        memkv(&db).args(["import", "/dev/zero"]),
-        Duration::from_secs(20),
-    );
-    fails(&out, 1, "line 1: longer than");
-    assert!(!db.exists());
-    // Endless lines that are not an export stop at the first.
-    let out = run_within(
-        Command::new("bash")
-            .arg("-c")
-            .arg(r#"yes | "$0" --db "$1" import -"#)
-            .arg(env!("CARGO_BIN_EXE_memkv"))
-            .arg(&db)
-            .env_remove("MEMKV_DB"),
-        Duration::from_secs(20),
-    );
-    fails(&out, 1, "line 1: not a valid export line");
-    assert!(!db.exists());
+    each_backend(|backend| {
+        let (_dir, db) = empty(backend);
+        let out = run_within(
+            memkv(&db).args(["import", "/dev/zero"]),
+            Duration::from_secs(20),
+        );
+        fails(&out, 1, "line 1: longer than");
+        assert_not_created(&db);
+        // Endless lines that are not an export stop at the first.
+        let out = run_within(
+            Command::new("bash")
+                .arg("-c")
+                .arg(r#"yes | "$0" --db "$1" import -"#)
+                .arg(env!("CARGO_BIN_EXE_memkv"))
+                .arg(&db)
+                .env_remove("MEMKV_DB"),
+            Duration::from_secs(20),
+        );
+        fails(&out, 1, "line 1: not a valid export line");
+        assert_not_created(&db);
+    });
 }
 
 #[test]
 fn a_killed_stdin_import_leaves_no_copy_behind() {
-    let dir = tempfile::tempdir().unwrap();
-    let db = dir.path().join("memkv.redb");
-    let tmp = dir.path().join("tmp");
-    std::fs::create_dir(&tmp).unwrap();
-    let mut child = Reaper(
-        memkv(&db)
-            .args(["import", "-"])
-            .env("TMPDIR", &tmp)
-            .stdin(Stdio::piped())
-            .stdout(Stdio::null())
-            .stderr(Stdio::null())
-            .spawn()
-            .unwrap(),
-    );
-    let mut stdin = child.0.stdin.take().unwrap();
-    writeln!(stdin, r#"{{"type":"header","format":"memkv-export","version":1,"created_ms":0,"created":"1970-01-01T00:00:00Z","memkv_version":"x"}}"#).unwrap();
-    stdin.flush().unwrap();
-    std::thread::sleep(Duration::from_millis(300));
-    assert!(child.0.try_wait().unwrap().is_none());
-    // The copy is being written (every user's data, in real use), yet has no name.
-    assert_eq!(std::fs::read_dir(&tmp).unwrap().count(), 0);
-    child.0.kill().unwrap();
-    child.0.wait().unwrap();
-    assert_eq!(std::fs::read_dir(&tmp).unwrap().count(), 0);
+    each_backend(|backend| {
+        let (dir, db) = empty(backend);
+        let tmp = dir.path().join("tmp");
+        std::fs::create_dir(&tmp).unwrap();
+        let mut child = Reaper(
+            memkv(&db)
+                .args(["import", "-"])
+                .env("TMPDIR", &tmp)
+                .stdin(Stdio::piped())
+                .stdout(Stdio::null())
+                .stderr(Stdio::null())
+                .spawn()
+                .unwrap(),
+        );
+        let mut stdin = child.0.stdin.take().unwrap();
+        writeln!(stdin, r#"{{"type":"header","format":"memkv-export","version":1,"created_ms":0,"created":"1970-01-01T00:00:00Z","memkv_version":"x"}}"#).unwrap();
+        stdin.flush().unwrap();
+        std::thread::sleep(Duration::from_millis(300));
+        assert!(child.0.try_wait().unwrap().is_none());
+        // The copy is being written (every user's data, in real use), yet has no name.
+        assert_eq!(std::fs::read_dir(&tmp).unwrap().count(), 0);
+        child.0.kill().unwrap();
+        child.0.wait().unwrap();
+        assert_eq!(std::fs::read_dir(&tmp).unwrap().count(), 0);
+    });
 }
 
 #[test]
 fn a_refused_import_creates_nothing() {
-    let dir = tempfile::tempdir().unwrap();
-    let db = dir.path().join("new/folders/memkv.redb");
-    let bad = dir.path().join("bad.jsonl");
-    std::fs::write(&bad, "{}\n").unwrap();
-    let out = memkv(&db).arg("import").arg(&bad).output().unwrap();
-    fails(&out, 1, "line 1:");
-    let empty = dir.path().join("empty.jsonl");
-    std::fs::write(&empty, "").unwrap();
-    let out = memkv(&db).arg("import").arg(&empty).output().unwrap();
-    assert_eq!(stderr(&out), "memkv: the file is empty\n");
-    // --from-dir --strict with a file it would skip (a name that drives a terminal).
-    let src = dir.path().join("src");
-    std::fs::create_dir(&src).unwrap();
-    std::fs::write(src.join("ok.md"), "fine").unwrap();
-    symlink("/etc/passwd", src.join("evil\u{1b}]0;pwned\u{7}\r\n.md")).unwrap();
-    let out = memkv(&db)
-        .args(["import", "--strict", "-u", "u", "--from-dir"])
-        .arg(&src)
-        .output()
-        .unwrap();
-    fails(&out, 1, "--strict refuses the whole import");
-    assert!(!stderr(&out).contains('\u{1b}'), "{:?}", stderr(&out));
-    assert!(!dir.path().join("new").exists());
-    // Without --strict it goes through, and the skipped name is printed escaped.
-    let out = memkv(&db)
-        .args(["import", "-u", "u", "--from-dir"])
-        .arg(&src)
-        .output()
-        .unwrap();
-    ok(&out);
-    assert_eq!(
-        stderr(&out),
-        "skipped evil\\u{1b}]0;pwned\\u{7}\\u{d}\\u{a}.md: symbolic link (not followed)\nimported 1 files of 1 users, 4 bytes\n"
-    );
+    each_backend(|backend| {
+        let dir = tempfile::tempdir().unwrap();
+        let db = Db::fresh(backend, dir.path(), "new/folders/memkv.redb");
+        let bad = dir.path().join("bad.jsonl");
+        std::fs::write(&bad, "{}\n").unwrap();
+        let out = memkv(&db).arg("import").arg(&bad).output().unwrap();
+        fails(&out, 1, "line 1:");
+        let empty = dir.path().join("empty.jsonl");
+        std::fs::write(&empty, "").unwrap();
+        let out = memkv(&db).arg("import").arg(&empty).output().unwrap();
+        assert_eq!(stderr(&out), "memkv: the file is empty\n");
+        // --from-dir --strict with a file it would skip (a name that drives a terminal).
+        let src = dir.path().join("src");
+        std::fs::create_dir(&src).unwrap();
+        std::fs::write(src.join("ok.md"), "fine").unwrap();
+        symlink("/etc/passwd", src.join("evil\u{1b}]0;pwned\u{7}\r\n.md")).unwrap();
+        let out = memkv(&db)
+            .args(["import", "--strict", "-u", "u", "--from-dir"])
+            .arg(&src)
+            .output()
+            .unwrap();
+        fails(&out, 1, "--strict refuses the whole import");
+        assert!(!stderr(&out).contains('\u{1b}'), "{:?}", stderr(&out));
+        assert!(!dir.path().join("new").exists());
+        assert_not_created(&db);
+        // Without --strict it goes through, and the skipped name is printed escaped.
+        let out = memkv(&db)
+            .args(["import", "-u", "u", "--from-dir"])
+            .arg(&src)
+            .output()
+            .unwrap();
+        ok(&out);
+        assert_eq!(
+            stderr(&out),
+            "skipped evil\\u{1b}]0;pwned\\u{7}\\u{d}\\u{a}.md: symbolic link (not followed)\nimported 1 files of 1 users, 4 bytes\n"
+        );
+    });
 }
 
 #[test]
 fn unknown_users_and_bad_targets_are_refused() {
-    let (dir, db) = database(&[("u", &[("/memories/d/f", "x")])]);
-    let out = memkv(&db)
-        .args(["export", "-u", "nobody"])
-        .output()
-        .unwrap();
-    fails(&out, 1, "no such user: \"nobody\" has no files");
-    assert!(out.stdout.is_empty());
-    let to = dir.path().join("tree");
-    let out = memkv(&db)
-        .args(["export", "-u", "nobody", "--to-dir"])
-        .arg(&to)
-        .output()
-        .unwrap();
-    fails(&out, 1, "no such user");
-    assert!(!to.exists());
-    // Usage mistakes clap cannot see exit 2, like clap's own.
-    for args in [
-        vec!["export", "--to-dir", "x"],
-        vec!["export", "-u", "u", "-u", "v", "--to-dir", "x"],
-    ] {
-        let out = memkv(&db).args(&args).output().unwrap();
-        fails(&out, 2, "give exactly one --user");
-    }
-    // A regular file is not blamed on symbolic links; a non-empty directory is refused.
-    let file = dir.path().join("file");
-    std::fs::write(&file, "").unwrap();
-    let out = memkv(&db)
-        .args(["export", "-u", "u", "--to-dir"])
-        .arg(&file)
-        .output()
-        .unwrap();
-    fails(&out, 1, "exists and is not a directory");
-    assert!(!stderr(&out).contains("symbolic"));
-    std::fs::create_dir_all(to.join("keep")).unwrap();
-    let out = memkv(&db)
-        .args(["export", "-u", "u", "--to-dir"])
-        .arg(&to)
-        .output()
-        .unwrap();
-    fails(&out, 1, "is not empty");
-    // cat of a directory says so.
-    let out = memkv(&db)
-        .args(["cat", "-u", "u", "/memories/d"])
-        .output()
-        .unwrap();
-    fails(
-        &out,
-        1,
-        "/memories/d: a directory of user \"u\", not a file",
-    );
-    let out = memkv(&db)
-        .args(["cat", "-u", "u", "/memories"])
-        .output()
-        .unwrap();
-    fails(&out, 1, "a directory");
+    each_backend(|backend| {
+        let (dir, db) = database_on(backend, &[("u", &[("/memories/d/f", "x")])]);
+        let out = memkv(&db)
+            .args(["export", "-u", "nobody"])
+            .output()
+            .unwrap();
+        fails(&out, 1, "no such user: \"nobody\" has no files");
+        assert!(out.stdout.is_empty());
+        let to = dir.path().join("tree");
+        let out = memkv(&db)
+            .args(["export", "-u", "nobody", "--to-dir"])
+            .arg(&to)
+            .output()
+            .unwrap();
+        fails(&out, 1, "no such user");
+        assert!(!to.exists());
+        // Usage mistakes clap cannot see exit 2, like clap's own.
+        for args in [
+            vec!["export", "--to-dir", "x"],
+            vec!["export", "-u", "u", "-u", "v", "--to-dir", "x"],
+        ] {
+            let out = memkv(&db).args(&args).output().unwrap();
+            fails(&out, 2, "give exactly one --user");
+        }
+        // A regular file is not blamed on symbolic links; a non-empty directory is refused.
+        let file = dir.path().join("file");
+        std::fs::write(&file, "").unwrap();
+        let out = memkv(&db)
+            .args(["export", "-u", "u", "--to-dir"])
+            .arg(&file)
+            .output()
+            .unwrap();
+        fails(&out, 1, "exists and is not a directory");
+        assert!(!stderr(&out).contains("symbolic"));
+        std::fs::create_dir_all(to.join("keep")).unwrap();
+        let out = memkv(&db)
+            .args(["export", "-u", "u", "--to-dir"])
+            .arg(&to)
+            .output()
+            .unwrap();
+        fails(&out, 1, "is not empty");
+        // cat of a directory says so.
+        let out = memkv(&db)
+            .args(["cat", "-u", "u", "/memories/d"])
+            .output()
+            .unwrap();
+        fails(
+            &out,
+            1,
+            "/memories/d: a directory of user \"u\", not a file",
+        );
+        let out = memkv(&db)
+            .args(["cat", "-u", "u", "/memories"])
+            .output()
+            .unwrap();
+        fails(&out, 1, "a directory");
+    });
 }
 
 #[test]
-fn expire_needs_a_ttl_and_a_dry_run_changes_nothing() {
-    let (_dir, db) = database(&[("u", &[("/memories/a", "x")])]);
-    let out = memkv(&db).arg("expire").output().unwrap();
-    fails(&out, 2, "give --ttl DURATION or --user-ttl NAME=DURATION");
-    let out = memkv(&db)
-        .args(["--user-ttl", "u=off", "expire"])
-        .output()
-        .unwrap();
-    fails(&out, 2, "--ttl");
-    let out = memkv(&db)
-        .args(["--user-ttl", "=off", "expire"])
-        .output()
-        .unwrap();
-    fails(&out, 2, "the user name is empty");
-    ok(&memkv(&db).args(["--ttl", "1d", "expire"]).output().unwrap());
+fn expire_needs_a_ttl() {
+    each_backend(|backend| {
+        let (_dir, db) = database_on(backend, &[("u", &[("/memories/a", "x")])]);
+        let out = memkv(&db).arg("expire").output().unwrap();
+        fails(&out, 2, "give --ttl DURATION or --user-ttl NAME=DURATION");
+        let out = memkv(&db)
+            .args(["--user-ttl", "u=off", "expire"])
+            .output()
+            .unwrap();
+        fails(&out, 2, "--ttl");
+        let out = memkv(&db)
+            .args(["--user-ttl", "=off", "expire"])
+            .output()
+            .unwrap();
+        fails(&out, 2, "the user name is empty");
+        ok(&memkv(&db).args(["--ttl", "1d", "expire"]).output().unwrap());
+        assert_eq!(cat(&db, "u", "/memories/a"), "x");
+    });
+}
 
-    // A dry run on a database of an older format leaves its file as it was.
+/// A dry run on a redb file of an older format leaves the file as it was.
+#[test]
+fn a_dry_run_expire_changes_nothing() {
     let dir = tempfile::tempdir().unwrap();
     let old = dir.path().join("old.redb");
     std::fs::copy(
@@ -478,98 +527,102 @@ fn expire_needs_a_ttl_and_a_dry_run_changes_nothing() {
 
 #[test]
 fn a_closed_pipe_ends_an_export_quietly() {
-    let files: Vec<(String, String)> = (0..300)
-        .map(|i| (format!("/memories/f{i}"), "x".repeat(1000)))
-        .collect();
-    let files: Vec<(&str, &str)> = files
-        .iter()
-        .map(|(p, t)| (p.as_str(), t.as_str()))
-        .collect();
-    let (_dir, db) = database(&[("u", &files)]);
-    // The reader goes away at once; the export (300 kB) cannot fit in the pipe.
-    let mut child = Reaper(
-        memkv(&db)
-            .arg("export")
-            .stdout(Stdio::piped())
-            .stderr(Stdio::piped())
-            .spawn()
-            .unwrap(),
-    );
-    drop(child.0.stdout.take());
-    let status = wait_within(&mut child.0, Duration::from_secs(20));
-    let mut err = String::new();
-    std::io::Read::read_to_string(child.0.stderr.as_mut().unwrap(), &mut err).unwrap();
-    assert_eq!(err, "");
-    assert_eq!(status.code(), Some(141));
-    // With standard error closed too: the same, never a panic.
-    let out = Command::new("bash")
-        .arg("-c")
-        .arg(r#""$0" --db "$1" export 2>&- | head -c 10 >/dev/null; echo "${PIPESTATUS[0]}""#)
-        .arg(env!("CARGO_BIN_EXE_memkv"))
-        .arg(&db)
-        .env_remove("MEMKV_DB")
-        .output()
-        .unwrap();
-    assert_eq!(ok(&out), "141\n");
-    let bash = Command::new("bash")
-        .arg("-c")
-        .arg(r#""$0" --db "$1" users 2>&- >&-; echo $?"#)
-        .arg(env!("CARGO_BIN_EXE_memkv"))
-        .arg(&db)
-        .output()
-        .unwrap();
-    assert_ne!(ok(&bash), "101\n");
+    each_backend(|backend| {
+        let files: Vec<(String, String)> = (0..300)
+            .map(|i| (format!("/memories/f{i}"), "x".repeat(1000)))
+            .collect();
+        let files: Vec<(&str, &str)> = files
+            .iter()
+            .map(|(p, t)| (p.as_str(), t.as_str()))
+            .collect();
+        let (_dir, db) = database_on(backend, &[("u", &files)]);
+        // The reader goes away at once; the export (300 kB) cannot fit in the pipe.
+        let mut child = Reaper(
+            memkv(&db)
+                .arg("export")
+                .stdout(Stdio::piped())
+                .stderr(Stdio::piped())
+                .spawn()
+                .unwrap(),
+        );
+        drop(child.0.stdout.take());
+        let status = wait_within(&mut child.0, Duration::from_secs(20));
+        let mut err = String::new();
+        std::io::Read::read_to_string(child.0.stderr.as_mut().unwrap(), &mut err).unwrap();
+        assert_eq!(err, "");
+        assert_eq!(status.code(), Some(141));
+        // With standard error closed too: the same, never a panic.
+        let out = Command::new("bash")
+            .arg("-c")
+            .arg(r#""$0" --db "$1" export 2>&- | head -c 10 >/dev/null; echo "${PIPESTATUS[0]}""#)
+            .arg(env!("CARGO_BIN_EXE_memkv"))
+            .arg(&db)
+            .env_remove("MEMKV_DB")
+            .output()
+            .unwrap();
+        assert_eq!(ok(&out), "141\n");
+        let bash = Command::new("bash")
+            .arg("-c")
+            .arg(r#""$0" --db "$1" users 2>&- >&-; echo $?"#)
+            .arg(env!("CARGO_BIN_EXE_memkv"))
+            .arg(&db)
+            .output()
+            .unwrap();
+        assert_ne!(ok(&bash), "101\n");
+    });
 }
 
 /// PROTOCOL.md pins the template `at most {limit} files` byte for byte, so the model reads it
 /// unchanged even for a limit of 1.
 #[test]
 fn quota_of_one_file_keeps_the_protocol_template() {
-    let dir = tempfile::tempdir().unwrap();
-    let db = dir.path().join("memkv.redb");
-    let out = run_with_input(
-        memkv(&db).args(["--max-files", "1", "exec", "-u", "u"]),
-        b"{\"command\":\"create\",\"path\":\"/memories/a\",\"file_text\":\"\"}\n{\"command\":\"create\",\"path\":\"/memories/b\",\"file_text\":\"\"}\n",
-    );
-    assert!(
-        ok(&out).contains("Error: Memory quota exceeded: at most 1 files\""),
-        "{}",
-        String::from_utf8_lossy(&out.stdout)
-    );
+    each_backend(|backend| {
+        let (_dir, db) = empty(backend);
+        let out = run_with_input(
+            memkv(&db).args(["--max-files", "1", "exec", "-u", "u"]),
+            b"{\"command\":\"create\",\"path\":\"/memories/a\",\"file_text\":\"\"}\n{\"command\":\"create\",\"path\":\"/memories/b\",\"file_text\":\"\"}\n",
+        );
+        assert!(
+            ok(&out).contains("Error: Memory quota exceeded: at most 1 files\""),
+            "{}",
+            String::from_utf8_lossy(&out.stdout)
+        );
+    });
 }
 
 #[test]
 fn from_dir_skips_an_over_size_file_without_reading_it() {
-    let dir = tempfile::tempdir().unwrap();
-    let db = dir.path().join("memkv.redb");
-    let src = dir.path().join("src");
-    std::fs::create_dir(&src).unwrap();
-    std::fs::write(src.join("ok.md"), "fine").unwrap();
-    // 3 GB, sparse: costs no disk, but reading it whole would need 3 GB of memory, more than
-    // the 1 GB address space the import is given.
-    std::fs::File::create(src.join("huge.md"))
-        .unwrap()
-        .set_len(3 << 30)
-        .unwrap();
-    let out = Command::new("bash")
-        .arg("-c")
-        .arg(r#"ulimit -v 1048576 && exec "$0" --db "$1" import -u u --from-dir "$2""#)
-        .arg(env!("CARGO_BIN_EXE_memkv"))
-        .arg(&db)
-        .arg(&src)
-        .env_remove("MEMKV_DB")
-        .output()
-        .unwrap();
-    ok(&out);
-    assert_eq!(
-        stderr(&out),
-        "skipped huge.md: larger than the file-size limit (102400 bytes)\nimported 1 files of 1 users, 4 bytes\n"
-    );
-    // --strict refuses it.
-    let out = memkv(&db)
-        .args(["import", "--strict", "-u", "v", "--from-dir"])
-        .arg(&src)
-        .output()
-        .unwrap();
-    fails(&out, 1, "huge.md: larger than the file-size limit");
+    each_backend(|backend| {
+        let (dir, db) = empty(backend);
+        let src = dir.path().join("src");
+        std::fs::create_dir(&src).unwrap();
+        std::fs::write(src.join("ok.md"), "fine").unwrap();
+        // 3 GB, sparse: costs no disk, but reading it whole would need 3 GB of memory, more than
+        // the 1 GB address space the import is given.
+        std::fs::File::create(src.join("huge.md"))
+            .unwrap()
+            .set_len(3 << 30)
+            .unwrap();
+        let out = Command::new("bash")
+            .arg("-c")
+            .arg(r#"ulimit -v 1048576 && exec "$0" --db "$1" import -u u --from-dir "$2""#)
+            .arg(env!("CARGO_BIN_EXE_memkv"))
+            .arg(&db)
+            .arg(&src)
+            .env_remove("MEMKV_DB")
+            .output()
+            .unwrap();
+        ok(&out);
+        assert_eq!(
+            stderr(&out),
+            "skipped huge.md: larger than the file-size limit (102400 bytes)\nimported 1 files of 1 users, 4 bytes\n"
+        );
+        // --strict refuses it.
+        let out = memkv(&db)
+            .args(["import", "--strict", "-u", "v", "--from-dir"])
+            .arg(&src)
+            .output()
+            .unwrap();
+        fails(&out, 1, "huge.md: larger than the file-size limit");
+    });
 }

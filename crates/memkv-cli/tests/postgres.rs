@@ -5,8 +5,9 @@ use std::process::{Command, Output, Stdio};
 
 use serde_json::{Value, json};
 
-#[path = "../../../tests/support/pg.rs"]
-mod pg;
+mod common;
+
+use common::pg;
 
 fn memkv(db: &str, args: &[&str], input: &[u8]) -> Output {
     let mut child = Command::new(env!("CARGO_BIN_EXE_memkv"))
@@ -226,21 +227,4 @@ fn an_export_crosses_backends_and_comes_back_the_same() {
     assert_eq!(body(&from_redb).len(), 243);
     assert_eq!(body(&from_redb), body(&from_pg));
     assert_eq!(body(&from_pg), body(&back));
-}
-
-/// The README's recorded session through `memkv exec` on PostgreSQL: byte for byte the golden
-/// transcript that `memkv exec` on redb answers (`cli.rs` pins the redb side).
-#[test]
-fn recorded_session_matches_its_golden_transcript_on_postgres() {
-    let Some(cluster) = pg::cluster() else { return };
-    let root = concat!(env!("CARGO_MANIFEST_DIR"), "/../..");
-    let input = std::fs::read(format!("{root}/examples/session.jsonl")).unwrap();
-    let want =
-        std::fs::read_to_string(format!("{root}/tests/data/session.expected.jsonl")).unwrap();
-    let got = ok(&memkv(
-        &cluster.fresh_url(),
-        &["exec", "--user", "dana"],
-        &input,
-    ));
-    assert_eq!(got, want);
 }

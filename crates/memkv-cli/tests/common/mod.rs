@@ -1,13 +1,20 @@
-//! Helpers shared by the CLI's process tests (`cli.rs`, `ops.rs`).
+//! Helpers shared by the CLI's process tests (`cli.rs`, `ops.rs`, `history.rs`, `postgres.rs`),
+//! and their backend factory: a test whose behaviour does not depend on the backend runs its
+//! body on a redb file and then on a fresh PostgreSQL schema ([`each_backend`], [`Db`]).
 
 #![allow(dead_code)]
 
+use std::ffi::{OsStr, OsString};
 use std::io::Write;
 use std::path::Path;
 use std::process::{Command, Output, Stdio};
 
-/// The `memkv` binary on database `db`, with `MEMKV_DB` cleared.
-pub fn memkv(db: &Path) -> Command {
+#[path = "../../../../tests/support/pg.rs"]
+pub mod pg;
+
+/// The `memkv` binary on database `db` (a redb path or a `postgres://` URL), with `MEMKV_DB`
+/// cleared.
+pub fn memkv(db: impl AsRef<OsStr>) -> Command {
     let mut c = Command::new(env!("CARGO_BIN_EXE_memkv"));
     c.arg("--db").arg(db).env_remove("MEMKV_DB");
     c
@@ -27,4 +34,67 @@ pub fn run_with_input(command: &mut Command, input: &[u8]) -> Output {
         other => other.unwrap(),
     }
     child.wait_with_output().unwrap()
+}
+
+// ---- the backend factory ---------------------------------------------------------------------
+
+/// The backends a process test runs on.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Backend {
+    Redb,
+    Postgres,
+}
+
+/// Runs `body` on redb, then on PostgreSQL from the binary's shared cluster; the PostgreSQL
+/// half is skipped, visibly, where PostgreSQL is not installed (and required where
+/// `MEMKV_REQUIRE_POSTGRES` is set).
+pub fn each_backend(body: impl Fn(Backend)) {
+    for backend in [Backend::Redb, Backend::Postgres] {
+        if backend == Backend::Postgres && pg::cluster().is_none() {
+            return;
+        }
+        let result = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| body(backend)));
+        if let Err(panic) = result {
+            eprintln!("(failed on {backend:?})");
+            std::panic::resume_unwind(panic);
+        }
+    }
+}
+
+/// A fresh, empty database for a process's `--db`: a redb file (not yet created) or the URL
+/// of a new schema no other test sees.
+#[derive(Debug, Clone)]
+pub struct Db {
+    pub backend: Backend,
+    location: OsString,
+}
+
+impl Db {
+    /// A new database of `backend`; on redb the file `dir/name`.
+    pub fn fresh(backend: Backend, dir: &Path, name: &str) -> Db {
+        let location = match backend {
+            Backend::Redb => dir.join(name).into_os_string(),
+            Backend::Postgres => pg::cluster()
+                .expect("each_backend runs PostgreSQL halves only with a cluster")
+                .fresh_url()
+                .into(),
+        };
+        Db { backend, location }
+    }
+
+    /// The redb file, `None` on PostgreSQL.
+    pub fn file(&self) -> Option<&Path> {
+        (self.backend == Backend::Redb).then(|| Path::new(&self.location))
+    }
+
+    /// The location as text (for messages and `bash -c` arguments).
+    pub fn as_str(&self) -> &str {
+        self.location.to_str().unwrap()
+    }
+}
+
+impl AsRef<OsStr> for Db {
+    fn as_ref(&self) -> &OsStr {
+        &self.location
+    }
 }
