@@ -10,11 +10,14 @@ use axum::extract::rejection::PathRejection;
 use axum::extract::{Path, State};
 use axum::http::{HeaderMap, Uri};
 use axum::response::Response;
-use memkv::{ApiRefusal, MemoryId, Page};
+use memkv::{ApiRefusal, Page};
 use serde::{Deserialize, Deserializer};
 use serde_json::json;
 
-use super::{Query, answer, blocking, failed, handle, json_body, refused, respond, scoped, wire};
+use super::{
+    Query, answer, blocking, failed, handle, ids, json_body, refused, respond, scoped, store_id,
+    wire,
+};
 use crate::AppState;
 use crate::error::ApiError;
 
@@ -66,20 +69,6 @@ fn sha256(text: &str, name: &str) -> Result<[u8; 32], ApiError> {
             "{name} must be 64 lowercase hexadecimal characters"
         ))
     })
-}
-
-/// The store id in the path (404 when not UTF-8).
-fn store_id(id: Result<Path<String>, PathRejection>) -> Result<String, ApiError> {
-    id.map(|Path(id)| id).map_err(|_| ApiError::not_found())
-}
-
-/// The store and memory ids in the path; a memory id that is not one (`mem_…`) is not found.
-fn ids(ids: Result<Path<(String, String)>, PathRejection>) -> Result<(String, MemoryId), ApiError> {
-    let Path((store, memory)) = ids.map_err(|_| ApiError::not_found())?;
-    let memory = memory
-        .parse::<MemoryId>()
-        .map_err(|_| ApiError::not_found())?;
-    Ok((store, memory))
 }
 
 /// `POST /v1/memory_stores/{memory_store_id}/memories` (`view` defaults to `basic`). 409 when

@@ -22,6 +22,8 @@ use std::sync::Arc;
 use std::sync::atomic::Ordering::Relaxed;
 
 use axum::body::Body;
+use axum::extract::Path;
+use axum::extract::rejection::PathRejection;
 use axum::http::{HeaderMap, StatusCode, Uri, header};
 use axum::response::{IntoResponse, Response};
 use memkv::{ApiRefusal, Error, Store};
@@ -263,6 +265,21 @@ pub fn handle<'s>(
     existing(store, id)?;
     let user = store.user(id).map_err(|_| ApiError::not_found())?;
     Ok(user.with_actor(caller.actor()))
+}
+
+/// The store id in the path; an id that is not UTF-8 names no store (404).
+pub fn store_id(id: Result<Path<String>, PathRejection>) -> Result<String, ApiError> {
+    id.map(|Path(id)| id).map_err(|_| ApiError::not_found())
+}
+
+/// The store id and a memory or version id (`mem_…`, `memver_…`) in the path; an id that is
+/// not one is not found (404).
+pub fn ids<I: std::str::FromStr>(
+    ids: Result<Path<(String, String)>, PathRejection>,
+) -> Result<(String, I), ApiError> {
+    let Path((store, id)) = ids.map_err(|_| ApiError::not_found())?;
+    let id = id.parse::<I>().map_err(|_| ApiError::not_found())?;
+    Ok((store, id))
 }
 
 /// A handler's outcome as the answer sent.

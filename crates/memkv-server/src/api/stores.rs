@@ -15,7 +15,7 @@ use serde_json::json;
 
 use super::{
     Query, admin, answer, bad_page, blocking, existing, failed, json_body, refused, respond,
-    scoped, wire,
+    scoped, store_id, wire,
 };
 use crate::AppState;
 use crate::error::ApiError;
@@ -98,11 +98,6 @@ fn check_count(pairs: usize) -> Result<(), ApiError> {
         )));
     }
     Ok(())
-}
-
-/// The store id in the path; an id that is not UTF-8 names no store.
-fn store_id(id: Result<Path<String>, PathRejection>) -> Result<String, ApiError> {
-    id.map(|Path(id)| id).map_err(|_| ApiError::not_found())
 }
 
 /// `POST /v1/memory_stores`.

@@ -8,28 +8,13 @@ use axum::extract::rejection::PathRejection;
 use axum::extract::{Path, State};
 use axum::http::{HeaderMap, Uri};
 use axum::response::Response;
-use memkv::{Actor, MemoryId, Operation, Page, VersionFilter, VersionId};
+use memkv::{Actor, MemoryId, Operation, Page, VersionFilter};
 
-use super::{Query, answer, blocking, failed, handle, refused, respond, scoped, wire};
+use super::{
+    Query, answer, blocking, failed, handle, ids, refused, respond, scoped, store_id, wire,
+};
 use crate::AppState;
 use crate::error::ApiError;
-
-/// The store id in the path (404 when not UTF-8).
-fn store_id(id: Result<Path<String>, PathRejection>) -> Result<String, ApiError> {
-    id.map(|Path(id)| id).map_err(|_| ApiError::not_found())
-}
-
-/// The store and version ids in the path; a version id that is not one (`memver_…`) is not
-/// found.
-fn ids(
-    ids: Result<Path<(String, String)>, PathRejection>,
-) -> Result<(String, VersionId), ApiError> {
-    let Path((store, version)) = ids.map_err(|_| ApiError::not_found())?;
-    let version = version
-        .parse::<VersionId>()
-        .map_err(|_| ApiError::not_found())?;
-    Ok((store, version))
-}
 
 /// The filter of a version listing; `None` when no version can match (a service account, or
 /// two different authors).
