@@ -64,9 +64,14 @@ fn create(url: &str, clients: usize, secs: u64) {
         workers.into_iter().map(|w| w.join().unwrap()).sum()
     });
     let elapsed = start.elapsed().as_secs_f64();
+    let (batches, commands) = store.commit_stats();
+    let trips = store.storage().round_trips().unwrap_or(0);
     println!(
-        "create 1KiB: {clients} clients: {done} in {elapsed:.1}s = {:.0}/s",
-        done as f64 / elapsed
+        "create 1KiB: {clients} clients: {done} in {elapsed:.1}s = {:.0}/s \
+         ({:.1} commands per transaction, {:.2} round trips per command)",
+        done as f64 / elapsed,
+        commands as f64 / batches.max(1) as f64,
+        trips as f64 / done.max(1) as f64,
     );
 }
 

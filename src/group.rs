@@ -6,7 +6,10 @@
 //! batch in progress becomes the leader: it takes everything queued (in arrival order), applies
 //! it in one transaction, commits, and hands every caller its own result. Callers that arrive
 //! while a batch is being flushed queue up and form the next batch, so batches grow exactly as
-//! far as the load needs and a lone caller pays nothing but a mutex.
+//! far as the load needs and a lone caller pays nothing but a mutex. A backend may allow several
+//! batches at once ([`crate::storage::Backend::write_lanes`]: PostgreSQL, whose store locks order
+//! batches that share a store, and which flushes concurrent commits together); each lane has a
+//! leader, and a finishing leader hands the next batch to the oldest waiting caller.
 //!
 //! Semantics:
 //! - Commands of a batch run in arrival order; each sees the effects of those before it, so each
@@ -57,11 +60,15 @@ struct Slot {
     wake: Condvar,
 }
 
+/// A batch taken from the queue: the requests and where their callers wait.
+type Batch = Vec<(Request, Arc<Slot>)>;
+
 #[derive(Default)]
 enum SlotState {
     #[default]
     Waiting,
-    Lead,
+    /// Lead this batch (taken from the queue for this caller, whose request is its first).
+    Lead(Batch),
     Done(Result<ToolOutput, Error>),
 }
 
@@ -74,9 +81,17 @@ impl Slot {
 
 #[derive(Default)]
 struct Queue {
-    pending: Vec<(Request, Arc<Slot>)>,
-    /// Whether a leader is running a batch (or has been chosen to).
-    leader: bool,
+    pending: Batch,
+    /// Leaders running a batch (or chosen to), at most the backend's lanes.
+    leaders: usize,
+}
+
+impl Queue {
+    /// The next batch: the oldest requests, at most [`MAX_BATCH`].
+    fn take(&mut self) -> Batch {
+        let take = self.pending.len().min(MAX_BATCH);
+        self.pending.drain(..take).collect()
+    }
 }
 
 /// The queue in front of a store's write transactions.
@@ -101,12 +116,15 @@ impl GroupCommit {
     }
 
     /// Queues `command` and returns its result once durable. `run` applies a batch (in order)
-    /// and returns one result per request, in the same order.
+    /// and returns one result per request, in the same order. At most `lanes` batches run at
+    /// once (1 for an embedded database with one writer; more where the database itself orders
+    /// writers of one store, by locks, and flushes concurrent commits together).
     pub(crate) fn submit(
         &self,
         user: &str,
         command: &Command,
         actor: Option<&Actor>,
+        lanes: usize,
         run: impl Fn(&[Request]) -> Vec<Result<ToolOutput, Error>>,
     ) -> Result<ToolOutput, Error> {
         let slot = Arc::new(Slot::default());
@@ -114,38 +132,43 @@ impl GroupCommit {
         let lead_now = {
             let mut queue = self.lock();
             queue.pending.push((request, slot.clone()));
-            !std::mem::replace(&mut queue.leader, true)
+            if queue.leaders < lanes.max(1) {
+                queue.leaders += 1;
+                Some(queue.take())
+            } else {
+                None
+            }
         };
-        if !lead_now {
-            let mut state = slot.state.lock().unwrap_or_else(PoisonError::into_inner);
-            loop {
-                match std::mem::take(&mut *state) {
-                    SlotState::Done(result) => return result,
-                    SlotState::Lead => break,
-                    SlotState::Waiting => {
-                        state = slot
-                            .wake
-                            .wait(state)
-                            .unwrap_or_else(PoisonError::into_inner);
+        let batch = match lead_now {
+            Some(batch) => batch,
+            None => {
+                let mut state = slot.state.lock().unwrap_or_else(PoisonError::into_inner);
+                loop {
+                    match std::mem::take(&mut *state) {
+                        SlotState::Done(result) => return result,
+                        SlotState::Lead(batch) => break batch,
+                        SlotState::Waiting => {
+                            state = slot
+                                .wake
+                                .wait(state)
+                                .unwrap_or_else(PoisonError::into_inner);
+                        }
                     }
                 }
             }
-        }
-        // This caller leads: its own request is queued, so it is in the batch it takes.
-        self.lead(&run);
+        };
+        // This caller leads: its own request is in the batch it was given.
+        self.lead(batch, &run);
         match std::mem::take(&mut *slot.state.lock().unwrap_or_else(PoisonError::into_inner)) {
             SlotState::Done(result) => result,
             _ => unreachable!("a leader's own request is in the batch it ran"),
         }
     }
 
-    /// Runs one batch, answers its callers, and hands leadership to the next waiting caller.
-    fn lead(&self, run: &impl Fn(&[Request]) -> Vec<Result<ToolOutput, Error>>) {
-        let batch: Vec<(Request, Arc<Slot>)> = {
-            let mut queue = self.lock();
-            let take = queue.pending.len().min(MAX_BATCH);
-            queue.pending.drain(..take).collect()
-        };
+    /// Runs one batch, answers its callers, and hands leadership (with the next batch, taken
+    /// from the queue here, so that no request is handed to two leaders) to the oldest waiting
+    /// caller.
+    fn lead(&self, batch: Batch, run: &impl Fn(&[Request]) -> Vec<Result<ToolOutput, Error>>) {
         self.batches.fetch_add(1, Ordering::Relaxed);
         self.commands
             .fetch_add(batch.len() as u64, Ordering::Relaxed);
@@ -170,9 +193,13 @@ impl GroupCommit {
         }
         {
             let mut queue = self.lock();
-            match queue.pending.first() {
-                Some((_, next)) => next.set(SlotState::Lead),
-                None => queue.leader = false,
+            let next = queue.take();
+            match next.first() {
+                Some((_, slot)) => {
+                    let slot = Arc::clone(slot);
+                    slot.set(SlotState::Lead(next));
+                }
+                None => queue.leaders -= 1,
             }
         }
     }
@@ -196,7 +223,7 @@ mod tests {
                         path: format!("/memories/{i}"),
                     };
                     let out = group
-                        .submit("u", &command, None, |batch| {
+                        .submit("u", &command, None, 1, |batch| {
                             batches.fetch_add(1, Ordering::SeqCst);
                             // A slow "flush", so that callers pile up behind it.
                             std::thread::sleep(std::time::Duration::from_millis(20));

@@ -143,6 +143,14 @@ impl Backend for AnyBackend {
         }
     }
 
+    fn write_lanes(&self) -> usize {
+        match self {
+            AnyBackend::Redb(b) => b.write_lanes(),
+            #[cfg(feature = "postgres")]
+            AnyBackend::Postgres(b) => b.write_lanes(),
+        }
+    }
+
     fn verify_storage(&self) -> Result<Vec<String>, Error> {
         match self {
             AnyBackend::Redb(b) => b.verify_storage(),

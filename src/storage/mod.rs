@@ -139,6 +139,13 @@ pub trait Backend: Send + Sync {
         false
     }
 
+    /// How many write transactions group commit may run at once (see `crate::group`). One for
+    /// a database with a single writer; more where the database orders writers of one store
+    /// itself (the store locks of [`Backend::write`]) and flushes concurrent commits together.
+    fn write_lanes(&self) -> usize {
+        1
+    }
+
     /// Checks the stored bytes beneath the records (page checksums, say) without changing
     /// anything, for `Store::check`; the problems found, as sentences. By default, none.
     fn verify_storage(&self) -> Result<Vec<String>, Error> {

@@ -24,7 +24,7 @@ use crate::layout::Node;
 use crate::limits::{Expiry, Limits, Settings, millis};
 use crate::path::MemoryPath;
 use crate::secrets::SecretPolicy;
-use crate::storage::{AnyBackend, Backend, Finish, ReadTxn};
+use crate::storage::{AnyBackend, Backend, Fetch, Finish, ReadTxn};
 use crate::tree::{Tree, TreeRead};
 
 /// Longest accepted user id, in UTF-8 bytes.
@@ -240,19 +240,30 @@ impl<B: Backend> Store<B> {
         lock.extend(notes.iter().map(|(user, _, _)| user.as_str()));
         lock.sort_unstable();
         lock.dedup();
-        let prefetch = self.backend.wants_prefetch();
+        // Every command's reads, announced at once: one round trip for the whole batch. (Each
+        // command's fetches depend on its arguments alone, not on what the others write; the
+        // backend serves later reads from what it fetched, updated by the batch's writes.)
+        let nows: Vec<i64> = batch.iter().map(|_| self.now_ms()).collect();
+        let fetches = if self.backend.wants_prefetch() {
+            let mut all: Vec<Fetch> = Vec::new();
+            for (r, &now) in batch.iter().zip(&nows) {
+                let settings = self.settings(&r.user);
+                for f in exec::write_fetches(&r.user, &settings, &r.command, now) {
+                    if !all.contains(&f) {
+                        all.push(f);
+                    }
+                }
+            }
+            all
+        } else {
+            Vec::new()
+        };
         let applied = self.backend.write(&lock, |txn| {
+            txn.prefetch(&fetches, false)?;
             access::apply(txn, &notes)?;
             let mut outputs = Vec::with_capacity(batch.len());
-            for r in batch {
+            for (r, &now) in batch.iter().zip(&nows) {
                 let settings = self.settings(&r.user);
-                let now = self.now_ms();
-                if prefetch {
-                    txn.prefetch(
-                        &exec::write_fetches(&r.user, &settings, &r.command, now),
-                        false,
-                    )?;
-                }
                 let mut tree = Tree::new(txn, &r.user, settings.recorder(now, r.actor.as_ref()));
                 exec::sweep(&mut tree, settings.expiry_cutoff(now))?;
                 outputs.push(exec::write(&mut tree, &settings, &r.command, now)?);
@@ -434,11 +445,13 @@ impl<B: Backend> UserHandle<'_, B> {
             return Ok(output);
         }
         let store = self.store;
-        store
-            .group
-            .submit(&self.id, command, self.actor.as_ref(), |batch| {
-                store.run_batch(batch)
-            })
+        store.group.submit(
+            &self.id,
+            command,
+            self.actor.as_ref(),
+            store.backend.write_lanes(),
+            |batch| store.run_batch(batch),
+        )
     }
 
     /// Parses and runs the `input` object of a `tool_use` block.

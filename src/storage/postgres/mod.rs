@@ -36,6 +36,8 @@ pub use txn::{PgRead, PgWrite};
 pub const SCHEMA_VERSION: u64 = 1;
 /// Most runs of one write transaction.
 pub const MAX_ATTEMPTS: u32 = 8;
+/// Group-commit batches in flight at once (each on a connection of its own).
+const WRITE_LANES: usize = 4;
 /// Most connections one store opens.
 const POOL_SIZE: usize = 32;
 
@@ -267,6 +269,10 @@ impl Backend for PgBackend {
 
     fn wants_prefetch(&self) -> bool {
         true
+    }
+
+    fn write_lanes(&self) -> usize {
+        WRITE_LANES
     }
 
     fn begin_read(&self) -> Result<PgRead, Error> {

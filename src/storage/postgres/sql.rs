@@ -81,36 +81,105 @@ fn store_and_space(out: &mut String, user: &str, space: Space) {
     let _ = write!(out, " AND space = {}", space_number(space));
 }
 
-/// One `SELECT` for all of `fetches`: rows of `(fetch index, key, value)`.
-pub(crate) fn select(fetches: &[Fetch]) -> String {
-    let mut sql = String::new();
-    for (i, fetch) in fetches.iter().enumerate() {
-        if i > 0 {
-            sql.push_str(" UNION ALL ");
+/// `'{"\\x…",NULL,…}'::bytea[]`: an array literal of `bytea`s (`None`: SQL `NULL`).
+pub(crate) fn bytea_array<'a>(out: &mut String, items: impl Iterator<Item = Option<&'a [u8]>>) {
+    const HEX: &[u8; 16] = b"0123456789abcdef";
+    out.push_str("'{");
+    for (n, item) in items.enumerate() {
+        if n > 0 {
+            out.push(',');
         }
-        let _ = write!(sql, "(SELECT {i}, key, value FROM {ENTRIES} WHERE ");
-        match fetch {
-            Fetch::Get { space, user, key } => {
-                store_and_space(&mut sql, user, *space);
-                sql.push_str(" AND key = ");
-                bytea(&mut sql, key);
+        match item {
+            None => out.push_str("NULL"),
+            Some(bytes) => {
+                out.reserve(bytes.len() * 2 + 6);
+                // In an array literal, `\\` is one backslash: the element is `\x…`.
+                out.push_str("\"\\\\x");
+                for b in bytes {
+                    out.push(HEX[usize::from(b >> 4)] as char);
+                    out.push(HEX[usize::from(b & 15)] as char);
+                }
+                out.push('"');
             }
+        }
+    }
+    out.push_str("}'::bytea[]");
+}
+
+/// `'{1,2,…}'::ty[]`: an array literal of numbers.
+fn number_array(out: &mut String, items: impl Iterator<Item = usize>, ty: &str) {
+    out.push_str("'{");
+    for (n, item) in items.enumerate() {
+        if n > 0 {
+            out.push(',');
+        }
+        let _ = write!(out, "{item}");
+    }
+    let _ = write!(out, "}}'::{ty}[]");
+}
+
+/// One `SELECT` for all of `fetches`: rows of `(fetch index, key, value)`. The keys travel as
+/// arrays, joined (`LATERAL`, one primary-key lookup or range scan each) to the entries: the
+/// statement's plan is the same whatever the number of fetches, so a group-commit batch's
+/// hundreds of reads cost the server one plan, not one per read.
+pub(crate) fn select(fetches: &[Fetch]) -> String {
+    let mut gets = Vec::new();
+    let mut ranges = Vec::new();
+    for (i, fetch) in fetches.iter().enumerate() {
+        match fetch {
+            Fetch::Get { space, user, key } => gets.push((i, user, *space, key)),
             Fetch::Range {
                 space,
                 user,
                 start,
                 end,
-            } => {
-                store_and_space(&mut sql, user, *space);
-                sql.push_str(" AND key >= ");
-                bytea(&mut sql, start);
-                if let Some(end) = end {
-                    sql.push_str(" AND key < ");
-                    bytea(&mut sql, end);
-                }
-            }
+            } => ranges.push((i, user, *space, start, end)),
         }
-        sql.push(')');
+    }
+    let mut sql = String::new();
+    if !gets.is_empty() {
+        sql.push_str("SELECT f.i, x.key, x.value FROM unnest(");
+        number_array(&mut sql, gets.iter().map(|g| g.0), "int");
+        sql.push_str(", ");
+        bytea_array(&mut sql, gets.iter().map(|g| Some(g.1.as_bytes())));
+        sql.push_str(", ");
+        number_array(
+            &mut sql,
+            gets.iter().map(|g| usize::from(space_number(g.2))),
+            "smallint",
+        );
+        sql.push_str(", ");
+        bytea_array(&mut sql, gets.iter().map(|g| Some(g.3.as_slice())));
+        let _ = write!(
+            sql,
+            ") AS f(i, store, space, key) CROSS JOIN LATERAL (SELECT x.key, x.value FROM {ENTRIES} x \
+             WHERE x.store = f.store AND x.space = f.space AND x.key = f.key LIMIT 1) x"
+        );
+    }
+    if !ranges.is_empty() {
+        if !sql.is_empty() {
+            sql.push_str(" UNION ALL ");
+        }
+        sql.push_str("SELECT f.i, x.key, x.value FROM unnest(");
+        number_array(&mut sql, ranges.iter().map(|r| r.0), "int");
+        sql.push_str(", ");
+        bytea_array(&mut sql, ranges.iter().map(|r| Some(r.1.as_bytes())));
+        sql.push_str(", ");
+        number_array(
+            &mut sql,
+            ranges.iter().map(|r| usize::from(space_number(r.2))),
+            "smallint",
+        );
+        sql.push_str(", ");
+        bytea_array(&mut sql, ranges.iter().map(|r| Some(r.3.as_slice())));
+        sql.push_str(", ");
+        bytea_array(&mut sql, ranges.iter().map(|r| r.4.as_deref()));
+        let _ = write!(
+            sql,
+            ") AS f(i, store, space, lo, hi) CROSS JOIN LATERAL (SELECT x.key, x.value FROM {ENTRIES} x \
+             WHERE x.store = f.store AND x.space = f.space AND x.key >= f.lo \
+             AND (f.hi IS NULL OR x.key < f.hi) OFFSET 0) x"
+        );
     }
     sql
 }
@@ -118,25 +187,34 @@ pub(crate) fn select(fetches: &[Fetch]) -> String {
 /// `(space, user, key)` as the cache keys them.
 pub(crate) type Key = (u8, String, Vec<u8>);
 
-/// One `INSERT … ON CONFLICT DO UPDATE` of every `(key, value)` (keys distinct).
+/// One `INSERT … ON CONFLICT DO UPDATE` of every `(key, value)` (keys distinct), the rows as
+/// four arrays.
 pub(crate) fn put_keys(out: &mut String, puts: &[(&Key, &[u8])]) {
     if puts.is_empty() {
         return;
     }
-    let _ = write!(out, "INSERT INTO {ENTRIES} VALUES ");
-    for (i, ((space, user, key), value)) in puts.iter().enumerate() {
-        if i > 0 {
-            out.push_str(", ");
-        }
-        out.push('(');
-        bytea(out, user.as_bytes());
-        let _ = write!(out, ", {space}, ");
-        bytea(out, key);
-        out.push_str(", ");
-        bytea(out, value);
-        out.push(')');
-    }
-    out.push_str(" ON CONFLICT (store, space, key) DO UPDATE SET value = EXCLUDED.value;\n");
+    let _ = write!(
+        out,
+        "INSERT INTO {ENTRIES} (store, space, key, value) SELECT * FROM unnest("
+    );
+    bytea_array(
+        out,
+        puts.iter().map(|((_, user, _), _)| Some(user.as_bytes())),
+    );
+    out.push_str(", ");
+    number_array(
+        out,
+        puts.iter().map(|((space, _, _), _)| usize::from(*space)),
+        "smallint",
+    );
+    out.push_str(", ");
+    bytea_array(
+        out,
+        puts.iter().map(|((_, _, key), _)| Some(key.as_slice())),
+    );
+    out.push_str(", ");
+    bytea_array(out, puts.iter().map(|(_, value)| Some(*value)));
+    out.push_str(") ON CONFLICT (store, space, key) DO UPDATE SET value = EXCLUDED.value;\n");
 }
 
 /// One `DELETE` of every key.
@@ -221,5 +299,13 @@ mod tests {
         assert!(s[3..s.len() - 8].bytes().all(|b| b.is_ascii_hexdigit()));
         let text = &s[1..s.len() - 8];
         assert_eq!(unhex(text).unwrap(), b"a'; DROP TABLE x; --\\\x00\xff");
+    }
+
+    #[test]
+    fn array_literals_hold_only_hex() {
+        let mut s = String::new();
+        let nasty: &[u8] = b"'}\",{\\";
+        bytea_array(&mut s, [Some(nasty), None, Some(&b""[..])].into_iter());
+        assert_eq!(s, "'{\"\\\\x277d222c7b5c\",NULL,\"\\\\x\"}'::bytea[]");
     }
 }
