@@ -20,9 +20,12 @@ pub struct Cluster {
     pub sockets: PathBuf,
     as_postgres: bool,
     durable: bool,
+    /// `ssl=on` with [`Cluster::tls_cert`] as its certificate.
+    tls: bool,
 }
 
 static CLUSTER: OnceLock<Option<Cluster>> = OnceLock::new();
+static TLS_CLUSTER: OnceLock<Option<Cluster>> = OnceLock::new();
 static NEXT: AtomicU64 = AtomicU64::new(0);
 static SKIP_NOTED: Mutex<bool> = Mutex::new(false);
 
@@ -48,7 +51,16 @@ pub fn bin_dir() -> Option<PathBuf> {
 
 /// The shared cluster, started on first use; `None` (said once on stderr) without PostgreSQL.
 pub fn cluster() -> Option<&'static Cluster> {
-    let cluster = CLUSTER.get_or_init(start).as_ref();
+    present(CLUSTER.get_or_init(|| start(false)).as_ref())
+}
+
+/// A cluster of its own with TLS on (`ssl=on`, a self-signed certificate for `localhost` made
+/// with the `openssl` command at start, see [`Cluster::tls_cert`]); `None` as for [`cluster`].
+pub fn tls_cluster() -> Option<&'static Cluster> {
+    present(TLS_CLUSTER.get_or_init(|| start(true)).as_ref())
+}
+
+fn present(cluster: Option<&'static Cluster>) -> Option<&'static Cluster> {
     if cluster.is_none() && std::env::var_os("MEMKV_REQUIRE_POSTGRES").is_some() {
         panic!("MEMKV_REQUIRE_POSTGRES is set, and PostgreSQL's server binaries are missing");
     }
@@ -102,6 +114,15 @@ impl Cluster {
                 "-c fsync=off -c synchronous_commit=off -c full_page_writes=off"
             }
         );
+        let opts = if self.tls {
+            format!(
+                "{opts} -c ssl=on -c ssl_cert_file={} -c ssl_key_file={}",
+                self.tls_cert().display(),
+                self.dir.join("server.key").display()
+            )
+        } else {
+            opts
+        };
         let log = self.dir.join("server.log");
         let out = self.run(
             "pg_ctl",
@@ -168,6 +189,17 @@ impl Cluster {
         )
     }
 
+    /// The server's certificate (PEM), self-signed, for the name `localhost` only (not for the
+    /// address 127.0.0.1): the root certificate to trust for a TLS cluster.
+    pub fn tls_cert(&self) -> PathBuf {
+        self.dir.join("server.crt")
+    }
+
+    /// Another self-signed certificate for `localhost`, which did not sign the server's.
+    pub fn other_cert(&self) -> PathBuf {
+        self.dir.join("other.crt")
+    }
+
     /// Runs SQL as the superuser.
     pub fn sql(&self, query: &str) {
         let mut client = postgres::Client::connect(&self.admin_url(), postgres::NoTls).unwrap();
@@ -183,7 +215,33 @@ fn free_port() -> u16 {
         .port()
 }
 
-fn start() -> Option<Cluster> {
+/// A self-signed certificate for `localhost` and its key, made by the `openssl` command.
+fn self_signed(cert: &Path, key: &Path) {
+    let out = Command::new("openssl")
+        .args([
+            "req", "-x509", "-newkey", "rsa:2048", "-nodes", "-days", "2",
+        ])
+        .args([
+            "-subj",
+            "/CN=localhost",
+            "-addext",
+            "subjectAltName=DNS:localhost",
+        ])
+        .arg("-keyout")
+        .arg(key)
+        .arg("-out")
+        .arg(cert)
+        .stdin(Stdio::null())
+        .output()
+        .expect("the openssl command (to make the test cluster's certificate)");
+    assert!(
+        out.status.success(),
+        "openssl req: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+}
+
+fn start(tls: bool) -> Option<Cluster> {
     if std::env::var_os("MEMKV_SKIP_POSTGRES").is_some() {
         return None;
     }
@@ -193,6 +251,17 @@ fn start() -> Option<Cluster> {
     let data = dir.join("data");
     let sockets = dir.join("sockets");
     std::fs::create_dir_all(&sockets).unwrap();
+    if tls {
+        self_signed(&dir.join("server.crt"), &dir.join("server.key"));
+        self_signed(&dir.join("other.crt"), &dir.join("other.key"));
+        // The server refuses a key that others may read.
+        use std::os::unix::fs::PermissionsExt;
+        std::fs::set_permissions(
+            dir.join("server.key"),
+            std::fs::Permissions::from_mode(0o600),
+        )
+        .unwrap();
+    }
     if as_postgres {
         let status = Command::new("chown")
             .args(["-R", "postgres:postgres"])
@@ -209,6 +278,7 @@ fn start() -> Option<Cluster> {
         sockets,
         as_postgres,
         durable: std::env::var_os("MEMKV_PG_DURABLE").is_some(),
+        tls,
     };
     let out = cluster.run(
         "initdb",

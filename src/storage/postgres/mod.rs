@@ -14,6 +14,7 @@
 
 mod pool;
 mod sql;
+mod tls;
 mod txn;
 
 use std::cell::RefCell;
@@ -78,7 +79,21 @@ pub(crate) fn connect_error(location: &str, e: postgres::Error) -> Error {
 fn describe(e: &postgres::Error) -> String {
     match e.as_db_error() {
         Some(db) => format!("{} ({})", db.message(), db.code().code()),
-        None => e.to_string(),
+        // With the causes: "error performing TLS handshake" alone says too little.
+        None => {
+            let mut text = e.to_string();
+            let mut cause = std::error::Error::source(e);
+            while let Some(c) = cause {
+                let said = c.to_string();
+                // Some causes repeat their own cause in their text.
+                if !text.contains(&said) {
+                    text.push_str(": ");
+                    text.push_str(&said);
+                }
+                cause = c.source();
+            }
+            text
+        }
     }
 }
 
@@ -143,17 +158,22 @@ fn backoff(attempt: u32) {
 }
 
 impl PgBackend {
-    /// Connects to the database at `url` (`postgres://` or `postgresql://`; `sslmode` as in
-    /// libpq's URLs: `disable`, `prefer`, `require`), checks memkv's tables and their versions,
+    /// Connects to the database at `url` (`postgres://` or `postgresql://`; `sslmode` and
+    /// `sslrootcert` as in libpq's URLs, see the `tls` module), checks memkv's tables and their versions,
     /// and with [`Access::Create`] creates them if they are missing.
     pub fn connect(url: &str, access: Access) -> Result<Self, Error> {
         let location = redact_url(url);
-        let config = postgres::Config::from_str(url).map_err(|e| Error::Unsupported {
+        let (url, tls) = tls::split(url);
+        let config = postgres::Config::from_str(&url).map_err(|e| Error::Unsupported {
             location: location.clone(),
-            reason: format!("not a valid PostgreSQL URL: {e}"),
+            reason: format!("not a valid PostgreSQL URL: {}", describe(&e)),
         })?;
+        let tls = match config.get_ssl_mode() {
+            postgres::config::SslMode::Disable => None,
+            _ => Some(tls.connector(&location)?),
+        };
         let backend = PgBackend {
-            pool: Pool::new(config, location.clone(), POOL_SIZE),
+            pool: Pool::new(config, tls, location.clone(), POOL_SIZE),
             trips: Arc::default(),
             location,
             writable: access != Access::ReadOnly,

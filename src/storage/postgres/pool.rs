@@ -5,8 +5,8 @@
 use std::sync::{Arc, Condvar, Mutex, MutexGuard, PoisonError};
 use std::time::Duration;
 
-use postgres::config::SslMode;
 use postgres::{Client, Config, NoTls};
+use postgres_native_tls::MakeTlsConnector;
 
 use crate::error::Error;
 
@@ -15,6 +15,8 @@ const CONNECT_TIMEOUT: Duration = Duration::from_secs(10);
 
 pub(crate) struct Pool {
     config: Config,
+    /// `None` with `sslmode=disable`.
+    tls: Option<MakeTlsConnector>,
     location: String,
     max: usize,
     state: Mutex<State>,
@@ -27,12 +29,18 @@ struct State {
 }
 
 impl Pool {
-    pub(crate) fn new(mut config: Config, location: String, max: usize) -> Arc<Pool> {
+    pub(crate) fn new(
+        mut config: Config,
+        tls: Option<MakeTlsConnector>,
+        location: String,
+        max: usize,
+    ) -> Arc<Pool> {
         config.connect_timeout(CONNECT_TIMEOUT);
         config.keepalives(true);
         config.application_name("memkv");
         Arc::new(Pool {
             config,
+            tls,
             location,
             max,
             state: Mutex::new(State {
@@ -84,13 +92,9 @@ impl Pool {
     }
 
     fn connect(&self) -> Result<Client, Error> {
-        let result = match self.config.get_ssl_mode() {
-            SslMode::Disable => self.config.connect(NoTls),
-            _ => {
-                let tls = native_tls::TlsConnector::new().map_err(Error::storage)?;
-                self.config
-                    .connect(postgres_native_tls::MakeTlsConnector::new(tls))
-            }
+        let result = match &self.tls {
+            None => self.config.connect(NoTls),
+            Some(tls) => self.config.connect(tls.clone()),
         };
         result.map_err(|e| super::connect_error(&self.location, e))
     }
