@@ -74,10 +74,17 @@ impl Db {
     pub fn fresh(backend: Backend, dir: &Path, name: &str) -> Db {
         let location = match backend {
             Backend::Redb => dir.join(name).into_os_string(),
-            Backend::Postgres => pg::cluster()
-                .expect("each_backend runs PostgreSQL halves only with a cluster")
-                .fresh_url()
-                .into(),
+            // `sslmode=disable`: the cluster has no TLS, and with the default `prefer` each
+            // process would load the system's root certificates for nothing (about 0.1 s a
+            // process on 2 busy cores, most of these suites' time on PostgreSQL). `prefer` is
+            // covered by the library suites, and with TLS by `tests/pg_tls.rs`.
+            Backend::Postgres => format!(
+                "{}&sslmode=disable",
+                pg::cluster()
+                    .expect("each_backend runs PostgreSQL halves only with a cluster")
+                    .fresh_url()
+            )
+            .into(),
         };
         Db { backend, location }
     }
