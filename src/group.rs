@@ -249,4 +249,53 @@ mod tests {
         let n = batches.load(Ordering::SeqCst);
         assert!(n < 16, "16 callers took {n} batches: no batching happened");
     }
+
+    #[test]
+    fn batches_run_at_once_up_to_the_lanes_and_never_beyond() {
+        for lanes in [1, 3] {
+            let group = Arc::new(GroupCommit::default());
+            let (running, most) = (Arc::new(AtomicUsize::new(0)), Arc::new(AtomicUsize::new(0)));
+            let threads: Vec<_> = (0..24)
+                .map(|i| {
+                    let (group, running, most) = (group.clone(), running.clone(), most.clone());
+                    std::thread::spawn(move || {
+                        let command = Command::Delete {
+                            path: format!("/memories/{i}"),
+                        };
+                        let out = group
+                            .submit("u", &command, None, lanes, |batch| {
+                                let now = running.fetch_add(1, Ordering::SeqCst) + 1;
+                                most.fetch_max(now, Ordering::SeqCst);
+                                std::thread::sleep(std::time::Duration::from_millis(50));
+                                running.fetch_sub(1, Ordering::SeqCst);
+                                batch
+                                    .iter()
+                                    .map(|r| match &r.command {
+                                        Command::Delete { path } => Ok(ToolOutput {
+                                            content: path.clone(),
+                                            is_error: false,
+                                        }),
+                                        _ => unreachable!(),
+                                    })
+                                    .collect()
+                            })
+                            .unwrap();
+                        assert_eq!(out.content, format!("/memories/{i}"));
+                    })
+                })
+                .collect();
+            for t in threads {
+                t.join().unwrap();
+            }
+            let most = most.load(Ordering::SeqCst);
+            assert!(most <= lanes, "{most} batches at once with {lanes} lanes");
+            if lanes > 1 {
+                assert!(
+                    most > 1,
+                    "24 callers never ran two batches at once with {lanes} lanes"
+                );
+            }
+            assert_eq!(group.commands.load(Ordering::SeqCst), 24);
+        }
+    }
 }
