@@ -170,7 +170,7 @@ fn health_and_readiness_and_errors_in_the_envelope() {
     }
     // One structured log line per request: id, route, store, commands, status, duration;
     // never contents.
-    let log = server.log();
+    let log = server.log_with(|l| l.contains("commands=\"create\""));
     let line = log
         .lines()
         .find(|l| l.contains("commands=\"create\""))

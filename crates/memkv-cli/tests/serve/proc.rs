@@ -43,6 +43,8 @@ pub struct Served {
     child: Option<Child>,
     stderr: Arc<Mutex<String>>,
     stdout: Arc<Mutex<String>>,
+    /// The threads reading stdout and stderr: they end at the pipes' end, once the server exits.
+    readers: Vec<std::thread::JoinHandle<()>>,
 }
 
 impl Served {
@@ -61,7 +63,7 @@ impl Served {
         let (tx, rx) = mpsc::channel();
         let more = Arc::new(Mutex::new(String::new()));
         let rest = Arc::clone(&more);
-        std::thread::spawn(move || {
+        let out_reader = std::thread::spawn(move || {
             let mut lines = BufReader::new(stdout).lines();
             let _ = tx.send(lines.next());
             // Anything more on stdout is a defect (checked when stopped): it holds one line.
@@ -72,7 +74,7 @@ impl Served {
         let stderr = Arc::new(Mutex::new(String::new()));
         let log = Arc::clone(&stderr);
         let mut err = child.stderr.take().unwrap();
-        std::thread::spawn(move || {
+        let err_reader = std::thread::spawn(move || {
             let mut buf = [0u8; 4096];
             while let Ok(n) = err.read(&mut buf) {
                 if n == 0 {
@@ -104,12 +106,26 @@ impl Served {
             child: Some(child),
             stderr,
             stdout: more,
+            readers: vec![out_reader, err_reader],
         }
     }
 
     /// What the server logged so far.
     pub fn log(&self) -> String {
         self.stderr.lock().unwrap().clone()
+    }
+
+    /// The server's stderr once it has a line for which `wanted` holds (a response can reach
+    /// the client before its log line is written and read): at most 10 s, then what there is.
+    pub fn log_with(&self, wanted: impl Fn(&str) -> bool) -> String {
+        let deadline = Instant::now() + Duration::from_secs(10);
+        loop {
+            let log = self.log();
+            if log.lines().any(&wanted) || Instant::now() > deadline {
+                return log;
+            }
+            std::thread::sleep(Duration::from_millis(10));
+        }
     }
 
     /// Sends `signal` and waits (at most 60 s) for the exit.
@@ -121,8 +137,11 @@ impl Served {
         let deadline = Instant::now() + Duration::from_secs(60);
         loop {
             if let Some(status) = child.try_wait().unwrap() {
-                // Give the reader a moment to collect what was written last.
-                std::thread::sleep(Duration::from_millis(50));
+                // The server has exited, so its pipes end: the readers have everything once
+                // they finish.
+                for reader in self.readers.drain(..) {
+                    reader.join().unwrap();
+                }
                 let more = self.stdout.lock().unwrap();
                 assert!(more.is_empty(), "more than one line on stdout: {more}");
                 return status;
