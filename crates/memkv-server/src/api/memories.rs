@@ -15,8 +15,7 @@ use serde::{Deserialize, Deserializer};
 use serde_json::json;
 
 use super::{
-    Query, answer, blocking, failed, handle, ids, json_body, refused, respond, scoped, store_id,
-    wire,
+    Query, answer, failed, ids, json_body, on_store, refused, respond, scoped, store_id, wire,
 };
 use crate::AppState;
 use crate::error::ApiError;
@@ -93,12 +92,10 @@ pub async fn create_memory(
             };
             let content = content.unwrap_or_default();
             let path = model_path(&req.path)?;
-            let key = id.clone();
-            let memory = blocking(&state, move |store| {
-                let user = handle(store, &key, &caller)?;
+            let memory = on_store(&state, &id, caller, move |user, key| {
                 let mut m = user
                     .create_memory(&path, &content)
-                    .map_err(|e| failed(&e, &key))?
+                    .map_err(|e| failed(&e, key))?
                     .map_err(|r| refused(&r, false))?;
                 if full && m.content.is_none() {
                     m.content = Some(content);
@@ -142,12 +139,10 @@ pub async fn list_memories(
                 })?,
             };
             let page = q.page().map(str::to_owned);
-            let key = id.clone();
-            let page = blocking(&state, move |store| {
-                let user = handle(store, &key, &caller)?;
+            let page = on_store(&state, &id, caller, move |user, key| {
                 match user
                     .list_memories(&dir, depth, page.as_deref(), limit, full)
-                    .map_err(|e| failed(&e, &key))?
+                    .map_err(|e| failed(&e, key))?
                 {
                     Ok(listed) => Ok(listed),
                     // Nothing below the prefix: an empty page.
@@ -182,11 +177,9 @@ pub async fn retrieve_memory(
             let (id, memory) = ids(path)?;
             let caller = scoped(&state, &headers, &id)?;
             let full = Query::of(&uri).view(true)?;
-            let key = id.clone();
-            let m = blocking(&state, move |store| {
-                let user = handle(store, &key, &caller)?;
+            let m = on_store(&state, &id, caller, move |user, key| {
                 user.memory(memory, full)
-                    .map_err(|e| failed(&e, &key))?
+                    .map_err(|e| failed(&e, key))?
                     .ok_or_else(ApiError::not_found)
             })
             .await?;
@@ -233,9 +226,7 @@ pub async fn update_memory(
                 }
             };
             let new_path = req.path.as_deref().map(model_path).transpose()?;
-            let key = id.clone();
-            let m = blocking(&state, move |store| {
-                let user = handle(store, &key, &caller)?;
+            let m = on_store(&state, &id, caller, move |user, key| {
                 let mut m = user
                     .update_memory(
                         memory,
@@ -243,14 +234,14 @@ pub async fn update_memory(
                         new_path.as_deref(),
                         expected,
                     )
-                    .map_err(|e| failed(&e, &key))?
+                    .map_err(|e| failed(&e, key))?
                     .map_err(|r| refused(&r, false))?;
                 if full && m.content.is_none() {
                     m.content = match req.content {
                         Some(c) => Some(c),
                         None => user
                             .memory(memory, true)
-                            .map_err(|e| failed(&e, &key))?
+                            .map_err(|e| failed(&e, key))?
                             .and_then(|again| again.content),
                     };
                 }
@@ -279,11 +270,9 @@ pub async fn delete_memory(
                 .get("expected_content_sha256")
                 .map(|h| sha256(h, "expected_content_sha256"))
                 .transpose()?;
-            let key = id.clone();
-            blocking(&state, move |store| {
-                let user = handle(store, &key, &caller)?;
+            on_store(&state, &id, caller, move |user, key| {
                 user.delete_memory(memory, expected)
-                    .map_err(|e| failed(&e, &key))?
+                    .map_err(|e| failed(&e, key))?
                     .map_err(|r| refused(&r, false))
             })
             .await?;

@@ -267,6 +267,18 @@ pub fn handle<'s>(
     Ok(user.with_actor(caller.actor()))
 }
 
+/// Runs `work` on the blocking pool (as [`blocking`]) with the handle of existing store `id`
+/// (as [`handle`]: `caller` recorded as the author of its writes) and the id.
+pub async fn on_store<T: Send + 'static>(
+    state: &Arc<AppState>,
+    id: &str,
+    caller: Caller,
+    work: impl FnOnce(memkv::UserHandle<'_>, &str) -> Result<T, ApiError> + Send + 'static,
+) -> Result<T, ApiError> {
+    let id = id.to_owned();
+    blocking(state, move |store| work(handle(store, &id, &caller)?, &id)).await
+}
+
 /// The store id in the path; an id that is not UTF-8 names no store (404).
 pub fn store_id(id: Result<Path<String>, PathRejection>) -> Result<String, ApiError> {
     id.map(|Path(id)| id).map_err(|_| ApiError::not_found())

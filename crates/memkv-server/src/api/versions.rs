@@ -10,9 +10,7 @@ use axum::http::{HeaderMap, Uri};
 use axum::response::Response;
 use memkv::{Actor, MemoryId, Operation, Page, VersionFilter};
 
-use super::{
-    Query, answer, blocking, failed, handle, ids, refused, respond, scoped, store_id, wire,
-};
+use super::{Query, answer, failed, ids, on_store, refused, respond, scoped, store_id, wire};
 use crate::AppState;
 use crate::error::ApiError;
 
@@ -79,9 +77,7 @@ pub async fn list_versions(
             let limit = q.limit(full)?;
             let filter = filter(&q)?;
             let page = q.page().map(str::to_owned);
-            let key = id.clone();
-            let page = blocking(&state, move |store| {
-                let user = handle(store, &key, &caller)?;
+            let page = on_store(&state, &id, caller, move |user, key| {
                 let Some(filter) = filter else {
                     return Ok(Page {
                         items: Vec::new(),
@@ -89,7 +85,7 @@ pub async fn list_versions(
                     });
                 };
                 user.versions(&filter, page.as_deref(), limit, full)
-                    .map_err(|e| failed(&e, &key))?
+                    .map_err(|e| failed(&e, key))?
                     .map_err(|r| refused(&r, false))
             })
             .await?;
@@ -121,11 +117,9 @@ pub async fn retrieve_version(
             let (id, version) = ids(path)?;
             let caller = scoped(&state, &headers, &id)?;
             let full = Query::of(&uri).view(true)?;
-            let key = id.clone();
-            let v = blocking(&state, move |store| {
-                let user = handle(store, &key, &caller)?;
+            let v = on_store(&state, &id, caller, move |user, key| {
                 user.version(version, full)
-                    .map_err(|e| failed(&e, &key))?
+                    .map_err(|e| failed(&e, key))?
                     .ok_or_else(ApiError::not_found)
             })
             .await?;
@@ -151,11 +145,9 @@ pub async fn redact_version(
         async {
             let (id, version) = ids(path)?;
             let caller = scoped(&state, &headers, &id)?;
-            let key = id.clone();
-            let v = blocking(&state, move |store| {
-                let user = handle(store, &key, &caller)?;
+            let v = on_store(&state, &id, caller, move |user, key| {
                 user.redact(version)
-                    .map_err(|e| failed(&e, &key))?
+                    .map_err(|e| failed(&e, key))?
                     .map_err(|r| refused(&r, false))
             })
             .await?;
