@@ -52,3 +52,75 @@ fn a_write_costs_two_round_trips_and_a_view_two_at_any_depth() {
     let n = count(&store, || assert!(u.execute_json(&input).unwrap().is_error));
     assert!(n <= 2, "a refused create took {n} round trips");
 }
+
+#[test]
+fn a_create_whose_reads_the_memo_answers_costs_one_round_trip() {
+    let Some(cluster) = pg::cluster() else { return };
+    let store = Store::open(cluster.fresh_url()).unwrap();
+    let u = store.user("warm").unwrap();
+    let create = |path: &str| json!({"command": "create", "path": path, "file_text": "x\n"});
+    // The first write of a store reads (2 round trips); later ones assume what it learnt.
+    let n = count(&store, || {
+        assert!(
+            !u.execute_json(&create("/memories/d/f0.md"))
+                .unwrap()
+                .is_error
+        )
+    });
+    assert_eq!(n, 2, "a cold create");
+    for i in 1..6 {
+        let input = create(&format!("/memories/d/f{i}.md"));
+        let n = count(&store, || {
+            assert!(!u.execute_json(&input).unwrap().is_error)
+        });
+        assert_eq!(n, 1, "{input}");
+    }
+    // A refusal reached on assumptions is checked before it is answered: still one.
+    let input = create("/memories/d/f1.md");
+    let n = count(&store, || assert!(u.execute_json(&input).unwrap().is_error));
+    assert_eq!(n, 1, "a refused create");
+}
+
+/// Two `Store`s on one database stand for two processes: each one's memo goes stale whenever
+/// the other writes, and no answer may ever follow from a stale memo.
+#[test]
+fn a_stale_memo_never_decides_an_answer() {
+    let Some(cluster) = pg::cluster() else { return };
+    let url = cluster.fresh_url();
+    let open = || Store::builder().max_files(4).open(&url).unwrap();
+    let (a, b) = (open(), open());
+    let (ua, ub) = (a.user("shared").unwrap(), b.user("shared").unwrap());
+    let run = |u: &memkv::UserHandle<'_>, input: serde_json::Value| {
+        let out = u.execute_json(&input).unwrap();
+        (out.is_error, out.content)
+    };
+    let create = |path: &str| json!({"command": "create", "path": path, "file_text": "one\n"});
+    assert!(!run(&ua, create("/memories/f1.md")).0);
+    assert!(!run(&ua, create("/memories/f2.md")).0);
+    // A's memo has f1's node; B deletes f1: A's create of f1 must succeed, not be refused.
+    assert!(!run(&ub, json!({"command": "delete", "path": "/memories/f1.md"})).0);
+    let (refused, said) = run(&ua, create("/memories/f1.md"));
+    assert!(!refused, "{said}");
+    // A assumes g absent (its memo lacks it); B creates it: A must be refused.
+    assert!(!run(&ua, create("/memories/f3.md")).0);
+    assert!(!run(&ub, create("/memories/g.md")).0);
+    let (refused, said) = run(&ua, create("/memories/g.md"));
+    assert!(refused && said.contains("already exists"), "{said}");
+    // 4 files now (f1, f2, f3, g) and a quota of 4: A's memo, after a write of its own, knows 3
+    // before B's g; its next create must be refused by the quota all the same.
+    assert!(!run(&ua, json!({"command": "str_replace", "path": "/memories/f2.md", "old_str": "one", "new_str": "two"})).0);
+    assert!(!run(&ub, json!({"command": "delete", "path": "/memories/f3.md"})).0);
+    assert!(!run(&ub, create("/memories/h.md")).0);
+    let (refused, said) = run(&ua, create("/memories/i.md"));
+    assert!(refused, "a fifth file under a quota of 4: {said}");
+    // B's edit is what A's next edit sees.
+    assert!(!run(&ub, json!({"command": "str_replace", "path": "/memories/f2.md", "old_str": "two", "new_str": "three"})).0);
+    let (failed, said) = run(
+        &ua,
+        json!({"command": "str_replace", "path": "/memories/f2.md", "old_str": "three", "new_str": "four"}),
+    );
+    assert!(!failed, "{said}");
+    let (_, content) = run(&ub, json!({"command": "view", "path": "/memories/f2.md"}));
+    assert!(content.contains("four"), "{content}");
+    assert_eq!(a.check().unwrap(), Vec::new());
+}

@@ -12,6 +12,8 @@
 //!   [`Error::OutcomeUnknown`].
 //! - `docs/postgres.md` has the DDL, and what changes on Citus, YugabyteDB and CockroachDB.
 
+mod cache;
+mod memo;
 mod pool;
 mod sql;
 mod tls;
@@ -20,7 +22,7 @@ mod txn;
 use std::cell::RefCell;
 use std::str::FromStr;
 use std::sync::Arc;
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::time::Duration;
 
 use postgres::error::SqlState;
@@ -28,6 +30,7 @@ use postgres::error::SqlState;
 use super::{Backend, Finish, WriteTxn, redact_url};
 use crate::error::Error;
 use crate::layout::{LAYOUT_VERSION, OLDEST_MIGRATABLE};
+use memo::Memo;
 use pool::Pool;
 use txn::Session;
 pub use txn::{PgRead, PgWrite};
@@ -56,10 +59,22 @@ pub enum Access {
 /// A memkv database in PostgreSQL.
 pub struct PgBackend {
     pool: Arc<Pool>,
-    /// Round trips of transactions so far (for tests and benchmarks).
-    trips: Arc<AtomicU64>,
+    shared: Arc<Shared>,
     location: String,
     writable: bool,
+}
+
+/// What the backend's transactions share.
+pub(crate) struct Shared {
+    /// The URL without its password, for messages.
+    pub(crate) location: String,
+    /// Round trips of transactions so far (for tests and benchmarks).
+    pub(crate) trips: AtomicU64,
+    /// Whether the server has `MERGE` (PostgreSQL 15 and later), which stores rows with less
+    /// WAL than an upsert (see `sql::put_keys`).
+    pub(crate) merge: AtomicBool,
+    /// What writes may assume of each store's entries (see [`memo`]).
+    pub(crate) memo: Memo,
 }
 
 impl std::fmt::Debug for PgBackend {
@@ -111,6 +126,10 @@ fn retryable(e: &postgres::Error) -> bool {
                 || *code == SqlState::ADMIN_SHUTDOWN
                 || *code == SqlState::CRASH_SHUTDOWN
                 || *code == SqlState::CANNOT_CONNECT_NOW
+                // A `MERGE` inserting a key that another transaction inserted after the
+                // `MERGE` looked: only a writer that locks no store (a layout migration) can
+                // race another, and run again it updates the row instead.
+                || *code == SqlState::UNIQUE_VIOLATION
         }
         None => true,
     }
@@ -138,7 +157,7 @@ fn rollback(session: &mut Session) {
         return;
     }
     session.forget_writes();
-    session.trips.fetch_add(1, Ordering::Relaxed);
+    session.shared.trips.fetch_add(1, Ordering::Relaxed);
     let ok = session
         .conn
         .as_mut()
@@ -174,7 +193,12 @@ impl PgBackend {
         };
         let backend = PgBackend {
             pool: Pool::new(config, tls, location.clone(), POOL_SIZE),
-            trips: Arc::default(),
+            shared: Arc::new(Shared {
+                location: location.clone(),
+                trips: AtomicU64::new(0),
+                merge: AtomicBool::new(false),
+                memo: Memo::default(),
+            }),
             location,
             writable: access != Access::ReadOnly,
         };
@@ -220,6 +244,17 @@ impl PgBackend {
                 return Err(query_error(&self.location, &e));
             }
         }
+        let version = sql::last_rows(
+            client
+                .simple_query("SELECT current_setting('server_version_num')")
+                .map_err(|e| query_error(&self.location, &e))?,
+        )
+        .first()
+        .and_then(|r| r.get(0).and_then(|v| v.parse::<u64>().ok()))
+        .unwrap_or(0);
+        self.shared
+            .merge
+            .store(version >= 150_000, Ordering::Relaxed);
         let rows = sql::last_rows(
             client
                 .simple_query("SELECT name, value FROM memkv_meta")
@@ -261,7 +296,7 @@ impl PgBackend {
     /// Round trips that transactions have made so far (each a statement batch sent and its
     /// answer awaited); schema checks at connection are not counted.
     pub fn round_trips(&self) -> u64 {
-        self.trips.load(Ordering::Relaxed)
+        self.shared.trips.load(Ordering::Relaxed)
     }
 
     /// A connection, retried (with backoff) while the server is unreachable or restarting.
@@ -301,9 +336,9 @@ impl Backend for PgBackend {
             session: RefCell::new(Session::new(
                 conn,
                 "BEGIN ISOLATION LEVEL REPEATABLE READ READ ONLY;\n".into(),
-                &self.location,
                 true,
-                Arc::clone(&self.trips),
+                &self.shared,
+                Vec::new(),
             )),
         })
     }
@@ -321,6 +356,9 @@ impl Backend for PgBackend {
         users.dedup();
         let mut prologue = String::from("BEGIN ISOLATION LEVEL READ COMMITTED;\n");
         sql::lock(&mut prologue, &users);
+        let locked: Vec<String> = users.iter().map(|u| (*u).to_owned()).collect();
+        // The first run may assume what the memo knows; a run after a failed check does not.
+        let mut assume = true;
         let mut attempt = 0;
         loop {
             attempt += 1;
@@ -329,19 +367,37 @@ impl Backend for PgBackend {
                 session: RefCell::new(Session::new(
                     conn,
                     prologue.clone(),
-                    &self.location,
                     false,
-                    Arc::clone(&self.trips),
+                    &self.shared,
+                    locked.clone(),
                 )),
             };
+            txn.session.get_mut().may_assume = assume;
             let outcome = f(&mut txn);
             let mut session = txn.session.into_inner();
+            session.may_assume = false;
+            if !session.unchecked.is_empty() && session.failure.is_none() {
+                match &outcome {
+                    Ok((_, Finish::Commit)) => {}
+                    // A refusal or an error reached on assumptions is only an answer if they
+                    // hold: check them (and end the transaction) in one round trip.
+                    _ => {
+                        session.forget_writes();
+                        if session.run("", "ROLLBACK;").is_ok() {
+                            session.begun = false;
+                        }
+                    }
+                }
+            }
             let mut committing = false;
             let err = match outcome {
-                Ok((value, Finish::Commit)) => {
+                Ok((value, Finish::Commit)) if session.failure.is_none() => {
                     committing = true;
                     match session.run("", "COMMIT;") {
-                        Ok(_) => return Ok(value),
+                        Ok(_) => {
+                            session.teach_memo();
+                            return Ok(value);
+                        }
                         Err(e) => e,
                     }
                 }
@@ -357,6 +413,18 @@ impl Backend for PgBackend {
                 rollback(&mut session);
                 return Err(err);
             };
+            if session.stale {
+                // What was assumed did not hold (the check failed before anything was applied):
+                // forget it, and run again with real reads.
+                rollback(&mut session);
+                for user in &locked {
+                    self.shared.memo.stale(user);
+                }
+                assume = false;
+                if attempt < MAX_ATTEMPTS {
+                    continue;
+                }
+            }
             if !server_answered(&failure) {
                 discard(&mut session);
                 if committing {

@@ -1,143 +1,25 @@
 //! Transactions over PostgreSQL. Each keeps what it has read and written in a local cache, so
 //! that a command's reads cost one round trip (announced by [`ReadTxn::prefetch`]) and its
 //! writes travel together with the commit: a write command costs two round trips, a `view` two.
+//! A write whose announced reads the memo ([`super::memo`]) can answer assumes them instead, and
+//! sends the assumptions with its writes and commit, to be checked there: one round trip.
 //!
 //! The cache holds every entry the transaction has seen (`None`: known to be absent) and the key
 //! ranges it knows completely. Writes update it and queue their SQL; a read that misses the cache
 //! sends the queued SQL first, in the same round trip, so the database agrees with the cache.
 
 use std::cell::RefCell;
-use std::collections::{BTreeMap, BTreeSet};
-use std::ops::{Bound, ControlFlow};
+use std::collections::BTreeSet;
+use std::ops::ControlFlow;
 use std::sync::Arc;
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::atomic::Ordering;
 
 use super::super::{Fetch, ReadTxn, Space, Visit, WriteTxn};
+use super::Shared;
+use super::cache::{Cache, CacheKey, ck};
 use super::pool::Conn;
 use super::sql;
 use crate::error::Error;
-
-pub(crate) type CacheKey = (u8, String, Vec<u8>);
-/// `(space, user, start, end)`.
-type KnownRange = (u8, String, Vec<u8>, Option<Vec<u8>>);
-
-/// What a transaction knows about the database's state (as changed by its own writes).
-#[derive(Default)]
-pub(crate) struct Cache {
-    entries: BTreeMap<CacheKey, Option<Vec<u8>>>,
-    /// `(space, user, start, end)`: ranges whose every live entry is in `entries`.
-    known: Vec<KnownRange>,
-}
-
-fn ck(space: Space, user: &str, key: &[u8]) -> CacheKey {
-    (sql::space_number(space), user.to_owned(), key.to_vec())
-}
-
-impl Cache {
-    fn covers(&self, space: Space, user: &str, start: &[u8], end: Option<&[u8]>) -> bool {
-        let s = sql::space_number(space);
-        self.known.iter().any(|(ks, ku, kstart, kend)| {
-            *ks == s
-                && ku == user
-                && kstart.as_slice() <= start
-                && match (kend, end) {
-                    (None, _) => true,
-                    (Some(_), None) => false,
-                    (Some(kend), Some(end)) => end <= kend.as_slice(),
-                }
-        })
-    }
-
-    fn lookup(&self, space: Space, user: &str, key: &[u8]) -> Option<Option<Vec<u8>>> {
-        if let Some(v) = self.entries.get(&ck(space, user, key)) {
-            return Some(v.clone());
-        }
-        let mut end = key.to_vec();
-        end.push(0);
-        self.covers(space, user, key, Some(&end)).then_some(None)
-    }
-
-    fn scan(
-        &self,
-        space: Space,
-        user: &str,
-        start: &[u8],
-        end: Option<&[u8]>,
-        visit: Visit<'_>,
-    ) -> Result<(), Error> {
-        let s = sql::space_number(space);
-        let lower = Bound::Included((s, user.to_owned(), start.to_vec()));
-        for ((es, eu, key), value) in self.entries.range((lower, Bound::Unbounded)) {
-            if *es != s || eu != user || end.is_some_and(|end| key.as_slice() >= end) {
-                break;
-            }
-            if let Some(value) = value
-                && visit(key, value)?.is_break()
-            {
-                break;
-            }
-        }
-        Ok(())
-    }
-
-    /// Records the rows of a fetch (the database's state, with this transaction's writes).
-    fn absorb(
-        &mut self,
-        fetches: &[Fetch],
-        rows: Vec<postgres::SimpleQueryRow>,
-    ) -> Result<(), Error> {
-        for fetch in fetches {
-            match fetch {
-                Fetch::Get { space, user, key } => {
-                    self.entries.insert(ck(*space, user, key), None);
-                }
-                Fetch::Range {
-                    space,
-                    user,
-                    start,
-                    end,
-                } => {
-                    self.drop_range(*space, user, start, end.as_deref());
-                    self.known.push((
-                        sql::space_number(*space),
-                        user.clone(),
-                        start.clone(),
-                        end.clone(),
-                    ));
-                }
-            }
-        }
-        for row in rows {
-            let index: usize = row
-                .get(0)
-                .and_then(|i| i.parse().ok())
-                .ok_or_else(|| Error::storage("a fetched row has no index"))?;
-            let (space, user) = match &fetches[index] {
-                Fetch::Get { space, user, .. } | Fetch::Range { space, user, .. } => (space, user),
-            };
-            let key = sql::unhex(row.get(1).unwrap_or_default())?;
-            let value = sql::unhex(row.get(2).unwrap_or_default())?;
-            self.entries.insert(ck(*space, user, &key), Some(value));
-        }
-        Ok(())
-    }
-
-    fn drop_range(&mut self, space: Space, user: &str, start: &[u8], end: Option<&[u8]>) {
-        let s = sql::space_number(space);
-        let doomed: Vec<CacheKey> = self
-            .entries
-            .range((s, user.to_owned(), start.to_vec())..)
-            .map(|(k, _)| k)
-            .take_while(|(es, eu, key)| {
-                *es == s && eu == user && end.is_none_or(|end| key.as_slice() < end)
-            })
-            .cloned()
-            .collect();
-        for k in doomed {
-            self.entries.remove(&k);
-        }
-    }
-}
 
 /// Where a transaction stands on its connection.
 pub(crate) struct Session {
@@ -157,21 +39,33 @@ pub(crate) struct Session {
     pub(crate) ended: bool,
     /// The database failure seen, if any, for the retry decision.
     pub(crate) failure: Option<postgres::Error>,
-    pub(crate) location: String,
     /// A snapshot (whose cache may forget: the database answers the same) or a writer (whose
     /// cache holds its own writes).
     pub(crate) read_only: bool,
-    /// The backend's round-trip counter.
-    pub(crate) trips: Arc<AtomicU64>,
+    pub(crate) shared: Arc<Shared>,
+    /// The stores this writer locks (none for a snapshot), whose entries it may assume from
+    /// the memo if `may_assume`.
+    pub(crate) locked: Vec<String>,
+    pub(crate) may_assume: bool,
+    /// Entries assumed and not yet checked, with the value assumed.
+    pub(crate) unchecked: Vec<(CacheKey, Option<Vec<u8>>)>,
+    /// Whether anything was assumed (checked or not).
+    pub(crate) assumed: bool,
+    /// A check failed: the transaction must run again, with real reads.
+    pub(crate) stale: bool,
+    /// For the memo: keys read (or assumed), keys written and ranges removed.
+    pub(crate) read_keys: BTreeSet<CacheKey>,
+    pub(crate) written: BTreeSet<CacheKey>,
+    pub(crate) removed_log: Vec<(u8, String, Vec<u8>, Vec<u8>)>,
 }
 
 impl Session {
     pub(crate) fn new(
         conn: Conn,
         prologue: String,
-        location: &str,
         read_only: bool,
-        trips: Arc<AtomicU64>,
+        shared: &Arc<Shared>,
+        locked: Vec<String>,
     ) -> Self {
         Session {
             conn: Some(conn),
@@ -183,26 +77,34 @@ impl Session {
             begun: false,
             ended: false,
             failure: None,
-            location: location.to_owned(),
             read_only,
-            trips,
+            shared: Arc::clone(shared),
+            locked,
+            may_assume: false,
+            unchecked: Vec::new(),
+            assumed: false,
+            stale: false,
+            read_keys: BTreeSet::new(),
+            written: BTreeSet::new(),
+            removed_log: Vec::new(),
         }
     }
 
-    /// Sends the prologue (once), the queued writes, `query` and `epilogue` in one round trip;
-    /// returns the rows of the last statement that has any.
+    /// Sends the prologue (once), the check of what was assumed, the queued writes, `query` and
+    /// `epilogue` in one round trip; returns the rows of the last statement that has any.
     pub(crate) fn run(
         &mut self,
         query: &str,
         epilogue: &str,
     ) -> Result<Vec<postgres::SimpleQueryRow>, Error> {
         let mut text = self.prologue.take().unwrap_or_default();
+        sql::check(&mut text, &std::mem::take(&mut self.unchecked));
         self.render_writes(&mut text);
         text.push_str(&std::mem::take(&mut self.pending));
         text.push_str(query);
         text.push_str(epilogue);
         self.begun = true;
-        self.trips.fetch_add(1, Ordering::Relaxed);
+        self.shared.trips.fetch_add(1, Ordering::Relaxed);
         let conn = self
             .conn
             .as_mut()
@@ -210,18 +112,24 @@ impl Session {
         match conn.client().simple_query(&text) {
             Ok(messages) => Ok(sql::last_rows(messages)),
             Err(e) => {
-                let err = super::query_error(&self.location, &e);
+                self.stale = e.as_db_error().is_some_and(|db| {
+                    *db.code() == postgres::error::SqlState::INVALID_TEXT_REPRESENTATION
+                        && db.message().contains(sql::STALE)
+                });
+                let err = super::query_error(&self.shared.location, &e);
                 self.failure = Some(e);
                 Err(err)
             }
         }
     }
 
-    /// The queued writes as SQL: range removals first, then one `DELETE` and one `INSERT … ON
-    /// CONFLICT` for the final state of every key written (each key once).
+    /// The queued writes as SQL: range removals first, then one `DELETE` and one upsert for the
+    /// final state of every key written (each key once).
     fn render_writes(&mut self, out: &mut String) {
         for (space, user, start, end) in self.removed_ranges.drain(..) {
             sql::remove_range(out, space, &user, &start, &end);
+            self.removed_log
+                .push((sql::space_number(space), user, start, end));
         }
         let dirty = std::mem::take(&mut self.dirty);
         let mut puts = Vec::new();
@@ -233,7 +141,62 @@ impl Session {
             }
         }
         sql::remove_keys(out, &removes);
-        sql::put_keys(out, &puts);
+        sql::put_keys(out, &puts, self.shared.merge.load(Ordering::Relaxed));
+        self.written.extend(dirty);
+    }
+
+    /// Answers `fetches` (the missing part of a write's announced reads) from the memo, when it
+    /// can: only point reads of stores this writer locks and the memo knows. A key the memo
+    /// lacks is assumed absent (a new file's node, say). Returns whether it did.
+    fn assume(&mut self, fetches: &[Fetch]) -> bool {
+        let memo = &self.shared.memo;
+        let answerable = self.may_assume
+            && !fetches.is_empty()
+            && fetches.iter().all(|f| match f {
+                Fetch::Get { user, .. } => self.locked.contains(user) && memo.warm(user),
+                Fetch::Range { .. } => false,
+            });
+        if !answerable {
+            return false;
+        }
+        for fetch in fetches {
+            if let Fetch::Get { space, user, key } = fetch {
+                let value = memo.get(user, sql::space_number(*space), key);
+                let k = ck(*space, user, key);
+                self.cache.entries.insert(k.clone(), value.clone());
+                self.read_keys.insert(k.clone());
+                self.unchecked.push((k, value));
+            }
+        }
+        self.assumed = true;
+        true
+    }
+
+    /// After the commit: what this transaction read and wrote, for the memo.
+    pub(crate) fn teach_memo(&self) {
+        // A key the cache no longer has was in a removed range: absent.
+        let value = |k: &CacheKey| self.cache.value_of(k);
+        for user in &self.locked {
+            let removed: Vec<(u8, Vec<u8>, Vec<u8>)> = self
+                .removed_log
+                .iter()
+                .filter(|r| &r.1 == user)
+                .map(|(s, _, a, b)| (*s, a.clone(), b.clone()))
+                .collect();
+            let pick = |keys: &BTreeSet<CacheKey>| -> Vec<super::memo::Entry> {
+                keys.iter()
+                    .filter(|k| &k.1 == user)
+                    .map(|k| (k.0, k.2.clone(), value(k)))
+                    .collect()
+            };
+            self.shared.memo.learn(
+                user,
+                &removed,
+                &pick(&self.read_keys),
+                &pick(&self.written),
+                self.assumed,
+            );
+        }
     }
 
     /// Forgets queued writes (the transaction is being rolled back).
@@ -253,6 +216,13 @@ impl Session {
             sql::select(fetches) + ";\n"
         };
         let rows = self.run(&query, epilogue)?;
+        if !self.read_only {
+            for fetch in fetches {
+                if let Fetch::Get { space, user, key } = fetch {
+                    self.read_keys.insert(ck(*space, user, key));
+                }
+            }
+        }
         self.cache.absorb(fetches, rows)
     }
 
@@ -352,7 +322,7 @@ impl Drop for PgRead {
     fn drop(&mut self) {
         let session = self.session.get_mut();
         if session.begun && !session.ended {
-            session.trips.fetch_add(1, Ordering::Relaxed);
+            session.shared.trips.fetch_add(1, Ordering::Relaxed);
             let ok = session
                 .conn
                 .as_mut()
@@ -379,6 +349,9 @@ macro_rules! impl_read_txn {
                     // The snapshot ends with this round trip: no read outside the cache follows.
                     session.ended = true;
                     return session.fetch(&missing, "COMMIT;");
+                }
+                if !$last && session.assume(&missing) {
+                    return Ok(());
                 }
                 session.fetch(&missing, "")
             }
@@ -445,6 +418,13 @@ impl WriteTxn for PgWrite {
     fn put(&mut self, space: Space, user: &str, key: &[u8], value: &[u8]) -> Result<(), Error> {
         let session = self.session.get_mut();
         let k = ck(space, user, key);
+        if !session.dirty.contains(&k)
+            && session.cache.entries.get(&k).and_then(Option::as_deref) == Some(value)
+        {
+            // The database holds this already (the cache has what it read, or what was sent):
+            // rewriting it would cost a new row version and its WAL for nothing.
+            return Ok(());
+        }
         session
             .cache
             .entries
@@ -456,6 +436,10 @@ impl WriteTxn for PgWrite {
     fn remove(&mut self, space: Space, user: &str, key: &[u8]) -> Result<(), Error> {
         let session = self.session.get_mut();
         let k = ck(space, user, key);
+        if !session.dirty.contains(&k) && session.cache.lookup(space, user, key) == Some(None) {
+            // Known to be absent (or in a range removal already queued).
+            return Ok(());
+        }
         session.cache.entries.insert(k.clone(), None);
         session.dirty.insert(k);
         Ok(())

@@ -1,0 +1,150 @@
+//! What this process last knew of each store's entries, across transactions, so that a write
+//! can skip its read round trip: it assumes the entries it announces hold what the memo says
+//! (and that a key the memo lacks is absent), and sends those assumptions with its writes, to be
+//! checked under the store lock before anything is applied ([`super::sql::check`]). When one is
+//! wrong (another process wrote the store, or the guess of an absent key was), the transaction
+//! is rolled back and run again with real reads, and the store's memo is forgotten.
+//!
+//! The memo holds only entries that transactions read (their value after the commit), small
+//! ones: the totals, the store record, the nodes of the paths written. It is a hint: nothing is
+//! ever decided on it without the check.
+
+use std::collections::{BTreeMap, HashMap};
+use std::sync::{Mutex, MutexGuard, PoisonError};
+
+/// Values longer than this are not kept (the check sends every assumed value back).
+const MAX_VALUE: usize = 1024;
+/// When the memo grows past this, it is forgotten whole.
+const MAX_BYTES: usize = 8 << 20;
+/// Writes of a store that run without assumptions after a failed check, at least and at most
+/// (doubling while checks keep failing: a store other processes write often is not assumed).
+const MIN_PENALTY: u32 = 4;
+const MAX_PENALTY: u32 = 1024;
+
+/// `(space, key, value)`: an entry as a commit left it (`None`: absent).
+pub(crate) type Entry = (u8, Vec<u8>, Option<Vec<u8>>);
+
+#[derive(Default)]
+pub(crate) struct Memo {
+    state: Mutex<State>,
+}
+
+#[derive(Default)]
+struct State {
+    stores: HashMap<String, StoreMemo>,
+    bytes: usize,
+}
+
+#[derive(Default)]
+struct StoreMemo {
+    /// `(space, key)` → value (`None`: absent).
+    entries: BTreeMap<(u8, Vec<u8>), Option<Vec<u8>>>,
+    /// Writes left to run without assumptions.
+    cold: u32,
+    /// What `cold` becomes at the next failed check.
+    penalty: u32,
+}
+
+/// What an entry costs the memo, roughly.
+fn cost(key: &[u8], value: Option<&[u8]>) -> usize {
+    64 + key.len() + value.map_or(0, <[u8]>::len)
+}
+
+impl Memo {
+    fn lock(&self) -> MutexGuard<'_, State> {
+        self.state.lock().unwrap_or_else(PoisonError::into_inner)
+    }
+
+    /// Whether a write may make assumptions about `user`'s entries: the memo knows some, and no
+    /// check failed lately.
+    pub(crate) fn warm(&self, user: &str) -> bool {
+        self.lock()
+            .stores
+            .get(user)
+            .is_some_and(|s| s.cold == 0 && !s.entries.is_empty())
+    }
+
+    /// The value the memo has for a key (`None`: absent or unknown, which a write assumes
+    /// absent).
+    pub(crate) fn get(&self, user: &str, space: u8, key: &[u8]) -> Option<Vec<u8>> {
+        self.lock()
+            .stores
+            .get(user)
+            .and_then(|s| s.entries.get(&(space, key.to_vec())).cloned().flatten())
+    }
+
+    /// After a commit: `user`'s ranges `removed` are gone, entries `read` hold their given value
+    /// now, and entries `written` too (kept only if the memo already had them). `assumed` says
+    /// whether the transaction made assumptions (which the commit proved right).
+    pub(crate) fn learn(
+        &self,
+        user: &str,
+        removed: &[(u8, Vec<u8>, Vec<u8>)],
+        read: &[Entry],
+        written: &[Entry],
+        assumed: bool,
+    ) {
+        let mut state = self.lock();
+        let state = &mut *state;
+        let store = state.stores.entry(user.to_owned()).or_default();
+        if assumed {
+            store.penalty /= 2;
+        } else {
+            store.cold = store.cold.saturating_sub(1);
+        }
+        let mut delta: isize = 0;
+        for (space, start, end) in removed {
+            let doomed: Vec<(u8, Vec<u8>)> = store
+                .entries
+                .range((*space, start.clone())..(*space, end.clone()))
+                .map(|(k, _)| k.clone())
+                .collect();
+            for k in doomed {
+                if let Some(v) = store.entries.remove(&k) {
+                    delta -= cost(&k.1, v.as_deref()) as isize;
+                }
+            }
+        }
+        let mut set = |space: u8, key: &[u8], value: &Option<Vec<u8>>, only_known: bool| {
+            let k = (space, key.to_vec());
+            let keep = value.as_ref().is_none_or(|v| v.len() <= MAX_VALUE);
+            let old = if keep && (!only_known || store.entries.contains_key(&k)) {
+                delta += cost(key, value.as_deref()) as isize;
+                store.entries.insert(k, value.clone())
+            } else {
+                store.entries.remove(&k)
+            };
+            if let Some(old) = old {
+                delta -= cost(key, old.as_deref()) as isize;
+            }
+        };
+        for (space, key, value) in read {
+            set(*space, key, value, false);
+        }
+        for (space, key, value) in written {
+            set(*space, key, value, true);
+        }
+        state.bytes = state.bytes.saturating_add_signed(delta);
+        if state.bytes > MAX_BYTES {
+            state.stores.clear();
+            state.bytes = 0;
+        }
+    }
+
+    /// A check of `user`'s entries failed: forget them, and assume nothing for a while.
+    pub(crate) fn stale(&self, user: &str) {
+        let mut state = self.lock();
+        let state = &mut *state;
+        if let Some(store) = state.stores.get_mut(user) {
+            let freed: usize = store
+                .entries
+                .iter()
+                .map(|(k, v)| cost(&k.1, v.as_deref()))
+                .sum();
+            state.bytes = state.bytes.saturating_sub(freed);
+            store.entries.clear();
+            store.penalty = (store.penalty * 2).clamp(MIN_PENALTY, MAX_PENALTY);
+            store.cold = store.penalty;
+        }
+    }
+}
