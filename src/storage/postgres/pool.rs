@@ -24,7 +24,8 @@ pub(crate) struct Pool {
 }
 
 struct State {
-    idle: Vec<Client>,
+    /// With whether memkv's statements are prepared on them.
+    idle: Vec<(Client, bool)>,
     open: usize,
 }
 
@@ -59,7 +60,7 @@ impl Pool {
     pub(crate) fn get(self: &Arc<Self>) -> Result<Conn, Error> {
         let mut state = self.lock();
         loop {
-            while let Some(client) = state.idle.pop() {
+            while let Some((client, prepared)) = state.idle.pop() {
                 if client.is_closed() {
                     state.open -= 1;
                     continue;
@@ -67,6 +68,7 @@ impl Pool {
                 return Ok(Conn {
                     pool: Arc::clone(self),
                     client: Some(client),
+                    prepared,
                 });
             }
             if state.open < self.max {
@@ -76,6 +78,7 @@ impl Pool {
                     Ok(client) => Ok(Conn {
                         pool: Arc::clone(self),
                         client: Some(client),
+                        prepared: false,
                     }),
                     Err(e) => {
                         self.lock().open -= 1;
@@ -99,12 +102,12 @@ impl Pool {
         result.map_err(|e| super::connect_error(&self.location, e))
     }
 
-    fn put(&self, client: Client, broken: bool) {
+    fn put(&self, client: Client, prepared: bool, broken: bool) {
         let mut state = self.lock();
         if broken || client.is_closed() {
             state.open -= 1;
         } else {
-            state.idle.push(client);
+            state.idle.push((client, prepared));
         }
         drop(state);
         self.freed.notify_one();
@@ -115,6 +118,8 @@ impl Pool {
 pub(crate) struct Conn {
     pool: Arc<Pool>,
     client: Option<Client>,
+    /// Whether memkv's statements are prepared on this connection (`sql::prepare_all`).
+    pub(crate) prepared: bool,
 }
 
 impl Conn {
@@ -125,7 +130,7 @@ impl Conn {
     /// Closes the connection instead of returning it (its state is unknown).
     pub(crate) fn discard(mut self) {
         if let Some(client) = self.client.take() {
-            self.pool.put(client, true);
+            self.pool.put(client, self.prepared, true);
         }
     }
 }
@@ -133,7 +138,7 @@ impl Conn {
 impl Drop for Conn {
     fn drop(&mut self) {
         if let Some(client) = self.client.take() {
-            self.pool.put(client, false);
+            self.pool.put(client, self.prepared, false);
         }
     }
 }

@@ -118,10 +118,67 @@ fn number_array(out: &mut String, items: impl Iterator<Item = usize>, ty: &str) 
     let _ = write!(out, "}}'::{ty}[]");
 }
 
-/// One `SELECT` for all of `fetches`: rows of `(fetch index, key, value)`. The keys travel as
-/// arrays, joined (`LATERAL`, one primary-key lookup or range scan each) to the entries: the
-/// statement's plan is the same whatever the number of fetches, so a group-commit batch's
-/// hundreds of reads cost the server one plan, not one per read.
+/// The statements every connection prepares before its first transaction (`PREPARE`, in
+/// SQL: they then run as `EXECUTE` in the simple-query protocol, several to a round trip, and
+/// the server plans each once per connection, not once per use). Their rows travel as arrays,
+/// joined (`LATERAL`: one primary-key lookup or range scan each) to the entries, so one plan
+/// serves any number of rows, and a group-commit batch's hundreds of reads cost one statement.
+///
+/// - `memkv_read`: point reads `(i, store, space, key)` and range reads `(i, store, space, lo,
+///   hi)` (`hi` `NULL`: to the end of the space), as rows of `(i, key, value)`.
+/// - `memkv_check`: see [`check`].
+/// - `memkv_put`: stores every `(store, space, key, value)` (keys distinct): with `merge`
+///   (PostgreSQL 15 and later) a `MERGE`, which inserts new rows plainly and updates existing
+///   ones in place; otherwise an `INSERT … ON CONFLICT DO UPDATE`, whose speculative insertions
+///   and row locks cost each row some 50 to 100 bytes more of WAL. A `MERGE` is safe because
+///   every writer of a store holds its lock: no other inserts its keys between the `MERGE`'s
+///   lookup and its insert.
+/// - `memkv_delete`: removes every `(store, space, key)`.
+/// - `memkv_lock`: makes sure each store has its row, then `memkv_locked` locks them in sorted
+///   order (writers of one store serialize, and never deadlock).
+pub(crate) fn prepare_all(merge: bool) -> String {
+    let put = if merge {
+        format!(
+            "MERGE INTO {ENTRIES} x USING unnest($1, $2, $3, $4) AS f(store, space, key, value) \
+             ON x.store = f.store AND x.space = f.space AND x.key = f.key \
+             WHEN MATCHED THEN UPDATE SET value = f.value \
+             WHEN NOT MATCHED THEN INSERT (store, space, key, value) \
+             VALUES (f.store, f.space, f.key, f.value)"
+        )
+    } else {
+        format!(
+            "INSERT INTO {ENTRIES} (store, space, key, value) SELECT * FROM unnest($1, $2, $3, $4) \
+             ON CONFLICT (store, space, key) DO UPDATE SET value = EXCLUDED.value"
+        )
+    };
+    format!(
+        "PREPARE memkv_read(int[], bytea[], smallint[], bytea[], int[], bytea[], smallint[], bytea[], bytea[]) AS \
+         SELECT f.i, x.key, x.value FROM unnest($1, $2, $3, $4) AS f(i, store, space, key) \
+         CROSS JOIN LATERAL (SELECT x.key, x.value FROM {ENTRIES} x \
+         WHERE x.store = f.store AND x.space = f.space AND x.key = f.key LIMIT 1) x \
+         UNION ALL \
+         SELECT f.i, x.key, x.value FROM unnest($5, $6, $7, $8, $9) AS f(i, store, space, lo, hi) \
+         CROSS JOIN LATERAL (SELECT x.key, x.value FROM {ENTRIES} x \
+         WHERE x.store = f.store AND x.space = f.space AND x.key >= f.lo \
+         AND (f.hi IS NULL OR x.key < f.hi) OFFSET 0) x;\n\
+         PREPARE memkv_check(bytea[], smallint[], bytea[], bytea[]) AS \
+         SELECT (CASE WHEN count(*) = 0 THEN '0' ELSE '{STALE} ' || count(*) END)::int \
+         FROM unnest($1, $2, $3, $4) AS f(store, space, key, value) \
+         LEFT JOIN LATERAL (SELECT x.value FROM {ENTRIES} x \
+         WHERE x.store = f.store AND x.space = f.space AND x.key = f.key LIMIT 1) x ON true \
+         WHERE x.value IS DISTINCT FROM f.value;\n\
+         PREPARE memkv_put(bytea[], smallint[], bytea[], bytea[]) AS {put};\n\
+         PREPARE memkv_delete(bytea[], smallint[], bytea[]) AS \
+         DELETE FROM {ENTRIES} x USING unnest($1, $2, $3) AS f(store, space, key) \
+         WHERE x.store = f.store AND x.space = f.space AND x.key = f.key;\n\
+         PREPARE memkv_lock(bytea[]) AS \
+         INSERT INTO memkv_stores (store) SELECT unnest($1) ON CONFLICT DO NOTHING;\n\
+         PREPARE memkv_locked(bytea[]) AS \
+         SELECT store FROM memkv_stores WHERE store = ANY($1) ORDER BY store FOR UPDATE;\n"
+    )
+}
+
+/// `EXECUTE memkv_read(…)` for all of `fetches`: rows of `(fetch index, key, value)`.
 pub(crate) fn select(fetches: &[Fetch]) -> String {
     let mut gets = Vec::new();
     let mut ranges = Vec::new();
@@ -136,75 +193,45 @@ pub(crate) fn select(fetches: &[Fetch]) -> String {
             } => ranges.push((i, user, *space, start, end)),
         }
     }
-    let mut sql = String::new();
-    if !gets.is_empty() {
-        sql.push_str("SELECT f.i, x.key, x.value FROM unnest(");
-        number_array(&mut sql, gets.iter().map(|g| g.0), "int");
-        sql.push_str(", ");
-        bytea_array(&mut sql, gets.iter().map(|g| Some(g.1.as_bytes())));
-        sql.push_str(", ");
-        number_array(
-            &mut sql,
-            gets.iter().map(|g| usize::from(space_number(g.2))),
-            "smallint",
-        );
-        sql.push_str(", ");
-        bytea_array(&mut sql, gets.iter().map(|g| Some(g.3.as_slice())));
-        let _ = write!(
-            sql,
-            ") AS f(i, store, space, key) CROSS JOIN LATERAL (SELECT x.key, x.value FROM {ENTRIES} x \
-             WHERE x.store = f.store AND x.space = f.space AND x.key = f.key LIMIT 1) x"
-        );
-    }
-    if !ranges.is_empty() {
-        if !sql.is_empty() {
-            sql.push_str(" UNION ALL ");
-        }
-        sql.push_str("SELECT f.i, x.key, x.value FROM unnest(");
-        number_array(&mut sql, ranges.iter().map(|r| r.0), "int");
-        sql.push_str(", ");
-        bytea_array(&mut sql, ranges.iter().map(|r| Some(r.1.as_bytes())));
-        sql.push_str(", ");
-        number_array(
-            &mut sql,
-            ranges.iter().map(|r| usize::from(space_number(r.2))),
-            "smallint",
-        );
-        sql.push_str(", ");
-        bytea_array(&mut sql, ranges.iter().map(|r| Some(r.3.as_slice())));
-        sql.push_str(", ");
-        bytea_array(&mut sql, ranges.iter().map(|r| r.4.as_deref()));
-        let _ = write!(
-            sql,
-            ") AS f(i, store, space, lo, hi) CROSS JOIN LATERAL (SELECT x.key, x.value FROM {ENTRIES} x \
-             WHERE x.store = f.store AND x.space = f.space AND x.key >= f.lo \
-             AND (f.hi IS NULL OR x.key < f.hi) OFFSET 0) x"
-        );
-    }
+    let mut sql = String::from("EXECUTE memkv_read(");
+    number_array(&mut sql, gets.iter().map(|g| g.0), "int");
+    sql.push_str(", ");
+    bytea_array(&mut sql, gets.iter().map(|g| Some(g.1.as_bytes())));
+    sql.push_str(", ");
+    number_array(
+        &mut sql,
+        gets.iter().map(|g| usize::from(space_number(g.2))),
+        "smallint",
+    );
+    sql.push_str(", ");
+    bytea_array(&mut sql, gets.iter().map(|g| Some(g.3.as_slice())));
+    sql.push_str(", ");
+    number_array(&mut sql, ranges.iter().map(|r| r.0), "int");
+    sql.push_str(", ");
+    bytea_array(&mut sql, ranges.iter().map(|r| Some(r.1.as_bytes())));
+    sql.push_str(", ");
+    number_array(
+        &mut sql,
+        ranges.iter().map(|r| usize::from(space_number(r.2))),
+        "smallint",
+    );
+    sql.push_str(", ");
+    bytea_array(&mut sql, ranges.iter().map(|r| Some(r.3.as_slice())));
+    sql.push_str(", ");
+    bytea_array(&mut sql, ranges.iter().map(|r| r.4.as_deref()));
+    sql.push(')');
     sql
 }
 
 /// `(space, user, key)` as the cache keys them.
 pub(crate) type Key = (u8, String, Vec<u8>);
 
-/// One statement that stores every `(key, value)` (keys distinct), the rows as four arrays:
-/// with `merge` (PostgreSQL 15 and later) a `MERGE`, which inserts new rows plainly and updates
-/// existing ones in place; otherwise an `INSERT … ON CONFLICT DO UPDATE`, whose speculative
-/// insertions and row locks cost each row some 50 to 100 bytes more of WAL. Both are safe only
-/// because every writer of a store holds its lock: no other transaction inserts its keys
-/// between the `MERGE`'s lookup and its insert.
-pub(crate) fn put_keys(out: &mut String, puts: &[(&Key, &[u8])], merge: bool) {
+/// `EXECUTE memkv_put(…)` of every `(key, value)` (keys distinct).
+pub(crate) fn put_keys(out: &mut String, puts: &[(&Key, &[u8])]) {
     if puts.is_empty() {
         return;
     }
-    if merge {
-        let _ = write!(out, "MERGE INTO {ENTRIES} x USING unnest(");
-    } else {
-        let _ = write!(
-            out,
-            "INSERT INTO {ENTRIES} (store, space, key, value) SELECT * FROM unnest("
-        );
-    }
+    out.push_str("EXECUTE memkv_put(");
     bytea_array(
         out,
         puts.iter().map(|((_, user, _), _)| Some(user.as_bytes())),
@@ -222,35 +249,22 @@ pub(crate) fn put_keys(out: &mut String, puts: &[(&Key, &[u8])], merge: bool) {
     );
     out.push_str(", ");
     bytea_array(out, puts.iter().map(|(_, value)| Some(*value)));
-    if merge {
-        out.push_str(
-            ") AS f(store, space, key, value) \
-             ON x.store = f.store AND x.space = f.space AND x.key = f.key \
-             WHEN MATCHED THEN UPDATE SET value = f.value \
-             WHEN NOT MATCHED THEN INSERT (store, space, key, value) \
-             VALUES (f.store, f.space, f.key, f.value);\n",
-        );
-    } else {
-        out.push_str(") ON CONFLICT (store, space, key) DO UPDATE SET value = EXCLUDED.value;\n");
-    }
+    out.push_str(");\n");
 }
 
-/// What [`check`] raises, inside the text of an `invalid_text_representation` error, when an
-/// entry differs from what the transaction assumed.
+/// What `memkv_check` raises, inside the text of an `invalid_text_representation` error, when
+/// an entry differs from what the transaction assumed.
 pub(crate) const STALE: &str = "memkv-stale";
 
-/// A statement that fails (SQLSTATE 22P02, with [`STALE`] in its message) unless every entry
-/// holds the value given (`None`: absent). Sent after the store locks, so what it checks cannot
-/// change before the commit: the transaction's assumptions are then as good as reads. (A
-/// runtime cast of a text that is not a number: plain SQL, no function to install.)
+/// `EXECUTE memkv_check(…)`: fails (SQLSTATE 22P02, with [`STALE`] in its message) unless every
+/// entry holds the value given (`None`: absent). Sent after the store locks, so what it checks
+/// cannot change before the commit: the transaction's assumptions are then as good as reads.
+/// (A runtime cast of a text that is not a number: plain SQL, no function to install.)
 pub(crate) fn check(out: &mut String, entries: &[(Key, Option<Vec<u8>>)]) {
     if entries.is_empty() {
         return;
     }
-    let _ = write!(
-        out,
-        "SELECT (CASE WHEN count(*) = 0 THEN '0' ELSE '{STALE} ' || count(*) END)::int FROM unnest("
-    );
+    out.push_str("EXECUTE memkv_check(");
     bytea_array(
         out,
         entries
@@ -270,30 +284,24 @@ pub(crate) fn check(out: &mut String, entries: &[(Key, Option<Vec<u8>>)]) {
     );
     out.push_str(", ");
     bytea_array(out, entries.iter().map(|(_, value)| value.as_deref()));
-    let _ = writeln!(
-        out,
-        ") AS f(store, space, key, value) LEFT JOIN LATERAL (SELECT x.value FROM {ENTRIES} x \
-         WHERE x.store = f.store AND x.space = f.space AND x.key = f.key LIMIT 1) x ON true \
-         WHERE x.value IS DISTINCT FROM f.value;"
-    );
+    out.push_str(");\n");
 }
 
-/// One `DELETE` of every key.
+/// `EXECUTE memkv_delete(…)` of every key.
 pub(crate) fn remove_keys(out: &mut String, keys: &[&Key]) {
     if keys.is_empty() {
         return;
     }
-    let _ = write!(out, "DELETE FROM {ENTRIES} WHERE (store, space, key) IN (");
-    for (i, (space, user, key)) in keys.iter().enumerate() {
-        if i > 0 {
-            out.push_str(", ");
-        }
-        out.push('(');
-        bytea(out, user.as_bytes());
-        let _ = write!(out, ", {space}, ");
-        bytea(out, key);
-        out.push(')');
-    }
+    out.push_str("EXECUTE memkv_delete(");
+    bytea_array(out, keys.iter().map(|(_, user, _)| Some(user.as_bytes())));
+    out.push_str(", ");
+    number_array(
+        out,
+        keys.iter().map(|(space, _, _)| usize::from(*space)),
+        "smallint",
+    );
+    out.push_str(", ");
+    bytea_array(out, keys.iter().map(|(_, _, key)| Some(key.as_slice())));
     out.push_str(");\n");
 }
 
@@ -313,25 +321,11 @@ pub(crate) fn lock(out: &mut String, users: &[&str]) {
     if users.is_empty() {
         return;
     }
-    let list = |out: &mut String, sep: &str, wrap: bool| {
-        for (i, user) in users.iter().enumerate() {
-            if i > 0 {
-                out.push_str(sep);
-            }
-            if wrap {
-                out.push('(');
-            }
-            bytea(out, user.as_bytes());
-            if wrap {
-                out.push(')');
-            }
-        }
-    };
-    out.push_str("INSERT INTO memkv_stores (store) VALUES ");
-    list(out, ", ", true);
-    out.push_str(" ON CONFLICT DO NOTHING;\nSELECT store FROM memkv_stores WHERE store IN (");
-    list(out, ", ", false);
-    out.push_str(") ORDER BY store FOR UPDATE;\n");
+    for name in ["memkv_lock", "memkv_locked"] {
+        let _ = write!(out, "EXECUTE {name}(");
+        bytea_array(out, users.iter().map(|u| Some(u.as_bytes())));
+        out.push_str(");\n");
+    }
 }
 
 /// The rows of the last statement of a simple query.

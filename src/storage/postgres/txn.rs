@@ -109,6 +109,17 @@ impl Session {
             .conn
             .as_mut()
             .ok_or_else(|| Error::storage("the connection was lost"))?;
+        if !conn.prepared {
+            // Once per connection, before its first transaction (not counted as a round trip
+            // of one: a pool's connections live long).
+            let merge = self.shared.merge.load(Ordering::Relaxed);
+            if let Err(e) = conn.client().batch_execute(&sql::prepare_all(merge)) {
+                let err = super::query_error(&self.shared.location, &e);
+                self.failure = Some(e);
+                return Err(err);
+            }
+            conn.prepared = true;
+        }
         match conn.client().simple_query(&text) {
             Ok(messages) => Ok(sql::last_rows(messages)),
             Err(e) => {
@@ -141,7 +152,7 @@ impl Session {
             }
         }
         sql::remove_keys(out, &removes);
-        sql::put_keys(out, &puts, self.shared.merge.load(Ordering::Relaxed));
+        sql::put_keys(out, &puts);
         self.written.extend(dirty);
     }
 

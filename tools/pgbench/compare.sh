@@ -1,0 +1,79 @@
+#!/usr/bin/env bash
+# memkv on PostgreSQL against pgbench, on one throwaway cluster, in one run (BENCHMARKS.md):
+#
+#   tools/pgbench/compare.sh BEFORE NOW [ROUNDS] [SECS]
+#
+# BEFORE and NOW are builds of examples/pg_bench.rs (`cargo build --release --features postgres
+# --example pg_bench`, copied aside). Starts a private cluster (initdb and pg_ctl on a loopback
+# port, as the `postgres` user when run as root; default settings, so `fsync` and
+# `synchronous_commit` are on for both sides), then for ROUNDS rounds (default 3) runs, SECS
+# seconds each (default 5), interleaved: pgbench `upsert-fresh`, memkv BEFORE, memkv NOW, at 1
+# client and at 32; each line has the rate and the WAL bytes per transaction or command
+# (pg_current_wal_insert_lsn deltas). Then 1 process against 4 at once on distinct stores, for
+# each build. Prints `uptime` between rounds: the machine is shared. Stops the cluster at exit.
+set -euo pipefail
+before=$(realpath "$1")
+now=$(realpath "$2")
+rounds=${3:-3}
+secs=${4:-5}
+here=$(cd "$(dirname "$0")" && pwd)
+bin=${MEMKV_PG_BIN:-$(ls -d /usr/lib/postgresql/*/bin | sort -V | tail -1)}
+port=${PGPORT_BENCH:-55490}
+dir=$(mktemp -d /tmp/memkv-pgbench.XXXXXX)
+chmod 755 "$dir"
+as_pg() { if [ "$(id -u)" = 0 ]; then su postgres -c "$*"; else sh -c "$*"; fi; }
+[ "$(id -u)" = 0 ] && chown postgres "$dir"
+cleanup() { as_pg "$bin/pg_ctl -D $dir/data -m immediate stop" >/dev/null 2>&1 || true; rm -rf "$dir"; }
+trap cleanup EXIT
+as_pg "$bin/initdb -D $dir/data -A trust -U postgres" >/dev/null
+as_pg "$bin/pg_ctl -D $dir/data -l $dir/log -o '-p $port -k $dir -c listen_addresses=127.0.0.1 -c max_connections=300' -w start" >/dev/null
+psql() { "$bin/psql" -h 127.0.0.1 -p "$port" -U postgres -X -q "$@"; }
+psql -c 'CREATE DATABASE bench'
+psql -d bench -c 'CREATE TABLE kv (k int PRIMARY KEY, v text)'
+url="postgres://postgres@127.0.0.1:$port/bench"
+lsn() { psql -d bench -Atc 'SELECT pg_current_wal_insert_lsn()'; }
+wal_per() { psql -d bench -Atc "SELECT round(pg_wal_lsn_diff('$2', '$1') / greatest($3, 1))"; }
+
+pgbench_run() { # clients
+  local j=1 a b out tps n
+  [ "$1" -gt 1 ] && j=2
+  a=$(lsn)
+  out=$("$bin/pgbench" -h 127.0.0.1 -p "$port" -U postgres -n -f "$here/upsert-fresh.sql" -c "$1" -j "$j" -T "$secs" bench 2>&1)
+  b=$(lsn)
+  tps=$(grep -o 'tps = [0-9.]*' <<<"$out" | head -1 | cut -d' ' -f3)
+  n=$(grep -o 'number of transactions actually processed: [0-9]*' <<<"$out" | grep -o '[0-9]*$')
+  printf 'pgbench fresh %5.0f tps (%s B WAL each)' "$tps" "$(wal_per "$a" "$b" "$n")"
+}
+
+memkv_run() { # binary label clients
+  local a b out rate n
+  a=$(lsn)
+  out=$(nice -n 10 "$1" create "$url" "$3" "$secs")
+  b=$(lsn)
+  rate=$(grep -o '= [0-9]*/s' <<<"$out" | grep -o '[0-9]*')
+  n=$(grep -o ': [0-9]* in' <<<"$out" | grep -o '[0-9]*')
+  printf '%s %5d/s (%s B WAL each, %s)' "$2" "$rate" "$(wal_per "$a" "$b" "$n")" \
+    "$(grep -o '[0-9.]* round trips per command' <<<"$out")"
+}
+
+for r in $(seq "$rounds"); do
+  echo "== round $r: $(uptime | sed 's/.*load/load/')"
+  for c in 1 32; do
+    echo "$c client(s): $(pgbench_run "$c") | $(memkv_run "$before" before "$c") | $(memkv_run "$now" now "$c") | $(pgbench_run "$c")"
+  done
+done
+
+echo "== 4 processes on distinct stores against 1: $(uptime | sed 's/.*load/load/')"
+for r in $(seq "$rounds"); do
+  for build in before now; do
+    exe=$before
+    [ "$build" = now ] && exe=$now
+    one=$(nice -n 10 "$exe" create "$url" 1 "$secs" | grep -o '= [0-9]*/s' | grep -o '[0-9]*')
+    four=0
+    for p in 1 2 3 4; do nice -n 10 "$exe" create "$url" 1 "$secs" >"$dir/p$p" & done
+    wait
+    for p in 1 2 3 4; do four=$((four + $(grep -o '= [0-9]*/s' "$dir/p$p" | grep -o '[0-9]*'))); done
+    echo "$build: 1 process $one/s, 4 processes $four/s: $(awk "BEGIN {printf \"%.2f\", $four / $one}")x"
+  done
+done
+echo "== end: $(uptime | sed 's/.*load/load/')"
