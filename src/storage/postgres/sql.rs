@@ -124,8 +124,8 @@ fn number_array(out: &mut String, items: impl Iterator<Item = usize>, ty: &str) 
 /// joined (`LATERAL`: one primary-key lookup or range scan each) to the entries, so one plan
 /// serves any number of rows, and a group-commit batch's hundreds of reads cost one statement.
 ///
-/// - `memkv_read`: point reads `(i, store, space, key)` and range reads `(i, store, space, lo,
-///   hi)` (`hi` `NULL`: to the end of the space), as rows of `(i, key, value)`.
+/// - `memkv_read`: point reads `(i, store, space, key)`, range reads `(i, store, space, lo, hi)`
+///   and reads to the end of a space `(i, store, space, lo)`, as rows of `(i, key, value)`.
 /// - `memkv_check`: see [`check`].
 /// - `memkv_put`: stores every `(store, space, key, value)` (keys distinct): with `merge`
 ///   (PostgreSQL 15 and later) a `MERGE`, which inserts new rows plainly and updates existing
@@ -152,15 +152,20 @@ pub(crate) fn prepare_all(merge: bool) -> String {
         )
     };
     format!(
-        "PREPARE memkv_read(int[], bytea[], smallint[], bytea[], int[], bytea[], smallint[], bytea[], bytea[]) AS \
+        "PREPARE memkv_read(int[], bytea[], smallint[], bytea[], \
+         int[], bytea[], smallint[], bytea[], bytea[], int[], bytea[], smallint[], bytea[]) AS \
          SELECT f.i, x.key, x.value FROM unnest($1, $2, $3, $4) AS f(i, store, space, key) \
          CROSS JOIN LATERAL (SELECT x.key, x.value FROM {ENTRIES} x \
          WHERE x.store = f.store AND x.space = f.space AND x.key = f.key LIMIT 1) x \
          UNION ALL \
          SELECT f.i, x.key, x.value FROM unnest($5, $6, $7, $8, $9) AS f(i, store, space, lo, hi) \
          CROSS JOIN LATERAL (SELECT x.key, x.value FROM {ENTRIES} x \
-         WHERE x.store = f.store AND x.space = f.space AND x.key >= f.lo \
-         AND (f.hi IS NULL OR x.key < f.hi) OFFSET 0) x;\n\
+         WHERE x.store = f.store AND x.space = f.space AND x.key >= f.lo AND x.key < f.hi \
+         OFFSET 0) x \
+         UNION ALL \
+         SELECT f.i, x.key, x.value FROM unnest($10, $11, $12, $13) AS f(i, store, space, lo) \
+         CROSS JOIN LATERAL (SELECT x.key, x.value FROM {ENTRIES} x \
+         WHERE x.store = f.store AND x.space = f.space AND x.key >= f.lo OFFSET 0) x;\n\
          PREPARE memkv_check(bytea[], smallint[], bytea[], bytea[]) AS \
          SELECT (CASE WHEN count(*) = 0 THEN '0' ELSE '{STALE} ' || count(*) END)::int \
          FROM unnest($1, $2, $3, $4) AS f(store, space, key, value) \
@@ -205,20 +210,27 @@ pub(crate) fn select(fetches: &[Fetch]) -> String {
     );
     sql.push_str(", ");
     bytea_array(&mut sql, gets.iter().map(|g| Some(g.3.as_slice())));
-    sql.push_str(", ");
-    number_array(&mut sql, ranges.iter().map(|r| r.0), "int");
-    sql.push_str(", ");
-    bytea_array(&mut sql, ranges.iter().map(|r| Some(r.1.as_bytes())));
-    sql.push_str(", ");
-    number_array(
-        &mut sql,
-        ranges.iter().map(|r| usize::from(space_number(r.2))),
-        "smallint",
-    );
-    sql.push_str(", ");
-    bytea_array(&mut sql, ranges.iter().map(|r| Some(r.3.as_slice())));
-    sql.push_str(", ");
-    bytea_array(&mut sql, ranges.iter().map(|r| r.4.as_deref()));
+    // Bounded ranges apart from those to the end of the space: `key < hi` is then an index
+    // condition, where the scan stops, not a filter over the rest of the space.
+    for bounded in [true, false] {
+        let part: Vec<_> = ranges.iter().filter(|r| r.4.is_some() == bounded).collect();
+        sql.push_str(", ");
+        number_array(&mut sql, part.iter().map(|r| r.0), "int");
+        sql.push_str(", ");
+        bytea_array(&mut sql, part.iter().map(|r| Some(r.1.as_bytes())));
+        sql.push_str(", ");
+        number_array(
+            &mut sql,
+            part.iter().map(|r| usize::from(space_number(r.2))),
+            "smallint",
+        );
+        sql.push_str(", ");
+        bytea_array(&mut sql, part.iter().map(|r| Some(r.3.as_slice())));
+        if bounded {
+            sql.push_str(", ");
+            bytea_array(&mut sql, part.iter().map(|r| r.4.as_deref()));
+        }
+    }
     sql.push(')');
     sql
 }
