@@ -9,8 +9,9 @@
 # `synchronous_commit` are on for both sides), then for ROUNDS rounds (default 3) runs, SECS
 # seconds each (default 5), interleaved: pgbench `upsert-fresh`, memkv BEFORE, memkv NOW, at 1
 # client and at 32; each line has the rate and the WAL bytes per transaction or command
-# (pg_current_wal_insert_lsn deltas). Then 1 process against 4 at once on distinct stores, for
-# each build. Prints `uptime` between rounds: the machine is shared. Stops the cluster at exit.
+# (pg_current_wal_insert_lsn deltas); then the median ratios. Then, for each build, 1 process
+# and 4 at once on distinct stores, alternating. Prints `uptime` between rounds: the machine is
+# shared. Stops the cluster at exit.
 set -euo pipefail
 before=$(realpath "$1")
 now=$(realpath "$2")
@@ -42,7 +43,7 @@ pgbench_run() { # clients
   b=$(lsn)
   tps=$(grep -o 'tps = [0-9.]*' <<<"$out" | head -1 | cut -d' ' -f3)
   n=$(grep -o 'number of transactions actually processed: [0-9]*' <<<"$out" | grep -o '[0-9]*$')
-  printf 'pgbench fresh %5.0f tps (%s B WAL each)' "$tps" "$(wal_per "$a" "$b" "$n")"
+  printf 'pgbench %.0f tps (%s B WAL each)' "$tps" "$(wal_per "$a" "$b" "$n")"
 }
 
 memkv_run() { # binary label clients
@@ -52,28 +53,69 @@ memkv_run() { # binary label clients
   b=$(lsn)
   rate=$(grep -o '= [0-9]*/s' <<<"$out" | grep -o '[0-9]*')
   n=$(grep -o ': [0-9]* in' <<<"$out" | grep -o '[0-9]*')
-  printf '%s %5d/s (%s B WAL each, %s)' "$2" "$rate" "$(wal_per "$a" "$b" "$n")" \
+  printf '%s %d/s (%s B WAL each, %s)' "$2" "$rate" "$(wal_per "$a" "$b" "$n")" \
     "$(grep -o '[0-9.]* round trips per command' <<<"$out")"
 }
 
+# Each rate is compared with the mean of the pgbench runs just before and after it (the
+# disk's flush time drifts within seconds), and the median of those ratios is reported.
+log=$dir/results
+last_p=
 for r in $(seq "$rounds"); do
   echo "== round $r: $(uptime | sed 's/.*load/load/')"
   for c in 1 32; do
-    echo "$c client(s): $(pgbench_run "$c") | $(memkv_run "$before" before "$c") | $(memkv_run "$now" now "$c") | $(pgbench_run "$c")"
+    p=$(pgbench_run "$c")
+    b=$(memkv_run "$before" before "$c")
+    n=$(memkv_run "$now" now "$c")
+    echo "$c: $p | $b | $n"
+    echo "$c p $(awk '{print $2}' <<<"$p") b $(awk '{print $2}' <<<"$b" | tr -d '/s') n $(awk '{print $2}' <<<"$n" | tr -d '/s')" >>"$log"
   done
 done
+for c in 1 32; do
+  p=$(pgbench_run "$c")
+  echo "$c: $p (closing)"
+  echo "$c p $(awk '{print $2}' <<<"$p") b - n -" >>"$log"
+done
+summary() { # clients
+  grep "^$1 " "$log" | awk -v c="$1" '
+    function sort(a, k,   i, j, t) {
+      for (i = 2; i <= k; i++) { t = a[i]; for (j = i - 1; j >= 1 && a[j] > t; j--) a[j + 1] = a[j]; a[j + 1] = t }
+    }
+    { p[NR] = $3; b[NR] = $5; n[NR] = $7 }
+    END {
+      for (i = 1; i < NR; i++) { m = (p[i] + p[i + 1]) / 2; rb[i] = b[i] / m; rn[i] = n[i] / m }
+      k = NR - 1
+      sort(rb, k); sort(rn, k)
+      printf "%s client(s): memkv / pgbench fresh, median of %d: before %.2fx (%.2f-%.2f), now %.2fx (%.2f-%.2f)\n",
+        c, k, rb[int((k + 1) / 2)], rb[1], rb[k], rn[int((k + 1) / 2)], rn[1], rn[k]
+    }'
+}
+echo "== summary"
+summary 1
+summary 32
 
-echo "== 4 processes on distinct stores against 1: $(uptime | sed 's/.*load/load/')"
-for r in $(seq "$rounds"); do
-  for build in before now; do
-    exe=$before
-    [ "$build" = now ] && exe=$now
-    one=$(nice -n 10 "$exe" create "$url" 1 "$secs" | grep -o '= [0-9]*/s' | grep -o '[0-9]*')
-    four=0
-    for p in 1 2 3 4; do nice -n 10 "$exe" create "$url" 1 "$secs" >"$dir/p$p" & done
-    wait
-    for p in 1 2 3 4; do four=$((four + $(grep -o '= [0-9]*/s' "$dir/p$p" | grep -o '[0-9]*'))); done
-    echo "$build: 1 process $one/s, 4 processes $four/s: $(awk "BEGIN {printf \"%.2f\", $four / $one}")x"
+echo "== 4 processes on distinct stores against 1 (alternating): $(uptime | sed 's/.*load/load/')"
+one() { nice -n 10 "$1" create "$url" 1 "$secs" | grep -o '= [0-9]*/s' | grep -o '[0-9]*'; }
+four() {
+  local sum=0 p
+  for p in 1 2 3 4; do nice -n 10 "$1" create "$url" 1 "$secs" >"$dir/p$p" & done
+  wait
+  for p in 1 2 3 4; do sum=$((sum + $(grep -o '= [0-9]*/s' "$dir/p$p" | grep -o '[0-9]*'))); done
+  echo "$sum"
+}
+for build in before now; do
+  exe=$before
+  [ "$build" = now ] && exe=$now
+  prev=$(one "$exe")
+  ratios=
+  for r in $(seq "$rounds"); do
+    f=$(four "$exe")
+    next=$(one "$exe")
+    ratio=$(awk "BEGIN {printf \"%.2f\", $f / (($prev + $next) / 2)}")
+    echo "$build: 1 process $prev/s, 4 processes $f/s, 1 process $next/s: ${ratio}x"
+    ratios="$ratios $ratio"
+    prev=$next
   done
+  echo "$build: median $(tr ' ' '\n' <<<"$ratios" | grep . | sort -n | awk '{a[NR] = $1} END {print a[int((NR + 1) / 2)] "x (" a[1] "-" a[NR] ")"}')"
 done
 echo "== end: $(uptime | sed 's/.*load/load/')"
