@@ -9,7 +9,8 @@
 # `synchronous_commit` are on for both sides), then for ROUNDS rounds (default 3) runs, SECS
 # seconds each (default 5), interleaved: pgbench `upsert-fresh`, memkv BEFORE, memkv NOW, at 1
 # client and at 32; each line has the rate and the WAL bytes per transaction or command
-# (pg_current_wal_insert_lsn deltas); then the median ratios. Then, for each build, 1 process
+# (pg_current_wal_insert_lsn deltas); then the median ratios. The builds alternate in going
+# first. Then, for each build, 1 process
 # and 4 at once on distinct stores, alternating. Prints `uptime` between rounds: the machine is
 # shared. Stops the cluster at exit.
 set -euo pipefail
@@ -65,9 +66,16 @@ for r in $(seq "$rounds"); do
   echo "== round $r: $(uptime | sed 's/.*load/load/')"
   for c in 1 32; do
     p=$(pgbench_run "$c")
-    b=$(memkv_run "$before" before "$c")
-    n=$(memkv_run "$now" now "$c")
-    echo "$c: $p | $b | $n"
+    # The two builds take turns at going first.
+    if [ $((r % 2)) = 1 ]; then
+      b=$(memkv_run "$before" before "$c")
+      n=$(memkv_run "$now" now "$c")
+      echo "$c: $p | $b | $n"
+    else
+      n=$(memkv_run "$now" now "$c")
+      b=$(memkv_run "$before" before "$c")
+      echo "$c: $p | $n | $b"
+    fi
     echo "$c p $(awk '{print $2}' <<<"$p") b $(awk '{print $2}' <<<"$b" | tr -d '/s') n $(awk '{print $2}' <<<"$n" | tr -d '/s')" >>"$log"
   done
 done
@@ -103,19 +111,27 @@ four() {
   for p in 1 2 3 4; do sum=$((sum + $(grep -o '= [0-9]*/s' "$dir/p$p" | grep -o '[0-9]*'))); done
   echo "$sum"
 }
+# Per round and build: 4 processes at once, then 1 alone; each 4 is compared with the mean of
+# the 1s of that build just before and after it. The builds take turns.
+declare -A prev ratios
 for build in before now; do
   exe=$before
   [ "$build" = now ] && exe=$now
-  prev=$(one "$exe")
-  ratios=
-  for r in $(seq "$rounds"); do
+  prev[$build]=$(one "$exe")
+done
+for r in $(seq "$rounds"); do
+  for build in before now; do
+    exe=$before
+    [ "$build" = now ] && exe=$now
     f=$(four "$exe")
     next=$(one "$exe")
-    ratio=$(awk "BEGIN {printf \"%.2f\", $f / (($prev + $next) / 2)}")
-    echo "$build: 1 process $prev/s, 4 processes $f/s, 1 process $next/s: ${ratio}x"
-    ratios="$ratios $ratio"
-    prev=$next
+    ratio=$(awk "BEGIN {printf \"%.2f\", $f / ((${prev[$build]} + $next) / 2)}")
+    echo "$build: 1 process ${prev[$build]}/s, 4 processes $f/s, 1 process $next/s: ${ratio}x"
+    ratios[$build]="${ratios[$build]} $ratio"
+    prev[$build]=$next
   done
-  echo "$build: median $(tr ' ' '\n' <<<"$ratios" | grep . | sort -n | awk '{a[NR] = $1} END {print a[int((NR + 1) / 2)] "x (" a[1] "-" a[NR] ")"}')"
+done
+for build in before now; do
+  echo "$build: median $(tr ' ' '\n' <<<"${ratios[$build]}" | grep . | sort -n | awk '{a[NR] = $1} END {print a[int((NR + 1) / 2)] "x (" a[1] "-" a[NR] ")"}')"
 done
 echo "== end: $(uptime | sed 's/.*load/load/')"
