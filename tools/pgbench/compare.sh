@@ -113,7 +113,7 @@ four() {
 }
 # Per round and build: 4 processes at once, then 1 alone; each 4 is compared with the mean of
 # the 1s of that build just before and after it. The builds take turns.
-declare -A prev ratios
+declare -A prev ratios=([before]= [now]=)
 for build in before now; do
   exe=$before
   [ "$build" = now ] && exe=$now
