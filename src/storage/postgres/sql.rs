@@ -151,8 +151,11 @@ pub(crate) fn prepare_all(merge: bool) -> String {
              ON CONFLICT (store, space, key) DO UPDATE SET value = EXCLUDED.value"
         )
     };
+    // `DEALLOCATE ALL` first: a `PREPARE` outlives the failure of a later one in the same
+    // message, and a second attempt must not find its name taken.
     format!(
-        "PREPARE memkv_read(int[], bytea[], smallint[], bytea[], \
+        "DEALLOCATE ALL;\n\
+         PREPARE memkv_read(int[], bytea[], smallint[], bytea[], \
          int[], bytea[], smallint[], bytea[], bytea[], int[], bytea[], smallint[], bytea[]) AS \
          SELECT f.i, x.key, x.value FROM unnest($1, $2, $3, $4) AS f(i, store, space, key) \
          CROSS JOIN LATERAL (SELECT x.key, x.value FROM {ENTRIES} x \
