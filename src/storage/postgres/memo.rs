@@ -148,3 +148,114 @@ impl Memo {
         }
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn entry(space: u8, key: &[u8], value: Option<&[u8]>) -> Entry {
+        (space, key.to_vec(), value.map(<[u8]>::to_vec))
+    }
+
+    #[test]
+    fn learns_what_was_read_and_updates_only_known_writes() {
+        let memo = Memo::default();
+        assert!(!memo.warm("u"));
+        let read = [entry(2, b"", Some(b"t1")), entry(3, b"a", None)];
+        let written = [entry(3, b"a", Some(b"n")), entry(6, b"id", Some(b"x"))];
+        memo.learn("u", &[], &read, &[], false);
+        memo.learn("u", &[], &[], &written, false);
+        assert!(memo.warm("u"));
+        assert_eq!(memo.get("u", 2, b""), Some(b"t1".to_vec()));
+        // A write updates a key the memo had, and does not add one it never read.
+        assert_eq!(memo.get("u", 3, b"a"), Some(b"n".to_vec()));
+        assert!(
+            !memo.lock().stores["u"]
+                .entries
+                .contains_key(&(6, b"id".to_vec()))
+        );
+        assert!(!memo.warm("v"));
+    }
+
+    #[test]
+    fn forgets_removed_ranges_and_large_values() {
+        let memo = Memo::default();
+        let big = vec![7u8; MAX_VALUE + 1];
+        let read = [
+            entry(3, b"d\0a", Some(b"1")),
+            entry(3, b"d\0b", Some(b"2")),
+            entry(3, b"e", Some(b"3")),
+            entry(4, b"big", Some(&big)),
+        ];
+        memo.learn("u", &[], &read, &[], false);
+        assert_eq!(memo.get("u", 4, b"big"), None);
+        assert!(
+            !memo.lock().stores["u"]
+                .entries
+                .contains_key(&(4, b"big".to_vec()))
+        );
+        memo.learn(
+            "u",
+            &[(3, b"d\0".to_vec(), b"d\x01".to_vec())],
+            &[],
+            &[],
+            false,
+        );
+        assert_eq!(memo.get("u", 3, b"d\0a"), None);
+        assert_eq!(memo.get("u", 3, b"d\0b"), None);
+        assert_eq!(memo.get("u", 3, b"e"), Some(b"3".to_vec()));
+        // A value that grew past the limit leaves the memo rather than stay stale.
+        memo.learn("u", &[], &[], &[entry(3, b"e", Some(&big))], false);
+        assert!(
+            !memo.lock().stores["u"]
+                .entries
+                .contains_key(&(3, b"e".to_vec()))
+        );
+    }
+
+    #[test]
+    fn a_failed_check_cools_the_store_for_longer_each_time() {
+        let memo = Memo::default();
+        let read = [entry(2, b"", Some(b"t"))];
+        memo.learn("u", &[], &read, &[], false);
+        assert!(memo.warm("u"));
+        let cold_writes = |memo: &Memo| {
+            let mut n = 0;
+            while !memo.warm("u") {
+                memo.learn("u", &[], &read, &[], false);
+                n += 1;
+            }
+            n
+        };
+        memo.stale("u");
+        assert_eq!(memo.get("u", 2, b""), None, "forgotten");
+        assert_eq!(cold_writes(&memo), MIN_PENALTY);
+        memo.stale("u");
+        assert_eq!(cold_writes(&memo), 2 * MIN_PENALTY);
+        // Assumptions that hold shorten the next cooling.
+        memo.learn("u", &[], &read, &[], true);
+        memo.learn("u", &[], &read, &[], true);
+        memo.stale("u");
+        assert_eq!(cold_writes(&memo), MIN_PENALTY);
+    }
+
+    #[test]
+    fn stays_within_its_bytes() {
+        let memo = Memo::default();
+        let value = vec![1u8; MAX_VALUE];
+        let mut i = 0u32;
+        while i < 2 * (MAX_BYTES / MAX_VALUE) as u32 {
+            memo.learn(
+                "u",
+                &[],
+                &[entry(3, &i.to_be_bytes(), Some(&value))],
+                &[],
+                false,
+            );
+            assert!(memo.lock().bytes <= MAX_BYTES + MAX_VALUE + 64 + 4);
+            i += 1;
+        }
+        let total: usize = memo.lock().stores.values().map(|s| s.entries.len()).sum();
+        assert!(total < MAX_BYTES / MAX_VALUE, "{total} entries kept");
+    }
+}
