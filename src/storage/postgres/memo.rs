@@ -86,13 +86,17 @@ impl Memo {
     ) {
         let mut state = self.lock();
         let state = &mut *state;
+        let mut delta: isize = 0;
+        if !state.stores.contains_key(user) {
+            // The store's own place counts too: a memo of many stores stays bounded.
+            delta += cost(user.as_bytes(), None) as isize;
+        }
         let store = state.stores.entry(user.to_owned()).or_default();
         if assumed {
             store.penalty /= 2;
         } else {
             store.cold = store.cold.saturating_sub(1);
         }
-        let mut delta: isize = 0;
         for (space, start, end) in removed {
             let doomed: Vec<(u8, Vec<u8>)> = store
                 .entries
@@ -237,6 +241,16 @@ mod tests {
         memo.learn("u", &[], &read, &[], true);
         memo.stale("u");
         assert_eq!(cold_writes(&memo), MIN_PENALTY);
+    }
+
+    #[test]
+    fn many_stores_stay_within_its_bytes() {
+        let memo = Memo::default();
+        for i in 0..(MAX_BYTES / 64) {
+            memo.learn(&format!("user-{i}"), &[], &[], &[], false);
+            assert!(memo.lock().bytes <= MAX_BYTES + 128);
+        }
+        assert!(memo.lock().stores.len() < MAX_BYTES / 64);
     }
 
     #[test]
