@@ -82,45 +82,65 @@ fn a_create_whose_reads_the_memo_answers_costs_one_round_trip() {
 }
 
 /// Two `Store`s on one database stand for two processes: each one's memo goes stale whenever
-/// the other writes, and no answer may ever follow from a stale memo.
+/// the other writes, and no answer may ever follow from a stale memo. Each case warms a fresh
+/// `Store` with a write of its own, lets the other change what that write read, and asserts that
+/// the next answer took the assumptions' path (3 round trips: the failed check, then a run with
+/// real reads) and is the one real reads give.
 #[test]
 fn a_stale_memo_never_decides_an_answer() {
     let Some(cluster) = pg::cluster() else { return };
     let url = cluster.fresh_url();
     let open = || Store::builder().max_files(4).open(&url).unwrap();
-    let (a, b) = (open(), open());
-    let (ua, ub) = (a.user("shared").unwrap(), b.user("shared").unwrap());
-    let run = |u: &memkv::UserHandle<'_>, input: serde_json::Value| {
-        let out = u.execute_json(&input).unwrap();
-        (out.is_error, out.content)
+    let b = open();
+    let run = |store: &Store, input: serde_json::Value| {
+        let u = store.user("shared").unwrap();
+        let mut out = None;
+        let n = count(store, || out = Some(u.execute_json(&input).unwrap()));
+        let out = out.unwrap();
+        (n, out.is_error, out.content)
+    };
+    let ok = |store: &Store, input: serde_json::Value| {
+        let (_, failed, said) = run(store, input.clone());
+        assert!(!failed, "{input}: {said}");
     };
     let create = |path: &str| json!({"command": "create", "path": path, "file_text": "one\n"});
-    assert!(!run(&ua, create("/memories/f1.md")).0);
-    assert!(!run(&ua, create("/memories/f2.md")).0);
-    // A's memo has f1's node; B deletes f1: A's create of f1 must succeed, not be refused.
-    assert!(!run(&ub, json!({"command": "delete", "path": "/memories/f1.md"})).0);
-    let (refused, said) = run(&ua, create("/memories/f1.md"));
+    let edit = |old: &str, new: &str| json!({"command": "str_replace", "path": "/memories/f2.md", "old_str": old, "new_str": new});
+    ok(&b, create("/memories/f2.md"));
+
+    // A's memo has f1's node; B deletes f1: A's create of f1 succeeds, not refused.
+    let a = open();
+    ok(&a, create("/memories/f1.md"));
+    ok(&b, json!({"command": "delete", "path": "/memories/f1.md"}));
+    let (n, refused, said) = run(&a, create("/memories/f1.md"));
     assert!(!refused, "{said}");
-    // A assumes g absent (its memo lacks it); B creates it: A must be refused.
-    assert!(!run(&ua, create("/memories/f3.md")).0);
-    assert!(!run(&ub, create("/memories/g.md")).0);
-    let (refused, said) = run(&ua, create("/memories/g.md"));
+    assert_eq!(n, 3, "the create of f1 did not run on assumptions");
+
+    // A assumes g absent (its memo lacks it); B creates it: A is refused.
+    let a = open();
+    ok(&a, create("/memories/f3.md"));
+    ok(&b, create("/memories/g.md"));
+    let (n, refused, said) = run(&a, create("/memories/g.md"));
     assert!(refused && said.contains("already exists"), "{said}");
-    // 4 files now (f1, f2, f3, g) and a quota of 4: A's memo, after a write of its own, knows 3
-    // before B's g; its next create must be refused by the quota all the same.
-    assert!(!run(&ua, json!({"command": "str_replace", "path": "/memories/f2.md", "old_str": "one", "new_str": "two"})).0);
-    assert!(!run(&ub, json!({"command": "delete", "path": "/memories/f3.md"})).0);
-    assert!(!run(&ub, create("/memories/h.md")).0);
-    let (refused, said) = run(&ua, create("/memories/i.md"));
+    assert_eq!(n, 3, "the create of g did not run on assumptions");
+
+    // Four files (f1, f2, f3, g) under a quota of 4. A's memo knows 3 (before B's h, after
+    // B's delete of f3): A's create of a fifth is refused by the quota all the same.
+    ok(&b, json!({"command": "delete", "path": "/memories/f3.md"}));
+    let a = open();
+    ok(&a, edit("one", "two"));
+    ok(&b, create("/memories/h.md"));
+    let (n, refused, said) = run(&a, create("/memories/i.md"));
     assert!(refused, "a fifth file under a quota of 4: {said}");
+    assert_eq!(n, 3, "the create of i did not run on assumptions");
+
     // B's edit is what A's next edit sees.
-    assert!(!run(&ub, json!({"command": "str_replace", "path": "/memories/f2.md", "old_str": "two", "new_str": "three"})).0);
-    let (failed, said) = run(
-        &ua,
-        json!({"command": "str_replace", "path": "/memories/f2.md", "old_str": "three", "new_str": "four"}),
-    );
+    let a = open();
+    ok(&a, edit("two", "three"));
+    ok(&b, edit("three", "four"));
+    let (n, failed, said) = run(&a, edit("four", "five"));
     assert!(!failed, "{said}");
-    let (_, content) = run(&ub, json!({"command": "view", "path": "/memories/f2.md"}));
-    assert!(content.contains("four"), "{content}");
+    assert_eq!(n, 3, "the edit did not run on assumptions");
+    let (_, _, content) = run(&b, json!({"command": "view", "path": "/memories/f2.md"}));
+    assert!(content.contains("five"), "{content}");
     assert_eq!(a.check().unwrap(), Vec::new());
 }

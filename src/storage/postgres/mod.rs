@@ -360,19 +360,29 @@ impl Backend for PgBackend {
         // The first run may assume what the memo knows; a run after a failed check does not.
         let mut assume = true;
         let mut attempt = 0;
+        // After a failed check: its connection, whose failed transaction the next message
+        // ends (saving a round trip of its own).
+        let mut carried: Option<pool::Conn> = None;
         loop {
             attempt += 1;
-            let conn = self.conn()?;
+            let opening_rolls_back = carried.is_some();
+            let (conn, opening) = match carried.take() {
+                Some(conn) => (conn, format!("ROLLBACK;\n{prologue}")),
+                None => (self.conn()?, prologue.clone()),
+            };
             let mut txn = PgWrite {
                 session: RefCell::new(Session::new(
                     conn,
-                    prologue.clone(),
+                    opening,
                     false,
                     &self.shared,
                     locked.clone(),
                 )),
             };
-            txn.session.get_mut().may_assume = assume;
+            let session = txn.session.get_mut();
+            session.may_assume = assume;
+            // A carried connection is in a failed transaction until its `ROLLBACK` is sent.
+            session.begun = opening_rolls_back;
             let outcome = f(&mut txn);
             let mut session = txn.session.into_inner();
             session.may_assume = false;
@@ -413,17 +423,17 @@ impl Backend for PgBackend {
                 rollback(&mut session);
                 return Err(err);
             };
-            if session.stale {
+            if session.stale && attempt < MAX_ATTEMPTS {
                 // What was assumed did not hold (the check failed before anything was applied):
-                // forget it, and run again with real reads.
-                rollback(&mut session);
+                // forget it, and run again with real reads, on the same connection (the next
+                // message rolls the failed transaction back first).
                 for user in &locked {
                     self.shared.memo.stale(user);
                 }
                 assume = false;
-                if attempt < MAX_ATTEMPTS {
-                    continue;
-                }
+                session.forget_writes();
+                carried = session.conn.take();
+                continue;
             }
             if !server_answered(&failure) {
                 discard(&mut session);
