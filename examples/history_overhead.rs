@@ -4,8 +4,12 @@
 //! is compared.
 //!
 //! ```sh
-//! cargo run --release --example history_overhead -- [ROUNDS] [WRITES_PER_ROUND]
+//! cargo run --release --example history_overhead -- [ROUNDS] [WRITES_PER_ROUND] [FILES]
 //! ```
+//!
+//! Both stores first get `FILES` files of 1 KiB (default 200: a store in use, whose records
+//! span many pages; with 0, the store without history fits in a page or two, which no store
+//! in use does).
 //!
 //! Durable stores are redb files in a temporary directory beside the build (fsync per commit);
 //! in-memory stores show the CPU cost alone. Prints one line per workload.
@@ -35,10 +39,26 @@ fn open(retention: Retention, file: Option<&std::path::Path>) -> Store {
     }
 }
 
-/// Runs `writes` writes of `workload` on `store`; returns microseconds per write.
-fn round(store: &Store, workload: &str, writes: usize, counter: &mut u64) -> f64 {
+/// Bytes this process has handed to `write` calls so far (`wchar` of `/proc/self/io`; 0 where
+/// there is no such file): what redb writes, page by page.
+fn written() -> u64 {
+    std::fs::read_to_string("/proc/self/io")
+        .ok()
+        .and_then(|io| {
+            io.lines().find_map(|l| {
+                l.strip_prefix("wchar: ")
+                    .and_then(|n| n.trim().parse().ok())
+            })
+        })
+        .unwrap_or(0)
+}
+
+/// Runs `writes` writes of `workload` on `store`; returns microseconds and bytes written per
+/// write.
+fn round(store: &Store, workload: &str, writes: usize, counter: &mut u64) -> (f64, f64) {
     let user = store.user("bench").unwrap();
     let kib = text(1024);
+    let before = written();
     let start = Instant::now();
     for _ in 0..writes {
         *counter += 1;
@@ -60,7 +80,8 @@ fn round(store: &Store, workload: &str, writes: usize, counter: &mut u64) -> f64
         let out = user.execute(&command).unwrap();
         assert!(!out.is_error, "{}", out.content);
     }
-    start.elapsed().as_secs_f64() * 1e6 / writes as f64
+    let micros = start.elapsed().as_secs_f64() * 1e6 / writes as f64;
+    (micros, (written() - before) as f64 / writes as f64)
 }
 
 fn median(mut v: Vec<f64>) -> f64 {
@@ -75,8 +96,12 @@ fn main() {
         .collect();
     let rounds = args.first().copied().unwrap_or(15);
     let writes = args.get(1).copied().unwrap_or(200);
+    let files = args.get(2).copied().unwrap_or(200);
     let dir = tempfile::tempdir_in(env!("CARGO_MANIFEST_DIR")).unwrap();
-    println!("{rounds} alternating rounds of {writes} writes each; median µs per write");
+    println!(
+        "{rounds} alternating rounds of {writes} writes each, on stores of {files} files; \
+         median µs and bytes written per write"
+    );
     for durable in [true, false] {
         for workload in ["create_1KiB", "str_replace_4KiB"] {
             let kind = if durable { "durable" } else { "in_memory" };
@@ -86,6 +111,15 @@ fn main() {
             let mut four = text(4096);
             four.insert_str(0, "MARKER-A\n");
             for store in [&kept, &none] {
+                let user = store.user("bench").unwrap();
+                for i in 0..files {
+                    let create = cmd(json!({
+                        "command": "create",
+                        "path": format!("/memories/kept/{}/f{i}.md", i % 10),
+                        "file_text": text(1024),
+                    }));
+                    assert!(!user.execute(&create).unwrap().is_error);
+                }
                 let create = cmd(
                     json!({"command": "create", "path": "/memories/edit/4KiB.md", "file_text": four}),
                 );
@@ -99,17 +133,26 @@ fn main() {
                 );
             }
             let (mut a, mut b) = (Vec::new(), Vec::new());
+            let (mut wa, mut wb) = (Vec::new(), Vec::new());
             let (mut ca, mut cb) = (0, 0);
             // One warm-up round each, not counted.
             round(&kept, workload, writes, &mut ca);
             round(&none, workload, writes, &mut cb);
             for _ in 0..rounds {
-                a.push(round(&kept, workload, writes, &mut ca));
-                b.push(round(&none, workload, writes, &mut cb));
+                let (t, w) = round(&kept, workload, writes, &mut ca);
+                a.push(t);
+                wa.push(w);
+                let (t, w) = round(&none, workload, writes, &mut cb);
+                b.push(t);
+                wb.push(w);
             }
             let (a, b) = (median(a), median(b));
+            let bytes = match durable {
+                true => format!("  bytes {:7.0} / {:7.0}", median(wa), median(wb)),
+                false => String::new(),
+            };
             println!(
-                "{kind:>9} {workload:<17} kept {a:8.1}  none {b:8.1}  overhead {:+.1} %",
+                "{kind:>9} {workload:<17} kept {a:8.1}  none {b:8.1}  overhead {:+6.1} %{bytes}",
                 (a / b - 1.0) * 100.0
             );
         }

@@ -18,7 +18,7 @@ use std::sync::{Mutex, MutexGuard, PoisonError};
 
 use crate::error::Error;
 use crate::history::Retention;
-use crate::history::record::Recorder;
+use crate::history::append::Recorder;
 use crate::layout::Node;
 use crate::path::MemoryPath;
 use crate::storage::WriteTxn;

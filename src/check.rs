@@ -5,8 +5,10 @@ use std::collections::{BTreeMap, BTreeSet};
 use std::ops::ControlFlow;
 
 use crate::error::Error;
-use crate::history::MemoryId;
-use crate::history::record::{self, VersionRecord};
+use crate::history::body::Body;
+use crate::history::content;
+use crate::history::record::{self, IdEntry, VersionRecord};
+use crate::history::{MemoryId, Operation, VersionId};
 use crate::layout::{self, Node, Totals, UserTotals};
 use crate::path::MemoryPath;
 use crate::storage::{ReadTxn, Space};
@@ -144,23 +146,33 @@ pub(crate) fn check_user<T: ReadTxn + ?Sized>(txn: &T, user: &str) -> Result<Vec
     Ok(problems)
 }
 
-/// The history's invariants: every live memory's id leads to its path and no other id exists;
-/// versions and the lineage index agree; the store record counts the versions kept and is ahead
-/// of every number used.
+/// The history's invariants (`docs/design.md`, invariants 6 and 7): the id entries and the
+/// files agree; each version is a sound link of its memory's chain and rebuilds to its hash;
+/// snapshots are those the versions name; the store record counts the versions kept and is
+/// ahead of every number used.
 fn check_history<T: ReadTxn + ?Sized>(
     txn: &T,
     user: &str,
     files: &BTreeMap<MemoryPath, layout::FileMeta>,
     problems: &mut Vec<String>,
 ) -> Result<(), Error> {
+    // `Ids`: each live memory with its path, each deleted one with versions kept with its last.
     let mut ids: BTreeMap<u64, MemoryPath> = BTreeMap::new();
-    for (key, value) in all(txn, Space::Ids, user)? {
-        ids.insert(
-            record::decode_seq(&key)?,
-            layout::path_of_content_key(&value)?,
-        );
+    let mut deleted: BTreeMap<u64, u64> = BTreeMap::new();
+    for (key, value) in all(txn, Space::Memories, user)? {
+        let memory = record::decode_memory_key(&key)?;
+        match layout::decode(&value, "memory id entry")? {
+            IdEntry::Live(content_key) => {
+                ids.insert(memory, layout::path_of_content_key(&content_key)?);
+            }
+            IdEntry::Deleted { latest } => {
+                deleted.insert(memory, latest);
+            }
+        }
     }
     let mut want_ids = BTreeMap::new();
+    // Each memory's latest version: a live one's is its file's.
+    let mut latest = deleted.clone();
     for (path, meta) in files {
         if want_ids.insert(meta.memory, path.clone()).is_some() {
             problems.push(format!(
@@ -168,38 +180,59 @@ fn check_history<T: ReadTxn + ?Sized>(
                 MemoryId(meta.memory)
             ));
         }
+        latest.insert(meta.memory, meta.version);
     }
     if ids != want_ids {
         problems.push(format!(
-            "the id index lists {} memories, the files are {}",
+            "the id index lists {} live memories, the files are {}",
             ids.len(),
             want_ids.len()
         ));
     }
-    let mut versions: BTreeMap<u64, u64> = BTreeMap::new();
+    let mut versions: BTreeMap<u64, VersionRecord> = BTreeMap::new();
     let mut bytes = 0;
     for (key, value) in all(txn, Space::Versions, user)? {
         let v: VersionRecord = layout::decode(&value, "version")?;
         bytes += v.weight();
-        versions.insert(record::decode_seq(&key)?, v.memory);
+        versions.insert(record::decode_seq(&key)?, v);
     }
-    let mut lineage: BTreeMap<u64, u64> = BTreeMap::new();
-    for (key, _) in all(txn, Space::Lineage, user)? {
-        if key.len() != 16 {
-            problems.push("a lineage key is not 16 bytes".into());
-            continue;
+    for (memory, last) in &deleted {
+        if want_ids.contains_key(memory) || versions.get(last).is_none_or(|v| v.memory != *memory) {
+            problems.push(format!(
+                "the id index keeps deleted memory {} without its last version",
+                MemoryId(*memory)
+            ));
         }
-        lineage.insert(
-            record::decode_seq(&key[8..])?,
-            record::decode_seq(&key[..8])?,
-        );
     }
-    if lineage != versions {
+    for (seq, v) in &versions {
+        check_chain(*seq, v, &versions, &latest, problems);
+        check_content(txn, user, *seq, v, files, &want_ids, problems)?;
+    }
+    let snapshots: BTreeSet<u64> = all(txn, Space::Snapshots, user)?
+        .iter()
+        .map(|(key, _)| record::decode_seq(key))
+        .collect::<Result<_, _>>()?;
+    let want: BTreeSet<u64> = versions
+        .iter()
+        .filter(|(_, v)| matches!(v.body, Body::Snapshot))
+        .map(|(seq, _)| *seq)
+        .collect();
+    if snapshots != want {
         problems.push(format!(
-            "the lineage index lists {} versions, {} are kept",
-            lineage.len(),
-            versions.len()
+            "{} snapshots are kept for {} versions kept as snapshots",
+            snapshots.len(),
+            want.len()
         ));
+    }
+    let legacy = [
+        (Space::Lineage, "lineage index"),
+        (Space::Ids, "id index"),
+        (Space::Meta, "store record"),
+    ];
+    for (space, name) in legacy {
+        if !all(txn, space, user)?.is_empty() {
+            problems.push(format!("the {name} of format 5 is still there"));
+        }
     }
     let store = record::store_record(txn, user)?;
     match store {
@@ -233,4 +266,84 @@ fn check_history<T: ReadTxn + ?Sized>(
         }
     }
     Ok(())
+}
+
+/// The version `seq` keeps its content as its body says: only a live memory's latest version
+/// relies on the file, and the content of every other (rebuilt from deltas) has the recorded
+/// hash and size.
+fn check_content<T: ReadTxn + ?Sized>(
+    txn: &T,
+    user: &str,
+    seq: u64,
+    v: &VersionRecord,
+    files: &BTreeMap<MemoryPath, layout::FileMeta>,
+    live: &BTreeMap<u64, MemoryPath>,
+    problems: &mut Vec<String>,
+) -> Result<(), Error> {
+    let name = VersionId(seq);
+    if let Body::Current { .. } = v.body {
+        let latest = live.get(&v.memory).and_then(|path| files.get(path));
+        if latest.is_none_or(|meta| meta.version != seq) {
+            problems.push(format!(
+                "{name} relies on the live file but is not its memory's latest version"
+            ));
+        }
+        return Ok(()); // its content is the file's, checked with the files
+    }
+    match content::content(txn, user, seq, v) {
+        Err(Error::Corrupt(why)) => problems.push(format!("{name}: {why}")),
+        Err(other) => return Err(other),
+        Ok(None) => {
+            if v.redacted.is_none() && v.operation != Operation::Deleted {
+                problems.push(format!("{name} has no content"));
+            }
+        }
+        Ok(Some(content)) => {
+            if (
+                Some(layout::sha256(content.as_bytes())),
+                Some(content.len() as u64),
+            ) != (v.sha256, v.size)
+            {
+                problems.push(format!(
+                    "the content of {name} does not match its hash and size"
+                ));
+            }
+        }
+    }
+    Ok(())
+}
+
+/// The version `seq` is a link of its memory's chain: the version before it is older and of the
+/// same memory, a delta's next version follows it, and its memory's entry names a version as
+/// recent.
+fn check_chain(
+    seq: u64,
+    v: &VersionRecord,
+    versions: &BTreeMap<u64, VersionRecord>,
+    latest: &BTreeMap<u64, u64>,
+    problems: &mut Vec<String>,
+) {
+    let name = VersionId(seq);
+    if latest.get(&v.memory).is_none_or(|&last| last < seq) {
+        problems.push(format!(
+            "{name} is newer than what the id index names as its memory's latest"
+        ));
+    }
+    if let Some(previous) = v.previous
+        && (previous >= seq
+            || versions
+                .get(&previous)
+                .is_some_and(|p| p.memory != v.memory))
+    {
+        problems.push(format!("{name} names a version before it that is not"));
+    }
+    if let Body::Delta(delta) = &v.body
+        && versions
+            .get(&delta.next)
+            .is_none_or(|n| n.memory != v.memory || n.previous != Some(seq))
+    {
+        problems.push(format!(
+            "{name} is a delta against a version that does not follow it"
+        ));
+    }
 }

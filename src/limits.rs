@@ -3,7 +3,7 @@
 use std::collections::BTreeMap;
 use std::time::Duration;
 
-use crate::history::record::Recorder;
+use crate::history::append::Recorder;
 use crate::history::{Actor, Retention};
 use crate::secrets::SecretPolicy;
 

@@ -7,7 +7,8 @@ use std::ops::ControlFlow;
 
 use crate::error::Error;
 use crate::exec;
-use crate::history::record::{self, Recorder};
+use crate::history::append::Recorder;
+use crate::history::record;
 use crate::history::{ApiRefusal, Memory, MemoryId, Page};
 use crate::layout::{self, FileMeta, Node};
 use crate::limits::Settings;

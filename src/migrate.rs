@@ -4,13 +4,15 @@
 //! in each version. `tests/data/format-vN.redb` are databases written by formats 1 to 3 that the
 //! tests open through this path.
 
+use std::collections::BTreeMap;
 use std::ops::ControlFlow;
 
 use serde::{Deserialize, Serialize};
 
 use crate::error::Error;
-use crate::history::Operation;
-use crate::history::record::{self, StoreRecord, VersionRecord};
+use crate::history::body::Body;
+use crate::history::record::{self, IdEntry, StoreRecord, VersionRecord};
+use crate::history::{Actor, Operation, Redaction};
 use crate::layout::LAYOUT_VERSION as FORMAT_VERSION;
 use crate::layout::{self, FileMeta, Node, Totals, UserTotals};
 use crate::path::MemoryPath;
@@ -34,6 +36,7 @@ pub(crate) fn upgrade<B: Backend>(backend: &B) -> Result<(), Error> {
                 2 => {}
                 3 => v3_to_v4(txn)?,
                 4 => v4_to_v5(txn)?,
+                5 => v5_to_v6(txn)?,
                 other => {
                     return Err(Error::UnsupportedFormat {
                         location: backend.location().to_owned(),
@@ -192,7 +195,7 @@ fn v4_to_v5(txn: &mut dyn WriteTxn) -> Result<(), Error> {
                 .map_err(|_| Error::Corrupt(format!("the content of {path} is not UTF-8")))?;
             let seq = store.next_seq;
             store.next_seq += 1;
-            let version = VersionRecord {
+            let version = VersionRecordV5 {
                 memory: seq,
                 operation: Operation::Created,
                 created_ms: old.modified_ms,
@@ -209,7 +212,7 @@ fn v4_to_v5(txn: &mut dyn WriteTxn) -> Result<(), Error> {
                 &record::seq_key(seq),
                 &layout::encode(&version),
             )?;
-            txn.put(Space::Lineage, &user, &record::lineage_key(seq, seq), &[])?;
+            txn.put(Space::Lineage, &user, &lineage_key_v5(seq, seq), &[])?;
             txn.put(Space::Ids, &user, &seq.to_be_bytes(), &content_key)?;
             let h = &mut store.history;
             h.oldest_ms = if h.versions == 0 {
@@ -218,7 +221,8 @@ fn v4_to_v5(txn: &mut dyn WriteTxn) -> Result<(), Error> {
                 h.oldest_ms.min(version.created_ms)
             };
             h.versions += 1;
-            h.bytes += version.weight();
+            h.bytes += (version.path.as_ref().map_or(0, String::len)
+                + version.content.as_ref().map_or(0, String::len)) as u64;
             let meta = FileMeta {
                 memory: seq,
                 version: seq,
@@ -235,7 +239,111 @@ fn v4_to_v5(txn: &mut dyn WriteTxn) -> Result<(), Error> {
                 &layout::encode(&Node::File(meta)),
             )?;
         }
-        record::put_store_record(txn, &user, &store)?;
+        txn.put(Space::Meta, &user, &[], &layout::encode(&store))?; // format 5's place
+    }
+    Ok(())
+}
+
+/// A version as format 5 stored it: every version with its full content.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+struct VersionRecordV5 {
+    memory: u64,
+    operation: Operation,
+    created_ms: i64,
+    actor: Option<Actor>,
+    path: Option<String>,
+    content: Option<String>,
+    sha256: Option<[u8; 32]>,
+    size: Option<u64>,
+    redacted: Option<Redaction>,
+}
+
+/// Format 5's index of each memory's versions: `memory seq`, empty values.
+fn lineage_key_v5(memory: u64, seq: u64) -> [u8; 16] {
+    let mut key = [0; 16];
+    key[..8].copy_from_slice(&memory.to_be_bytes());
+    key[8..].copy_from_slice(&seq.to_be_bytes());
+    key
+}
+
+/// Format 6 keeps a memory's latest version's content only in the file and older ones as
+/// deltas (`crate::history::body`), and chains each memory's versions (each names the one
+/// before it; `Ids` names the latest, for deleted memories too) instead of indexing them in
+/// `Lineage`; the store record moves from `Meta` to `Store`, beside the newest versions.
+/// Format-5 versions keep their full content (the new form allows it; what they count toward
+/// the history budget is unchanged), get their `previous`, and `Lineage` goes.
+fn v5_to_v6(txn: &mut dyn WriteTxn) -> Result<(), Error> {
+    let mut users = users_of(txn, Space::Versions)?;
+    users.extend(users_of(txn, Space::Ids)?);
+    users.extend(users_of(txn, Space::Meta)?);
+    users.sort();
+    users.dedup();
+    for user in users {
+        let mut versions = Vec::new();
+        txn.scan(Space::Versions, &user, &[], None, &mut |key, value| {
+            let old: VersionRecordV5 = layout::decode(value, "format-5 version")?;
+            versions.push((record::decode_seq(key)?, old));
+            Ok(ControlFlow::Continue(()))
+        })?;
+        // Each memory's latest version kept, in sequence order.
+        let mut latest: BTreeMap<u64, u64> = BTreeMap::new();
+        for (seq, old) in versions {
+            let previous = latest.insert(old.memory, seq);
+            let new = VersionRecord {
+                memory: old.memory,
+                operation: old.operation,
+                created_ms: old.created_ms,
+                actor: old.actor,
+                path: old.path,
+                body: old.content.map_or(Body::Empty, Body::Full),
+                sha256: old.sha256,
+                size: old.size,
+                redacted: old.redacted,
+                previous,
+            };
+            txn.put(
+                Space::Versions,
+                &user,
+                &record::seq_key(seq),
+                &layout::encode(&new),
+            )?;
+        }
+        // Live memories: format 5 kept the content key alone, in `Ids`.
+        let mut live = Vec::new();
+        txn.scan(Space::Ids, &user, &[], None, &mut |key, value| {
+            live.push((record::decode_seq(key)?, value.to_vec()));
+            Ok(ControlFlow::Continue(()))
+        })?;
+        for (memory, content_key) in live {
+            let path = layout::path_of_content_key(&content_key)?;
+            let Some(bytes) = txn.get(Space::Nodes, &user, &layout::node_key(&path))? else {
+                return Err(Error::Corrupt(format!(
+                    "memory {memory} is at {path}, no file"
+                )));
+            };
+            let Node::File(meta) = layout::decode(&bytes, "index node")? else {
+                return Err(Error::Corrupt(format!(
+                    "memory {memory} is at {path}, no file"
+                )));
+            };
+            if meta.memory != memory {
+                return Err(Error::Corrupt(format!(
+                    "memory {memory} is at {path}, another's"
+                )));
+            }
+            latest.remove(&memory);
+            record::put_id_entry(txn, &user, memory, &IdEntry::Live(content_key))?;
+        }
+        // Deleted memories with versions kept.
+        for (memory, seq) in latest {
+            record::put_id_entry(txn, &user, memory, &IdEntry::Deleted { latest: seq })?;
+        }
+        txn.remove_range(Space::Lineage, &user, &[], &[0xff; 17])?;
+        txn.remove_range(Space::Ids, &user, &[], &[0xff; 9])?;
+        if let Some(store) = txn.get(Space::Meta, &user, &[])? {
+            txn.put(Space::Store, &user, &[], &store)?;
+            txn.remove(Space::Meta, &user, &[])?;
+        }
     }
     Ok(())
 }

@@ -33,8 +33,10 @@ fn new_store_id() -> Result<String, Error> {
     Ok(format!("memstore_{}", crate::layout::hex(&bytes)))
 }
 
-/// Every key of a user's space lies below this bound (no stored key starts with 0xFF).
-const ALL_KEYS_END: [u8; 1] = [0xFF];
+/// Every key of a user's space lies below this bound: path encodings hold no 0xFF byte, and
+/// the keys made of numbers (which may start with 0xFF: `Memories` counts down from it) are at
+/// most 16 bytes long.
+const ALL_KEYS_END: [u8; 17] = [0xFF; 17];
 
 impl<B: Backend> Store<B> {
     /// Creates a memory store with a new id (`memstore_…`).
@@ -88,7 +90,7 @@ impl<B: Backend> Store<B> {
     ) -> Result<(Vec<StoreInfo>, bool), Error> {
         let txn = self.backend.begin_read()?;
         let mut ids = Vec::new();
-        txn.users(Space::Meta, &mut |u| {
+        txn.users(Space::Store, &mut |u| {
             if after.is_none_or(|a| u > a) {
                 ids.push(u.to_owned());
             }

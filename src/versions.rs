@@ -5,6 +5,7 @@ use std::ops::ControlFlow;
 use crate::error::Error;
 use crate::history::record::{self, VersionRecord};
 use crate::history::{Actor, ApiRefusal, Memory, MemoryId, Operation, Page, Version, VersionId};
+use crate::history::{append, content};
 use crate::layout::Node;
 use crate::memories::{self, store_content};
 use crate::path::MemoryPath;
@@ -39,19 +40,31 @@ impl VersionFilter {
     }
 }
 
-fn version_of(seq: u64, record: VersionRecord, with_content: bool) -> Version {
-    Version {
+/// The version `seq` of `user` as the API shows it; with its content (rebuilt from `txn` when
+/// kept as a delta) when `with_content`.
+fn version_of<T: ReadTxn + ?Sized>(
+    txn: &T,
+    user: &str,
+    seq: u64,
+    record: VersionRecord,
+    with_content: bool,
+) -> Result<Version, Error> {
+    let content = match with_content {
+        true => content::content(txn, user, seq, &record)?,
+        false => None,
+    };
+    Ok(Version {
         id: VersionId(seq),
         memory: MemoryId(record.memory),
         operation: record.operation,
         created_ms: record.created_ms,
         actor: record.actor,
         path: record.path,
-        content: if with_content { record.content } else { None },
+        content,
         sha256: record.sha256,
         size: record.size,
         redacted: record.redacted,
-    }
+    })
 }
 
 impl<B: Backend> UserHandle<'_, B> {
@@ -87,35 +100,29 @@ impl<B: Backend> UserHandle<'_, B> {
                 next = Some(memories::hex_of(&record::seq_key(seq)));
                 return ControlFlow::Break(());
             }
-            out.push(version_of(seq, record, with_content));
+            out.push((seq, record));
             ControlFlow::Continue(())
         };
         match filter.memory {
             Some(memory) => {
-                let start = record::lineage_key(memory.0, from);
-                let end = memory
-                    .0
-                    .checked_add(1)
-                    .map(|m| record::lineage_key(m, 0).to_vec());
-                let mut seqs = Vec::new();
-                txn.scan(
-                    Space::Lineage,
-                    &self.id,
-                    &start,
-                    end.as_deref(),
-                    &mut |key, _| {
-                        seqs.push(record::decode_seq(&key[8..])?);
-                        Ok(ControlFlow::Continue(()))
-                    },
-                )?;
-                for seq in seqs {
+                // Its chain of versions, newest first, down to the page's start.
+                let mut chain = Vec::new();
+                let mut at = record::latest_version(&txn, &self.id, memory.0)?;
+                while let Some(seq) = at.filter(|&seq| seq >= from) {
                     let Some(record) = record::version(&txn, &self.id, seq)? else {
+                        break; // pruned, and every older one with it
+                    };
+                    if record.memory != memory.0 || record.previous >= Some(seq) {
                         return Err(Error::Corrupt(format!(
-                            "{} lists {}, which is missing",
+                            "the versions of {} do not form a chain at {}",
                             MemoryId(memory.0),
                             VersionId(seq)
                         )));
-                    };
+                    }
+                    at = record.previous;
+                    chain.push((seq, record));
+                }
+                for (seq, record) in chain.into_iter().rev() {
                     if take(seq, record).is_break() {
                         break;
                     }
@@ -134,7 +141,11 @@ impl<B: Backend> UserHandle<'_, B> {
                 )?;
             }
         }
-        Ok(Ok(Page { items: out, next }))
+        let items = out
+            .into_iter()
+            .map(|(seq, record)| version_of(&txn, &self.id, seq, record, with_content))
+            .collect::<Result<_, _>>()?;
+        Ok(Ok(Page { items, next }))
     }
 
     /// The version `id`, if kept; with its content when `with_content`.
@@ -143,7 +154,9 @@ impl<B: Backend> UserHandle<'_, B> {
     /// A storage failure.
     pub fn version(&self, id: VersionId, with_content: bool) -> Result<Option<Version>, Error> {
         let txn = self.store.backend.begin_read()?;
-        Ok(record::version(&txn, &self.id, id.0)?.map(|r| version_of(id.0, r, with_content)))
+        record::version(&txn, &self.id, id.0)?
+            .map(|r| version_of(&txn, &self.id, id.0, r, with_content))
+            .transpose()
     }
 
     /// Redacts the version `id`: its content, path, hash and size are erased for good, and
@@ -157,8 +170,8 @@ impl<B: Backend> UserHandle<'_, B> {
             let now = tree.now_ms();
             let by = self.actor.clone();
             let user = self.id.to_string();
-            match record::redact(tree.txn(), &user, id.0, by, now)? {
-                Some(record) => Ok(Ok(version_of(id.0, record, false))),
+            match append::redact(tree.txn(), &user, id.0, by, now)? {
+                Some(record) => Ok(Ok(version_of(tree.txn(), &user, id.0, record, false)?)),
                 None => Ok(Err(ApiRefusal::NotFound)),
             }
         })
@@ -182,7 +195,8 @@ impl<B: Backend> UserHandle<'_, B> {
             if record.redacted.is_some() {
                 return Ok(Err(ApiRefusal::NotRestorable("it is redacted".into())));
             }
-            let (Some(content), Some(path)) = (record.content, record.path) else {
+            let content = content::content(tree.read().txn(), &self.id, id.0, &record)?;
+            let (Some(content), Some(path)) = (content, record.path) else {
                 return Ok(Err(ApiRefusal::NotRestorable(
                     "it records a deletion".into(),
                 )));

@@ -14,12 +14,15 @@ use sha2::{Digest, Sha256};
 use super::{EXPORT_FORMAT, EXPORT_VERSION, Line, Progress, Summary, hex, history, sha256_hex};
 use crate::error::Error;
 use crate::exec::Expired;
-use crate::history::record;
 use crate::history::{MemoryId, VersionId};
+use crate::history::{content, record};
 use crate::layout;
 use crate::storage::{Backend, ReadTxn, Space};
 use crate::store::Store;
 use crate::tree::TreeRead;
+
+/// How many versions an export reads at a time.
+const VERSION_CHUNK: usize = 256;
 
 /// A writer that hashes what passes through it.
 struct Hashing<W> {
@@ -57,7 +60,7 @@ impl<B: Backend> Store<B> {
         // Every store: those with files, and those with only a record (all memories deleted,
         // or created through the memory-stores API and not written yet).
         let mut all = BTreeSet::new();
-        for space in [Space::Meta, Space::Totals] {
+        for space in [Space::Store, Space::Totals] {
             txn.users(space, &mut |u| {
                 all.insert(u.to_owned());
                 Ok(ControlFlow::Continue(()))
@@ -139,13 +142,39 @@ impl<B: Backend> Store<B> {
                 Ok(ControlFlow::Continue(()))
             })?;
             // Every version kept, oldest first: redacted ones, and those of deleted memories.
-            txn.scan(Space::Versions, user, &[], None, &mut |key, value| {
-                let seq = record::decode_seq(key)?;
-                let version = layout::decode(value, "version")?;
-                write_line(&mut out, &history::version_line(user, seq, version))?;
-                summary.versions += 1;
-                Ok(ControlFlow::Continue(()))
-            })?;
+            // Read a chunk at a time: rebuilding a delta's content reads other versions.
+            let mut from = 0;
+            loop {
+                let mut chunk = Vec::new();
+                txn.scan(
+                    Space::Versions,
+                    user,
+                    &record::seq_key(from),
+                    None,
+                    &mut |key, value| {
+                        chunk.push((record::decode_seq(key)?, layout::decode(value, "version")?));
+                        Ok(match chunk.len() < VERSION_CHUNK {
+                            true => ControlFlow::Continue(()),
+                            false => ControlFlow::Break(()),
+                        })
+                    },
+                )?;
+                let Some(&(last, _)) = chunk.last() else {
+                    break;
+                };
+                for (seq, version) in chunk {
+                    let content = content::content(&txn, user, seq, &version)?;
+                    write_line(
+                        &mut out,
+                        &history::version_line(user, seq, version, content),
+                    )?;
+                    summary.versions += 1;
+                }
+                match last.checked_add(1) {
+                    Some(next) => from = next,
+                    None => break,
+                }
+            }
         }
         let digest = hex(&out.hasher.clone().finalize());
         write_line(

@@ -7,6 +7,7 @@ use serde::{Deserialize, Serialize};
 
 use super::{Line, hex, import_error, sha256_hex};
 use crate::error::Error;
+use crate::history::body::Body;
 use crate::history::record::{StoreRecord, VersionRecord};
 use crate::history::{Actor, HistoryTotals, MemoryId, Operation, Redaction, VersionId};
 use crate::path::MemoryPath;
@@ -86,8 +87,14 @@ pub(super) fn store_line(user: &str, r: &StoreRecord) -> Line {
     }
 }
 
-/// The version line of `user`'s version `seq`.
-pub(super) fn version_line(user: &str, seq: u64, r: VersionRecord) -> Line {
+/// The version line of `user`'s version `seq`, whose content is `content` (rebuilt by
+/// `crate::history::content::content`).
+pub(super) fn version_line(
+    user: &str,
+    seq: u64,
+    r: VersionRecord,
+    content: Option<String>,
+) -> Line {
     Line::Version(VersionLine {
         user: user.to_owned(),
         id: VersionId(seq).to_string(),
@@ -98,7 +105,7 @@ pub(super) fn version_line(user: &str, seq: u64, r: VersionRecord) -> Line {
         path: r.path,
         size: r.size,
         sha256: r.sha256.map(|h| hex(&h)),
-        content: r.content,
+        content,
         redacted: r.redacted.map(|r| RedactionLine {
             at_ms: r.at_ms,
             by: r.by.as_ref().map(ActorLine::from),
@@ -184,12 +191,13 @@ impl VersionLine {
                 actor: self.actor.clone().map(Actor::from),
                 path: self.path.clone(),
                 size: content.as_ref().map(|c| c.len() as u64),
-                content,
+                body: content.map_or(Body::Empty, Body::Full),
                 sha256,
                 redacted: self.redacted.as_ref().map(|r| Redaction {
                     at_ms: r.at_ms,
                     by: r.by.clone().map(Actor::from),
                 }),
+                previous: None, // the importer chains the versions
             },
         ))
     }

@@ -14,9 +14,11 @@ use super::{
 };
 use crate::error::Error;
 use crate::exec;
+use crate::history::append;
+use crate::history::body::Body;
 use crate::history::record::{self, StoreRecord};
 use crate::history::{Actor, MemoryId, VersionId};
-use crate::layout::{FileMeta, Node};
+use crate::layout::{self, FileMeta, Node};
 use crate::limits::Limits;
 use crate::messages;
 use crate::path::MemoryPath;
@@ -193,6 +195,12 @@ impl<B: Backend> Store<B> {
             // The stores of a version-2 export being restored exactly, with their records
             // (`Some`), or merged into an existing store like a version-1 export (`None`).
             let mut stores: BTreeMap<String, Option<StoreRecord>> = BTreeMap::new();
+            // The latest version of each file restored exactly, and the hash of its content:
+            // that version keeps no content of its own (the file has it).
+            let mut latest: BTreeMap<(String, u64), [u8; 32]> = BTreeMap::new();
+            // Each restored memory's latest version so far (versions come oldest first), and
+            // whether it is live: the chain of its versions, and its `Ids` entry.
+            let mut chains: BTreeMap<(String, u64), (u64, bool)> = BTreeMap::new();
             let mut apply_line = |n: u64, raw: &[u8], line: Line| -> Result<(), Error> {
                 match line {
                     Line::Store { ref user, .. } => {
@@ -247,7 +255,10 @@ impl<B: Backend> Store<B> {
                         };
                         imported.insert(entry.user.clone());
                         let applied = if exact {
-                            self.restore_entry(txn, &entry, &mut summary)
+                            self.restore_entry(txn, &entry, &mut summary).map(|sha256| {
+                                latest.insert((entry.user.clone(), entry.meta.version), sha256);
+                                chains.insert((entry.user.clone(), entry.meta.memory), (0, true));
+                            })
                         } else {
                             self.apply(txn, &entry, conflict, &mut summary)
                         };
@@ -264,10 +275,20 @@ impl<B: Backend> Store<B> {
                         digest.update(raw);
                         if let Some(Some(store)) = stores.get_mut(&v.user) {
                             let secrets = self.settings(&v.user).secrets;
-                            let (seq, record) = v
+                            let (seq, mut record) = v
                                 .restored(|content| guarded(secrets, &v, content))
                                 .map_err(|reason| import_error(n, reason))?;
-                            record::restore_version(txn, &v.user, seq, &record)?;
+                            if record.sha256.is_some()
+                                && latest.get(&(v.user.clone(), seq)) == record.sha256.as_ref()
+                            {
+                                record.body = Body::Current { run: 0 };
+                            }
+                            let chain = chains
+                                .entry((v.user.clone(), record.memory))
+                                .or_insert((0, false));
+                            record.previous = Some(chain.0).filter(|&p| p > 0);
+                            chain.0 = seq;
+                            append::restore_version(txn, &v.user, seq, &record)?;
                             history::count_version(store, &record);
                             summary.versions += 1;
                         }
@@ -277,6 +298,13 @@ impl<B: Backend> Store<B> {
                 }
             };
             for_each_line(source, &mut apply_line)?;
+            // A deleted memory whose versions were restored: its entry names the last one.
+            for ((user, memory), (last, live)) in &chains {
+                if !live && *last > 0 {
+                    let entry = record::IdEntry::Deleted { latest: *last };
+                    record::put_id_entry(txn, user, *memory, &entry)?;
+                }
+            }
             for (user, store) in &stores {
                 if let Some(store) = store {
                     record::put_store_record(txn, user, store)?;
@@ -658,7 +686,7 @@ impl<B: Backend> Store<B> {
         txn: &mut dyn WriteTxn,
         entry: &Entry,
         summary: &mut Summary,
-    ) -> Result<(), String> {
+    ) -> Result<[u8; 32], String> {
         let settings = self.settings(&entry.user);
         let mut tree = Tree::new(txn, &entry.user, settings.recorder(self.now_ms(), None));
         let (content, _) = exec::guard(settings.secrets, &entry.content).map_err(|why| {
@@ -672,7 +700,7 @@ impl<B: Backend> Store<B> {
             .map_err(|e| e.to_string())?;
         summary.files += 1;
         summary.bytes += content.len() as u64;
-        Ok(())
+        Ok(layout::sha256(content.as_bytes()))
     }
 }
 

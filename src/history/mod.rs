@@ -3,12 +3,15 @@
 //! A memkv user is a memory store. Each file is a *memory* with an id ([`MemoryId`]) that stays
 //! the same across renames; every change that alters one (through the memory tool, the
 //! memory-stores API, the CLI, an import or expiry) appends an immutable [`Version`] in the same
-//! transaction. [`record`] writes them (called by `crate::tree`, so no write path can skip it);
+//! transaction. [`append`] writes them (called by `crate::tree`, so no write path can skip it);
 //! `crate::memories` reads them and serves the memory-stores API.
 //!
 //! Ids are per-store sequence numbers: `mem_` / `memver_` and 16 lowercase hex digits. A
 //! memory's id is the number of its `created` version.
 
+pub(crate) mod append;
+pub(crate) mod body;
+pub(crate) mod content;
 pub(crate) mod record;
 
 use std::collections::BTreeMap;

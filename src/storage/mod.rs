@@ -42,20 +42,32 @@ pub enum Space {
     Totals,
     /// The access-time index: one entry per file, ordered by last access (for expiry).
     Access,
-    /// The store's own record (name, metadata, archival, sequence, history totals) under the
-    /// empty key.
+    /// The store's record under the empty key, until format 5 (since format 6: [`Space::Store`]).
     Meta,
-    /// Live memories by id: the content key of each one's path.
+    /// Live memories by id: the content key of each one's path (format 5 only; format 6 keeps
+    /// them in [`Space::Memories`]).
     Ids,
-    /// Each memory's versions: `memory seq` keys, empty values.
+    /// Each memory's versions: `memory seq` keys, empty values (format 5 only; format 6 chains
+    /// versions instead).
     Lineage,
     /// Every version kept, by sequence number.
     Versions,
+    /// The full content of versions kept as a snapshot, by sequence number (apart from
+    /// `Versions`, so that the page of the newest versions stays small).
+    Snapshots,
+    /// The store's own record (name, metadata, archival, sequence, history totals) under the
+    /// empty key. After `Versions` so that, in a backend that keeps keys in order, the record
+    /// every write rewrites sits beside the newest version.
+    Store,
+    /// Each memory's entry, by id in descending order (so that, in a backend that keeps keys in
+    /// order, a new memory's entry sits beside the store record): where it is while live, its
+    /// last version once deleted.
+    Memories,
 }
 
 impl Space {
     /// Every space, in a fixed order.
-    pub const ALL: [Space; 8] = [
+    pub const ALL: [Space; 11] = [
         Space::Nodes,
         Space::Contents,
         Space::Totals,
@@ -64,6 +76,9 @@ impl Space {
         Space::Ids,
         Space::Lineage,
         Space::Versions,
+        Space::Snapshots,
+        Space::Store,
+        Space::Memories,
     ];
 }
 

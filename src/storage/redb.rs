@@ -1,7 +1,10 @@
 //! The redb backend: every table definition and the format version live here, and only here.
 //!
-//! All spaces share one redb table, `memkv_data` (`&[u8] -> &[u8]`), so that one command
-//! touches one B-tree, and a user's entries sit together in it. A stored key is:
+//! All spaces but one share one redb table, `memkv_data` (`&[u8] -> &[u8]`), so that one
+//! command touches one B-tree, and a user's entries sit together in it. `Snapshots`, whose
+//! values are whole contents written now and then, have a table of their own,
+//! `memkv_snapshots`, keyed alike, so that their large values never share a page with the
+//! records every write rewrites. A stored key is:
 //!
 //! ```text
 //! u32 big-endian byte length of the user id | user id (UTF-8) | space byte | key
@@ -41,8 +44,10 @@ use crate::layout::{LAYOUT_VERSION, OLDEST_MIGRATABLE};
 /// with a newer one than this build knows is refused.
 pub const REDB_FORMAT: u64 = 1;
 
-/// Every space, since format 3.
+/// Every space, since format 3, but `Snapshots`.
 const DATA: TableDefinition<&[u8], &[u8]> = TableDefinition::new("memkv_data");
+/// The `Snapshots` space (since layout 6).
+const SNAPSHOTS: TableDefinition<&[u8], &[u8]> = TableDefinition::new("memkv_snapshots");
 /// `format_version -> u64`.
 const META: TableDefinition<&str, u64> = TableDefinition::new("memkv_meta");
 const FORMAT_KEY: &str = "format_version";
@@ -58,7 +63,9 @@ const LEGACY: [(&str, Space); 4] = [
 
 /// The small, hot records first and the contents last, so that the records one write touches
 /// share as few pages as they can: the newest access entries (the end of `Access`), the user's
-/// totals and the top-level directories (the start of `Nodes`) sit side by side.
+/// totals and the top-level directories (the start of `Nodes`) sit side by side; so do the
+/// newest versions (the end of `Versions`), the store record every write rewrites (`Store`) and
+/// the newest memory's entry (the start of `Memories`, in descending order).
 fn space_byte(space: Space) -> u8 {
     match space {
         Space::Access => 1,
@@ -69,6 +76,9 @@ fn space_byte(space: Space) -> u8 {
         Space::Ids => 6,
         Space::Lineage => 7,
         Space::Versions => 8,
+        Space::Store => 9,
+        Space::Snapshots => 10,
+        Space::Memories => 11,
     }
 }
 
@@ -292,8 +302,11 @@ impl RedbBackend {
                 found
             };
             let legacy = consolidate_legacy_tables(&txn, &tables, h)?;
-            let complete = tables.iter().any(|t| t == DATA.name());
+            let complete = [DATA.name(), SNAPSHOTS.name()]
+                .iter()
+                .all(|name| tables.iter().any(|t| t == name));
             txn.open_table(DATA).map_err(|e| h.fail(e))?;
+            txn.open_table(SNAPSHOTS).map_err(|e| h.fail(e))?;
             if found.is_some() && complete && !legacy {
                 // Nothing changed: don't spend a disk flush on opening.
                 txn.abort().map_err(|e| h.fail(e))

@@ -16,7 +16,7 @@ mod write;
 use std::ops::ControlFlow;
 
 use crate::error::Error;
-use crate::history::record::Recorder;
+use crate::history::append::Recorder;
 use crate::layout::{self, FileMeta, Node, Totals, UserTotals};
 use crate::path::MemoryPath;
 use crate::storage::{Fetch, ReadTxn, Space};
@@ -65,7 +65,7 @@ pub fn path_fetches(
         .any(|f| matches!(f, Fetch::Get { space: Space::Totals, user: u, .. } if u == user))
     {
         out.push(get(Space::Totals, Vec::new()));
-        out.push(get(Space::Meta, Vec::new()));
+        out.push(get(Space::Store, Vec::new()));
     }
     for n in 1..=path.segments().len() {
         out.push(get(Space::Nodes, layout::prefix_node_key(path, n)));
@@ -91,7 +91,7 @@ pub fn index_fetches(user: &str, out: &mut Vec<Fetch>) {
         key: Vec::new(),
     });
     out.push(Fetch::Get {
-        space: Space::Meta,
+        space: Space::Store,
         user: user.to_owned(),
         key: Vec::new(),
     });

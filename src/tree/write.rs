@@ -1,13 +1,14 @@
 //! Writes to a user's tree: every change to a file keeps the index, the aggregates, the
 //! access index and the memory ids in step, and appends the file's version
-//! (`crate::history::record::append`) in the same transaction.
+//! (`crate::history::append::append`) in the same transaction.
 
 use std::collections::HashMap;
 use std::ops::ControlFlow;
 
 use super::{Tree, TreeRead};
 use crate::error::Error;
-use crate::history::record::{self, Change, Recorder};
+use crate::history::append::{self, Before, Change, Previous, Recorder};
+use crate::history::record::{self, IdEntry};
 use crate::history::{Actor, Operation};
 use crate::layout::{self, FileMeta, Node, Totals, UserTotals};
 use crate::path::{MemoryPath, PathError};
@@ -59,7 +60,8 @@ impl<'t, T: WriteTxn + ?Sized> Tree<'t, T> {
         existing: Option<FileMeta>,
         meta: FileMeta,
     ) -> Result<(), Error> {
-        self.put_file(path, content, existing, existing, meta)
+        let meta = self.record_content(path, content, existing.map(|old| (old, path)), meta)?;
+        self.place_file(path, content, existing, meta)
     }
 
     /// Replaces the file `old` at `from` by `content` at `to` (which may be `from`), keeping the
@@ -76,33 +78,39 @@ impl<'t, T: WriteTxn + ?Sized> Tree<'t, T> {
         if from == to {
             return self.write_file(to, content, Some(old), meta);
         }
-        self.remove_entries(from, Node::File(old))?;
         let moved = FileMeta {
             sha256: [0; 32],
             ..old
         }; // the path changed: always a version
-        self.put_file(to, content, None, Some(moved), meta)
+        let meta = self.record_content(to, content, Some((moved, from)), meta)?;
+        self.remove_entries(from, Node::File(old))?;
+        self.place_file(to, content, None, meta)
     }
 
-    /// Writes the file at `path`; `replaced` is the file there before, `lineage` the file this
-    /// content continues (a new memory when `None`).
-    fn put_file(
+    /// The file `meta` with `content` at `path`, its size, hash and ids filled in, recording its
+    /// version: of the memory `lineage` (the file it continues, and where that file's content
+    /// still is) unless the content is the same, else of a new memory.
+    fn record_content(
         &mut self,
         path: &MemoryPath,
         content: &str,
-        replaced: Option<FileMeta>,
-        lineage: Option<FileMeta>,
+        lineage: Option<(FileMeta, &MemoryPath)>,
         meta: FileMeta,
-    ) -> Result<(), Error> {
+    ) -> Result<FileMeta, Error> {
         let mut meta = FileMeta::new(content, meta.created_ms, meta.modified_ms, meta.accessed_ms);
         (meta.memory, meta.version) = match lineage {
-            Some(old) if old.sha256 == meta.sha256 => (old.memory, old.version),
-            _ => record::append(
+            Some((old, _)) if old.sha256 == meta.sha256 => (old.memory, old.version),
+            _ => append::append(
                 self.txn,
                 self.user,
                 &self.rec,
                 Change {
-                    memory: lineage.map(|old| old.memory),
+                    previous: lineage.map(|(old, at)| Previous {
+                        memory: old.memory,
+                        version: old.version,
+                        content: Before::File(at),
+                        moved: at != path,
+                    }),
                     operation: match lineage {
                         Some(_) => Operation::Modified,
                         None => Operation::Created,
@@ -113,7 +121,7 @@ impl<'t, T: WriteTxn + ?Sized> Tree<'t, T> {
                 },
             )?,
         };
-        self.place_file(path, content, replaced, meta)
+        Ok(meta)
     }
 
     /// Writes the file at `path` as an import restores it, with the memory id and version of
@@ -129,11 +137,11 @@ impl<'t, T: WriteTxn + ?Sized> Tree<'t, T> {
         let mut restored =
             FileMeta::new(content, meta.created_ms, meta.modified_ms, meta.accessed_ms);
         (restored.memory, restored.version) = (meta.memory, meta.version);
-        self.txn.put(
-            Space::Ids,
+        record::put_id_entry(
+            self.txn,
             self.user,
-            &restored.memory.to_be_bytes(),
-            &layout::content_key(path),
+            restored.memory,
+            &IdEntry::Live(layout::content_key(path)),
         )?;
         self.place_file(path, content, None, restored)
     }
@@ -217,13 +225,22 @@ impl<'t, T: WriteTxn + ?Sized> Tree<'t, T> {
             Node::File(meta) => vec![(path.clone(), meta)],
             Node::Dir(_) => self.files_below(path)?,
         };
+        if files.len() > 1 {
+            let latest: Vec<_> = files.iter().map(|(f, m)| (m.version, Some(f))).collect();
+            append::prefetch_latest(self.txn, self.user, &latest)?;
+        }
         for (file, meta) in &files {
-            record::append(
+            append::append(
                 self.txn,
                 self.user,
                 &self.rec,
                 Change {
-                    memory: Some(meta.memory),
+                    previous: Some(Previous {
+                        memory: meta.memory,
+                        version: meta.version,
+                        content: Before::File(file),
+                        moved: false,
+                    }),
                     operation: Operation::Deleted,
                     path: file,
                     content: None,
@@ -350,6 +367,15 @@ impl<'t, T: WriteTxn + ?Sized> Tree<'t, T> {
         if let Node::Dir(_) = node {
             self.put_node(to, &node)?;
         }
+        let mut latest = Vec::new();
+        for (_, value) in &nodes {
+            if let Node::File(meta) = layout::decode(value, "index node")? {
+                latest.push((meta.version, None));
+            }
+        }
+        if latest.len() > 1 {
+            append::prefetch_latest(self.txn, self.user, &latest)?;
+        }
         let by_key: HashMap<&[u8], &[u8]> = contents
             .iter()
             .map(|(k, v)| (k.as_slice(), v.as_slice()))
@@ -364,12 +390,17 @@ impl<'t, T: WriteTxn + ?Sized> Tree<'t, T> {
                     .ok_or_else(|| Error::Corrupt(format!("{path} has no content")))?;
                 let content = std::str::from_utf8(content)
                     .map_err(|_| Error::Corrupt(format!("the content of {path} is not UTF-8")))?;
-                (_, meta.version) = record::append(
+                (_, meta.version) = append::append(
                     self.txn,
                     self.user,
                     &self.rec,
                     Change {
-                        memory: Some(meta.memory),
+                        previous: Some(Previous {
+                            memory: meta.memory,
+                            version: meta.version,
+                            content: Before::Text(content),
+                            moved: true,
+                        }),
                         operation: Operation::Modified,
                         path: &path,
                         content: Some(content),

@@ -44,6 +44,96 @@ fn format_v4_database_opens_reads_back_and_gains_history() {
     assert_eq!(store.check().unwrap(), Vec::<(String, String)>::new());
 }
 
+/// Format 6 keeps older versions as deltas. A format-5 database (`format-v5.redb`, written by
+/// the format-5 build: the session with history, then one version redacted) migrates with every
+/// version intact: `format-v5.<user>.history.jsonl` is what `memkv history --json --content`
+/// printed for it before. Then edits, a redaction in the middle of a run of deltas and a deletion
+/// keep every version readable.
+#[test]
+fn format_v5_database_opens_and_keeps_every_version() {
+    old_format_reads_back("format-v5.redb");
+    let (_dir, db) = fixture("format-v5.redb");
+    let store = Store::builder().open_existing(&db).unwrap();
+    for (user, expected) in [
+        ("dana", "format-v5.dana.history.jsonl"),
+        ("bob@example.com", "format-v5.bob.history.jsonl"),
+    ] {
+        let expected = std::fs::read_to_string(format!(
+            "{}/tests/data/{expected}",
+            env!("CARGO_MANIFEST_DIR")
+        ))
+        .unwrap();
+        let expected: Vec<serde_json::Value> = expected
+            .lines()
+            .map(|l| serde_json::from_str(l).unwrap())
+            .collect();
+        let history = store.user(user).unwrap().history(None).unwrap().unwrap();
+        assert_eq!(history.len(), expected.len(), "{user}");
+        for (v, want) in history.iter().zip(&expected) {
+            let got = json!({
+                "id": v.id.to_string(),
+                "memory": v.memory.to_string(),
+                "operation": v.operation.as_str(),
+                "path": v.path,
+                "content": v.content,
+                "size": v.size,
+                "sha256": v.sha256.map(|h| h.iter().map(|b| format!("{b:02x}")).collect::<String>()),
+                "created_ms": v.created_ms,
+                "redacted": v.redacted.is_some(),
+            });
+            let mut want = want.clone();
+            want["redacted"] = json!(!want["redacted"].is_null());
+            for field in ["actor", "time"] {
+                want.as_object_mut().unwrap().remove(field);
+            }
+            assert_eq!(got, want, "{user}");
+        }
+    }
+    let dana = store.user("dana").unwrap();
+    let path = "/memories/projects/ledger/decisions.md";
+    let mut expected = vec![dana.read_file(path).unwrap().unwrap()];
+    for i in 0..40 {
+        let out = dana
+            .execute_json(&json!({"command": "insert", "path": path, "insert_line": 1, "insert_text": format!("edit {i}")}))
+            .unwrap();
+        assert!(!out.is_error, "{}", out.content);
+        expected.push(dana.read_file(path).unwrap().unwrap());
+    }
+    let memory = dana.history(Some(path)).unwrap().unwrap();
+    let contents: Vec<_> = memory.iter().filter_map(|v| v.content.clone()).collect();
+    assert_eq!(contents[contents.len() - 41..], expected[..]);
+    let middle = memory[memory.len() - 20].id;
+    dana.redact(middle).unwrap().unwrap();
+    let out = dana
+        .execute_json(&json!({"command": "delete", "path": path}))
+        .unwrap();
+    assert!(!out.is_error, "{}", out.content);
+    let after = dana.versions(
+        &memkv::VersionFilter {
+            memory: Some(memory[0].memory),
+            ..Default::default()
+        },
+        None,
+        1000,
+        true,
+    );
+    let after = after.unwrap().unwrap().items;
+    for (before, now) in memory.iter().zip(&after) {
+        let redacted = before.id == middle;
+        assert_eq!(
+            now.content.is_none(),
+            redacted || before.content.is_none(),
+            "{}",
+            now.id
+        );
+        if !redacted {
+            assert_eq!(now.content, before.content, "{}", now.id);
+        }
+    }
+    assert_eq!(after.last().unwrap().operation, memkv::Operation::Deleted);
+    assert_eq!(store.check().unwrap(), Vec::<(String, String)>::new());
+}
+
 fn fixture(name: &str) -> (tempfile::TempDir, std::path::PathBuf) {
     let dir = tempfile::tempdir().unwrap();
     let db = dir.path().join(name);
@@ -250,4 +340,64 @@ fn check_finds_content_that_no_longer_matches_its_hash() {
             .starts_with("the content of /memories/a/notes.md does not match its SHA-256"),
         "{problems:?}"
     );
+}
+
+/// Older versions are rebuilt from deltas and snapshots (`docs/design.md`, History): when one
+/// they rely on is lost, `check` names the damage, and reading those versions is an error,
+/// never a wrong content.
+#[test]
+fn check_finds_history_that_no_longer_rebuilds() {
+    use memkv::storage::redb::RedbBackend;
+    use memkv::storage::{Backend, Finish, Space, WriteTxn};
+    use std::ops::ControlFlow;
+
+    let dir = tempfile::tempdir().unwrap();
+    let db = dir.path().join("db");
+    let store = Store::open(&db).unwrap();
+    let u = store.user("u").unwrap();
+    let run = |input: serde_json::Value| assert!(!u.execute_json(&input).unwrap().is_error);
+    run(json!({"command": "create", "path": "/memories/n.md", "file_text": "v0\n"}));
+    for i in 1..40 {
+        run(
+            json!({"command": "str_replace", "path": "/memories/n.md", "old_str": format!("v{}", i - 1), "new_str": format!("v{i}")}),
+        );
+    }
+    assert_eq!(store.check().unwrap(), Vec::<(String, String)>::new());
+    drop(u);
+    drop(store);
+    // Lose the first snapshot, and with it what the deltas before it rebuild from.
+    let backend = RedbBackend::open(&db, false).unwrap();
+    backend
+        .write(&["u"], |txn: &mut dyn WriteTxn| {
+            let mut first = None;
+            txn.scan(Space::Snapshots, "u", &[], None, &mut |k, _| {
+                first = Some(k.to_vec());
+                Ok(ControlFlow::Break(()))
+            })?;
+            txn.remove(Space::Snapshots, "u", &first.expect("a snapshot"))?;
+            Ok(((), Finish::Commit))
+        })
+        .unwrap();
+    drop(backend);
+    let store = Store::open(&db).unwrap();
+    let problems: Vec<String> = store.check().unwrap().into_iter().map(|p| p.1).collect();
+    assert!(
+        problems
+            .iter()
+            .any(|p| p.contains("snapshots are kept for")),
+        "{problems:?}"
+    );
+    assert!(
+        problems
+            .iter()
+            .any(|p| p.contains("the snapshot of memver_")),
+        "{problems:?}"
+    );
+    let u = store.user("u").unwrap();
+    assert!(matches!(u.history(None), Err(memkv::Error::Corrupt(_))));
+    // The newest versions do not depend on it and still read.
+    let latest = u.memory(memkv::MemoryId(1), true).unwrap().unwrap();
+    assert_eq!(latest.content.as_deref(), Some("v39\n"));
+    let newest = u.version(latest.version, true).unwrap().unwrap();
+    assert_eq!(newest.content.as_deref(), Some("v39\n"));
 }

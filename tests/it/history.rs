@@ -380,3 +380,87 @@ fn retention_prunes_oldest_first_and_can_keep_nothing() {
         assert!(none.check().unwrap().is_empty(), "{:?}", none.check());
     });
 }
+
+/// Older versions are kept as deltas against newer ones (`docs/design.md`, "History"): every
+/// version reads back whole through long runs of edits, rewrites, a rename, a redaction in the
+/// middle of a run, pruning and a deletion; `check` stays clean.
+#[test]
+fn every_version_reads_back_through_deltas_redactions_and_pruning() {
+    each_backend(|| {
+        let store = Store::builder()
+            .retention(Retention::new(None, Some(60), None))
+            .fresh()
+            .unwrap();
+        let u = store.user("u").unwrap();
+        let s = |input| run(&store, "u", "s1", input);
+        let path = "/memories/notes/é.md";
+        let mut want = vec!["∅ start\n".to_owned()];
+        s(json!({"command":"create","path":path,"file_text":want[0]}));
+        for i in 0..45 {
+            let (out, err) = match i % 3 {
+                0 => s(
+                    json!({"command":"insert","path":path,"insert_line":1,"insert_text":format!("line {i} ✓")}),
+                ),
+                1 => s(
+                    json!({"command":"str_replace","path":path,"old_str":"start","new_str":format!("start {i}")}),
+                ),
+                _ => {
+                    let id = u.history(Some(path)).unwrap().unwrap()[0].memory;
+                    let text = format!("rewritten {i}: start\n");
+                    u.update_memory(id, Some(&text), None, None)
+                        .unwrap()
+                        .unwrap();
+                    (String::new(), false)
+                }
+            };
+            assert!(!err, "{out}");
+            want.push(u.read_file(path).unwrap().unwrap());
+        }
+        s(json!({"command":"rename","old_path":"/memories/notes","new_path":"/memories/kept"}));
+        let kept_path = "/memories/kept/é.md";
+        want.push(want.last().unwrap().clone());
+        let contents = |u: &memkv::UserHandle<'_, _>| -> Vec<Option<String>> {
+            let at = u.read_file(kept_path).unwrap();
+            let id = match at {
+                Some(_) => u.history(Some(kept_path)).unwrap().unwrap()[0].memory,
+                None => MemoryId(1),
+            };
+            let filter = VersionFilter {
+                memory: Some(id),
+                ..Default::default()
+            };
+            let page = u.versions(&filter, None, 1000, true).unwrap().unwrap();
+            page.items.into_iter().map(|v| v.content).collect()
+        };
+        let all: Vec<String> = contents(&u).into_iter().map(Option::unwrap).collect();
+        assert_eq!(all, want);
+        // Redact one version in the middle of a run of deltas: the one before it still reads.
+        let history = u.history(Some(kept_path)).unwrap().unwrap();
+        let middle = history[30].id;
+        u.redact(middle).unwrap().unwrap();
+        let mut expected: Vec<Option<String>> = want.iter().cloned().map(Some).collect();
+        expected[30] = None;
+        assert_eq!(contents(&u), expected);
+        assert!(store.check().unwrap().is_empty(), "{:?}", store.check());
+        // More edits prune the oldest (60 kept); the rest still read back.
+        for i in 0..20 {
+            s(
+                json!({"command":"str_replace","path":kept_path,"old_str":"\n","new_str":format!(" {i}\n")}),
+            );
+            expected.push(u.read_file(kept_path).unwrap());
+        }
+        let now = contents(&u);
+        assert_eq!(now.len(), 60);
+        assert_eq!(now, expected[expected.len() - 60..]);
+        assert!(store.check().unwrap().is_empty(), "{:?}", store.check());
+        drop(u);
+        // A deletion keeps the last content.
+        let (out, err) = s(json!({"command":"delete","path":kept_path}));
+        assert!(!err, "{out}");
+        let u = store.user("u").unwrap();
+        let last = contents(&u);
+        assert_eq!(last[last.len() - 2], expected.last().unwrap().clone());
+        assert_eq!(last.last().unwrap(), &None);
+        assert!(store.check().unwrap().is_empty(), "{:?}", store.check());
+    });
+}

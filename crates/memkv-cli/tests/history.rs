@@ -328,9 +328,10 @@ fn retention_flags_prune_and_stats_shows_it() {
         let notes: Vec<Value> = (0..5)
             .map(|i| create(&format!("/memories/n{i}.md"), "12345"))
             .collect();
-        // Five versions of 20 bytes each (path 15 + content 5); three kept.
+        // Five versions of 15 bytes each (the path: a live memory's current content is its
+        // file's, not counted as history); three kept.
         exec(&db, &["--history-max-versions", "3"], &[], &notes);
-        assert_eq!(history_stats(&db, &[]), [(3, 60, 2, 40, "u".to_owned())]);
+        assert_eq!(history_stats(&db, &[]), [(3, 45, 2, 30, "u".to_owned())]);
         let kept: Vec<Value> = history(&db, None)
             .iter()
             .map(|v| v["path"].clone())
@@ -346,11 +347,11 @@ fn retention_flags_prune_and_stats_shows_it() {
         // A budget of bytes: the next write prunes down to it.
         exec(
             &db,
-            &["--history-max-bytes", "45"],
+            &["--history-max-bytes", "30"],
             &[],
             &[create("/memories/n5.md", "12345")],
         );
-        assert_eq!(history_stats(&db, &[]), [(2, 40, 4, 80, "u".to_owned())]);
+        assert_eq!(history_stats(&db, &[]), [(2, 30, 4, 60, "u".to_owned())]);
         // `off` lifts a bound; --no-history keeps nothing at all, and the ids still count on.
         exec(
             &db,
@@ -365,7 +366,7 @@ fn retention_flags_prune_and_stats_shows_it() {
             &[],
             &[create("/memories/n7.md", "12345")],
         );
-        assert_eq!(history_stats(&db, &[]), [(0, 0, 7, 140, "u".to_owned())]);
+        assert_eq!(history_stats(&db, &[]), [(0, 0, 7, 105, "u".to_owned())]);
         assert!(history(&db, None).is_empty());
         exec(&db, &[], &[], &[create("/memories/n8.md", "12345")]);
         let last = history(&db, None);

@@ -39,6 +39,9 @@ pub(crate) fn space_number(space: Space) -> u8 {
         Space::Ids => 6,
         Space::Lineage => 7,
         Space::Versions => 8,
+        Space::Snapshots => 9,
+        Space::Store => 10,
+        Space::Memories => 11,
     }
 }
 

@@ -4,10 +4,10 @@
 use std::ops::ControlFlow;
 use std::sync::Arc;
 
-use redb::{Database, ReadOnlyTable, ReadTransaction, ReadableTable, Table};
+use redb::{Database, ReadOnlyTable, ReadTransaction, ReadableTable, Table, TableError};
 
 use super::health::{self, Health};
-use super::{DATA, FORMAT_KEY, META, space_byte};
+use super::{DATA, FORMAT_KEY, META, SNAPSHOTS, space_byte};
 use crate::error::Error;
 use crate::storage::{Finish, ReadTxn, Space, Visit, WriteTxn};
 
@@ -155,8 +155,20 @@ pub struct RedbRead {
 
 struct ReadTables {
     data: ReadOnlyTable<Bytes, Bytes>,
+    /// `None` in a file of an older layout, which has none (it is created on a writable open).
+    snapshots: Option<ReadOnlyTable<Bytes, Bytes>>,
     meta: ReadOnlyTable<&'static str, u64>,
     _txn: ReadTransaction,
+}
+
+impl ReadTables {
+    /// The table of `space`; `None` when it has none yet, and so no entry.
+    fn of(&self, space: Space) -> Option<&ReadOnlyTable<Bytes, Bytes>> {
+        match space {
+            Space::Snapshots => self.snapshots.as_ref(),
+            _ => Some(&self.data),
+        }
+    }
 }
 
 impl Drop for RedbRead {
@@ -173,9 +185,15 @@ impl RedbRead {
         let h = &health;
         let inner = h.guard(|| {
             let data = txn.open_table(DATA).map_err(|e| h.fail(e))?;
+            let snapshots = match txn.open_table(SNAPSHOTS) {
+                Ok(table) => Some(table),
+                Err(TableError::TableDoesNotExist(_)) => None,
+                Err(e) => return Err(h.fail(e)),
+            };
             let meta = txn.open_table(META).map_err(|e| h.fail(e))?;
             Ok(ReadTables {
                 data,
+                snapshots,
                 meta,
                 _txn: txn,
             })
@@ -201,7 +219,10 @@ impl ReadTxn for RedbRead {
     }
 
     fn get(&self, space: Space, user: &str, key: &[u8]) -> Result<Option<Vec<u8>>, Error> {
-        get_in(&self.tables().data, &self.health, space, user, key)
+        match self.tables().of(space) {
+            Some(table) => get_in(table, &self.health, space, user, key),
+            None => Ok(None),
+        }
     }
 
     fn scan(
@@ -212,15 +233,10 @@ impl ReadTxn for RedbRead {
         end: Option<&[u8]>,
         visit: Visit<'_>,
     ) -> Result<(), Error> {
-        scan_in(
-            &self.tables().data,
-            &self.health,
-            space,
-            user,
-            start,
-            end,
-            visit,
-        )
+        match self.tables().of(space) {
+            Some(table) => scan_in(table, &self.health, space, user, start, end, visit),
+            None => Ok(()),
+        }
     }
 
     fn users(
@@ -228,15 +244,35 @@ impl ReadTxn for RedbRead {
         space: Space,
         visit: &mut dyn FnMut(&str) -> Result<ControlFlow<()>, Error>,
     ) -> Result<(), Error> {
-        users_in(&self.tables().data, &self.health, space, visit)
+        match self.tables().of(space) {
+            Some(table) => users_in(table, &self.health, space, visit),
+            None => Ok(()),
+        }
     }
 }
 
 /// The tables of one write transaction, opened once for all of it.
 pub struct RedbWrite<'t> {
     data: Table<'t, Bytes, Bytes>,
+    snapshots: Table<'t, Bytes, Bytes>,
     meta: Table<'t, &'static str, u64>,
     health: &'t Health,
+}
+
+impl<'t> RedbWrite<'t> {
+    fn of(&self, space: Space) -> &Table<'t, Bytes, Bytes> {
+        match space {
+            Space::Snapshots => &self.snapshots,
+            _ => &self.data,
+        }
+    }
+
+    fn of_mut(&mut self, space: Space) -> &mut Table<'t, Bytes, Bytes> {
+        match space {
+            Space::Snapshots => &mut self.snapshots,
+            _ => &mut self.data,
+        }
+    }
 }
 
 impl ReadTxn for RedbWrite<'_> {
@@ -249,7 +285,7 @@ impl ReadTxn for RedbWrite<'_> {
     }
 
     fn get(&self, space: Space, user: &str, key: &[u8]) -> Result<Option<Vec<u8>>, Error> {
-        get_in(&self.data, self.health, space, user, key)
+        get_in(self.of(space), self.health, space, user, key)
     }
 
     fn scan(
@@ -260,7 +296,7 @@ impl ReadTxn for RedbWrite<'_> {
         end: Option<&[u8]>,
         visit: Visit<'_>,
     ) -> Result<(), Error> {
-        scan_in(&self.data, self.health, space, user, start, end, visit)
+        scan_in(self.of(space), self.health, space, user, start, end, visit)
     }
 
     fn users(
@@ -268,7 +304,7 @@ impl ReadTxn for RedbWrite<'_> {
         space: Space,
         visit: &mut dyn FnMut(&str) -> Result<ControlFlow<()>, Error>,
     ) -> Result<(), Error> {
-        users_in(&self.data, self.health, space, visit)
+        users_in(self.of(space), self.health, space, visit)
     }
 }
 
@@ -277,7 +313,7 @@ impl WriteTxn for RedbWrite<'_> {
         let h = self.health;
         h.guard(|| {
             let k = full_key(user, space, key);
-            self.data
+            self.of_mut(space)
                 .insert(k.as_slice(), value)
                 .map_err(|e| h.fail(e))?;
             Ok(())
@@ -288,7 +324,9 @@ impl WriteTxn for RedbWrite<'_> {
         let h = self.health;
         h.guard(|| {
             let k = full_key(user, space, key);
-            self.data.remove(k.as_slice()).map_err(|e| h.fail(e))?;
+            self.of_mut(space)
+                .remove(k.as_slice())
+                .map_err(|e| h.fail(e))?;
             Ok(())
         })
     }
@@ -304,7 +342,7 @@ impl WriteTxn for RedbWrite<'_> {
         h.guard(|| {
             let lower = full_key(user, space, start);
             let upper = full_key(user, space, end);
-            self.data
+            self.of_mut(space)
                 .retain_in::<&[u8], _>(lower.as_slice()..upper.as_slice(), |_, _| false)
                 .map_err(|e| h.fail(e))
         })
@@ -332,6 +370,7 @@ pub(super) fn write<R>(
     let opened = h.guard(|| {
         Ok(RedbWrite {
             data: txn.open_table(DATA).map_err(|e| h.fail(e))?,
+            snapshots: txn.open_table(SNAPSHOTS).map_err(|e| h.fail(e))?,
             meta: txn.open_table(META).map_err(|e| h.fail(e))?,
             health: h,
         })
