@@ -130,9 +130,10 @@ pub(crate) fn append<T: WriteTxn + ?Sized>(
     Ok((memory, seq))
 }
 
-/// Announces the reads that retiring the latest versions `versions` of several memories makes
-/// (each version, and the content of its live file when given), so that a backend with round
-/// trips fetches them at once: for a directory's `rename` or `delete`.
+/// Fetches what retiring the latest versions `versions` of several memories reads (each version,
+/// and the content of its live file when given) at once, where reads cost round trips (for a
+/// directory's `rename` or `delete`, all of them in one). These reads follow from the memories'
+/// index entries, so they come after the command's announced reads ([`ReadTxn::read_ahead`]).
 pub(crate) fn prefetch_latest<T: ReadTxn + ?Sized>(
     txn: &T,
     user: &str,
@@ -153,7 +154,7 @@ pub(crate) fn prefetch_latest<T: ReadTxn + ?Sized>(
             });
         }
     }
-    txn.prefetch(&fetches, false)
+    txn.read_ahead(&fetches)
 }
 
 /// Turns the memory's latest version, which kept no content (the live file had it), into a

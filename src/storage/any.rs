@@ -80,6 +80,10 @@ impl ReadTxn for AnyRead {
         dispatch!(self, t => t.prefetch(fetches, last))
     }
 
+    fn read_ahead(&self, fetches: &[Fetch]) -> Result<(), Error> {
+        dispatch!(self, t => t.read_ahead(fetches))
+    }
+
     fn get(&self, space: Space, user: &str, key: &[u8]) -> Result<Option<Vec<u8>>, Error> {
         dispatch!(self, t => t.get(space, user, key))
     }

@@ -19,6 +19,8 @@
 //!   deadlock. redb has one writer at a time anyway.
 //! - [`ReadTxn::prefetch`] announces the keys and ranges a command will read, so a backend with
 //!   round trips fetches them in one; later reads of them are served from that fetch.
+//!   [`ReadTxn::read_ahead`] does the same for reads that depend on earlier ones (the version a
+//!   write retires), which a backend must fetch rather than assume.
 
 mod any;
 #[cfg(feature = "postgres")]
@@ -181,6 +183,14 @@ pub trait ReadTxn {
     fn prefetch(&self, fetches: &[Fetch], last: bool) -> Result<(), Error> {
         let _ = (fetches, last);
         Ok(())
+    }
+
+    /// Like [`Self::prefetch`], for reads a command could not announce with its others (they
+    /// depend on what those returned: the version a write retires, say): fetched now, in one
+    /// round trip, from the database itself, never answered from what a backend remembers of
+    /// earlier transactions. By default, a prefetch.
+    fn read_ahead(&self, fetches: &[Fetch]) -> Result<(), Error> {
+        self.prefetch(fetches, false)
     }
 
     /// The value under `key`.

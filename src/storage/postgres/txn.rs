@@ -367,6 +367,12 @@ macro_rules! impl_read_txn {
                 session.fetch(&missing, "")
             }
 
+            fn read_ahead(&self, fetches: &[Fetch]) -> Result<(), Error> {
+                let mut session = self.session.borrow_mut();
+                let missing = session.missing(fetches);
+                session.fetch(&missing, "")
+            }
+
             fn get(&self, space: Space, user: &str, key: &[u8]) -> Result<Option<Vec<u8>>, Error> {
                 self.session.borrow_mut().get(space, user, key)
             }
