@@ -31,8 +31,13 @@ as_pg "$bin/initdb -D $dir/data -A trust -U postgres" >/dev/null
 as_pg "$bin/pg_ctl -D $dir/data -l $dir/log -o '-p $port -k $dir -c listen_addresses=127.0.0.1 -c max_connections=300' -w start" >/dev/null
 psql() { "$bin/psql" -h 127.0.0.1 -p "$port" -U postgres -X -q "$@"; }
 psql -c 'CREATE DATABASE bench'
+# Each build gets a database of its own (in the same cluster): builds of different layout
+# versions refuse each other's data.
+psql -c 'CREATE DATABASE bench_before'
+psql -c 'CREATE DATABASE bench_now'
 psql -d bench -c 'CREATE TABLE kv (k int PRIMARY KEY, v text)'
 url="postgres://postgres@127.0.0.1:$port/bench"
+url_of() { if [ "$1" = "$before" ]; then echo "${url}_before"; else echo "${url}_now"; fi; }
 lsn() { psql -d bench -Atc 'SELECT pg_current_wal_insert_lsn()'; }
 wal_per() { psql -d bench -Atc "SELECT round(pg_wal_lsn_diff('$2', '$1') / greatest($3, 1))"; }
 
@@ -50,7 +55,7 @@ pgbench_run() { # clients
 memkv_run() { # binary label clients
   local a b out rate n
   a=$(lsn)
-  out=$(nice -n 10 "$1" create "$url" "$3" "$secs")
+  out=$(nice -n 10 "$1" create "$(url_of "$1")" "$3" "$secs")
   b=$(lsn)
   rate=$(grep -o '= [0-9]*/s' <<<"$out" | grep -o '[0-9]*')
   n=$(grep -o ': [0-9]* in' <<<"$out" | grep -o '[0-9]*')
@@ -103,10 +108,10 @@ summary 1
 summary 32
 
 echo "== 4 processes on distinct stores against 1 (alternating): $(uptime | sed 's/.*load/load/')"
-one() { nice -n 10 "$1" create "$url" 1 "$secs" | grep -o '= [0-9]*/s' | grep -o '[0-9]*'; }
+one() { nice -n 10 "$1" create "$(url_of "$1")" 1 "$secs" | grep -o '= [0-9]*/s' | grep -o '[0-9]*'; }
 four() {
   local sum=0 p
-  for p in 1 2 3 4; do nice -n 10 "$1" create "$url" 1 "$secs" >"$dir/p$p" & done
+  for p in 1 2 3 4; do nice -n 10 "$1" create "$(url_of "$1")" 1 "$secs" >"$dir/p$p" & done
   wait
   for p in 1 2 3 4; do sum=$((sum + $(grep -o '= [0-9]*/s' "$dir/p$p" | grep -o '[0-9]*'))); done
   echo "$sum"
