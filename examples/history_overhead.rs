@@ -7,7 +7,8 @@
 //! cargo run --release --example history_overhead -- [ROUNDS] [WRITES_PER_ROUND] [FILES]
 //! ```
 //!
-//! Both stores first get `FILES` files of 1 KiB (default 200: a store in use, whose records
+//! BENCHMARKS.md uses `101 100 200`: short rounds in turn, so that the disk's drift falls on
+//! both stores alike. Both stores first get `FILES` files of 1 KiB (default 200: a store in use, whose records
 //! span many pages; with 0, the store without history fits in a page or two, which no store
 //! in use does).
 //!
