@@ -16,6 +16,7 @@
 //! - `api`: the memory-stores API (anthropic's beta `memory_stores`, `memories` and
 //!   `memory_versions` resources) over the same stores, each call on the blocking pool under
 //!   the same in-flight limit;
+//! - [`sched`]: the writer thread's lower priority (views first when both want a core);
 //! - [`error`]: the Anthropic error envelope; [`metrics`]: `GET /metrics`; [`openapi`]:
 //!   `GET /openapi.json`.
 //!
@@ -31,6 +32,7 @@ pub mod error;
 pub mod keys;
 pub mod metrics;
 pub mod openapi;
+pub mod sched;
 pub mod server;
 mod tool;
 pub mod writer;

@@ -50,7 +50,10 @@ impl Writer {
             .name("memkv-writer".into())
             .spawn({
                 let counts = Arc::clone(&counts);
-                move || run(&store, jobs, &counts)
+                move || {
+                    crate::sched::background();
+                    run(&store, jobs, &counts)
+                }
             })?;
         Ok(Writer {
             queue: Some(queue),

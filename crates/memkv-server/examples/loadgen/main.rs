@@ -24,6 +24,9 @@
 //!
 //! The clients run on a tokio runtime of their own (`LOADGEN_CLIENT_THREADS`, default 1), one
 //! keep-alive connection each. Every answer is checked (status 200; a create must succeed).
+//! Latencies are timed from the first byte written to the answer read by its client task, and
+//! also to the kernel's receive timestamp of the answer's last bytes (the "at the socket"
+//! column): what the server and the loopback took, without the client thread's own delay.
 //! For each HTTP phase the server's CPU time per request, threads and peak memory come from
 //! `/proc`, as does the load average at the start of each phase.
 
@@ -143,6 +146,7 @@ fn drive_threads(
     let ops: usize = latencies.values().map(Vec::len).sum();
     http::Measured {
         rate: ops as f64 / elapsed,
+        arrivals: BTreeMap::new(),
         latencies,
         errors: errors.load(Ordering::Relaxed),
     }
@@ -345,16 +349,19 @@ fn main() {
     );
     println!("  {session_server}");
     println!(
-        "| command | HTTP requests | HTTP p50 (ms) | HTTP p99 (ms) | in-process p50 (ms) | in-process p99 (ms) |\n|---|---:|---:|---:|---:|---:|"
+        "| command | HTTP requests | HTTP p50 (ms) | HTTP p99 (ms) | at the socket p50 / p99 (ms) | in-process p50 (ms) | in-process p99 (ms) |\n|---|---:|---:|---:|---:|---:|---:|"
     );
     for command in replayed.latencies.keys() {
         let us = sorted(&replayed.latencies, command);
+        let socket = sorted(&replayed.arrivals, command);
         let here = sorted(&local.latencies, command);
         println!(
-            "| {command} | {} | {:.2} | {:.2} | {:.2} | {:.2} |",
+            "| {command} | {} | {:.2} | {:.2} | {:.2} / {:.2} | {:.2} | {:.2} |",
             us.len(),
             percentile(&us, 0.5),
             percentile(&us, 0.99),
+            percentile(&socket, 0.5),
+            percentile(&socket, 0.99),
             percentile(&here, 0.5),
             percentile(&here, 0.99)
         );
