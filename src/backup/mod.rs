@@ -14,9 +14,11 @@ mod dir;
 mod export;
 mod history;
 mod import;
+mod source;
+mod verify;
 
 pub use export::ExportFile;
-pub use import::ImportSource;
+pub use source::ImportSource;
 
 use std::collections::BTreeMap;
 use std::fmt;
