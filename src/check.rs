@@ -156,7 +156,8 @@ fn check_history<T: ReadTxn + ?Sized>(
     files: &BTreeMap<MemoryPath, layout::FileMeta>,
     problems: &mut Vec<String>,
 ) -> Result<(), Error> {
-    // `Ids`: each live memory with its path, each deleted one with versions kept with its last.
+    // `Memories`: each live memory with its path, each deleted one with versions kept with its
+    // last.
     let mut ids: BTreeMap<u64, MemoryPath> = BTreeMap::new();
     let mut deleted: BTreeMap<u64, u64> = BTreeMap::new();
     for (key, value) in all(txn, Space::Memories, user)? {

@@ -73,7 +73,7 @@ pub(crate) fn append<T: WriteTxn + ?Sized>(
     let memory = change.previous.as_ref().map_or(seq, |p| p.memory);
     let keeps = !rec.retention.keeps_nothing();
     match (change.operation, &change.previous) {
-        // A deleted memory stays in `Ids` while its last version is kept (`prune` removes it).
+        // A deleted memory keeps its entry while its last version is kept (`prune` removes it).
         (Operation::Deleted, _) if !keeps => {
             txn.remove(Space::Memories, user, &memory_key(memory))?
         }
@@ -159,7 +159,7 @@ pub(crate) fn prefetch_latest<T: ReadTxn + ?Sized>(
 
 /// Turns the memory's latest version, which kept no content (the live file had it), into a
 /// delta against `next` (the new version's number, and its content: `None` for a deletion) or,
-/// after [`MAX_RUN`] deltas in a row or for a deletion, into its full content; recounts its
+/// after [`MAX_RUN`] deltas in a row or for a deletion, into a snapshot; recounts its
 /// weight in `totals`. Returns how many deltas then lead up to the new version.
 fn retire<T: WriteTxn + ?Sized>(
     txn: &mut T,
@@ -288,7 +288,7 @@ fn oldest<T: ReadTxn + ?Sized>(txn: &T, user: &str) -> Result<Option<(u64, Versi
 
 /// Redacts the version `seq`: nulls its path, content, hash and size, and records when and by
 /// whom. `None` when no such version is kept; a redacted version stays as it is. The version
-/// before it, if a delta against its content, is first given its full content.
+/// before it, if a delta against its content, is first made a snapshot.
 pub(crate) fn redact<T: WriteTxn + ?Sized>(
     txn: &mut T,
     user: &str,

@@ -8,8 +8,9 @@
 //! - the user's `UserTotals` are the sum over all files, and absent when there are none;
 //! - every file has exactly one `Access` entry, under its `accessed_ms`, holding its size;
 //! - every file's `sha256` is the SHA-256 of its content;
-//! - every file's memory id maps to its content key in `Ids`, and no other id does; every
-//!   change to a file appends a version (`crate::history::record`), `write.rs` makes sure.
+//! - every file's memory id has a live entry with its content key in `Memories`, and no other
+//!   id does; every change to a file appends a version (`crate::history::append`), `write.rs`
+//!   makes sure.
 
 mod write;
 
