@@ -84,6 +84,42 @@ fn a_create_whose_reads_the_memo_answers_costs_one_round_trip() {
     assert_eq!(n, 1, "a refused create");
 }
 
+/// A writer that has seen its store's row in `memkv_stores` locks it without making sure it
+/// exists (a statement less per write). Should the row be gone all the same (a restored
+/// database, say), the lock fails before anything is applied and the write runs again, making
+/// the row: the write is answered as it would have been, and later writers lock the row again.
+#[test]
+fn a_lost_store_row_is_made_again_by_the_next_write() {
+    let Some(cluster) = pg::cluster() else { return };
+    let url = cluster.fresh_url();
+    let schema = url.rsplit("search_path%3D").next().unwrap().to_owned();
+    let store = Store::open(&url).unwrap();
+    let u = store.user("lost").unwrap();
+    let create = |path: &str| json!({"command": "create", "path": path, "file_text": "x\n"});
+    let ok = |input: serde_json::Value| {
+        let out = u.execute_json(&input).unwrap();
+        assert!(!out.is_error, "{input}: {}", out.content);
+    };
+    ok(create("/memories/f0.md"));
+    assert_eq!(count(&store, || ok(create("/memories/f1.md"))), 1);
+    cluster.sql(&format!("DELETE FROM {schema}.memkv_stores"));
+    // The lock finds no row (round trip 1), the run without assumptions reads (2) and commits.
+    assert_eq!(count(&store, || ok(create("/memories/f2.md"))), 3);
+    let mut client = postgres::Client::connect(&url, postgres::NoTls).unwrap();
+    let rows: i64 = client
+        .query_one("SELECT count(*) FROM memkv_stores", &[])
+        .unwrap()
+        .get(0);
+    assert_eq!(rows, 1, "the store's row was not made again");
+    let listing = u
+        .execute_json(&json!({"command": "view", "path": "/memories"}))
+        .unwrap();
+    for f in ["f0.md", "f1.md", "f2.md"] {
+        assert!(listing.content.contains(f), "{}", listing.content);
+    }
+    assert_eq!(store.check().unwrap(), Vec::new());
+}
+
 /// Two `Store`s on one database stand for two processes: each one's memo goes stale whenever
 /// the other writes, and no answer may ever follow from a stale memo. Each case warms a fresh
 /// `Store` with a write of its own, lets the other change what that write read, and asserts that

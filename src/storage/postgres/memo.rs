@@ -64,6 +64,12 @@ impl Memo {
             .is_some_and(|s| s.cold == 0 && !s.entries.is_empty())
     }
 
+    /// Whether a transaction that locked `user` committed since the memo was last cleared:
+    /// the store's row in `memkv_stores` exists then (rows are never removed).
+    pub(crate) fn knows(&self, user: &str) -> bool {
+        self.lock().stores.contains_key(user)
+    }
+
     /// The value the memo has for a key (`None`: absent or unknown, which a write assumes
     /// absent).
     pub(crate) fn get(&self, user: &str, space: u8, key: &[u8]) -> Option<Vec<u8>> {
@@ -164,12 +170,12 @@ mod tests {
     #[test]
     fn learns_what_was_read_and_updates_only_known_writes() {
         let memo = Memo::default();
-        assert!(!memo.warm("u"));
+        assert!(!memo.warm("u") && !memo.knows("u"));
         let read = [entry(2, b"", Some(b"t1")), entry(3, b"a", None)];
         let written = [entry(3, b"a", Some(b"n")), entry(6, b"id", Some(b"x"))];
         memo.learn("u", &[], &read, &[], false);
         memo.learn("u", &[], &[], &written, false);
-        assert!(memo.warm("u"));
+        assert!(memo.warm("u") && memo.knows("u") && !memo.knows("v"));
         assert_eq!(memo.get("u", 2, b""), Some(b"t1".to_vec()));
         // A write updates a key the memo had, and does not add one it never read.
         assert_eq!(memo.get("u", 3, b"a"), Some(b"n".to_vec()));

@@ -73,6 +73,9 @@ pub(crate) struct Shared {
     /// Whether the server has `MERGE` (PostgreSQL 15 and later), which stores rows with less
     /// WAL than an upsert (see `sql::put_keys`).
     pub(crate) merge: AtomicBool,
+    /// Whether the server has `plan_cache_mode` (PostgreSQL 12 and later; see
+    /// `sql::prepare_all`).
+    pub(crate) generic: AtomicBool,
     /// What writes may assume of each store's entries (see [`memo`]).
     pub(crate) memo: Memo,
 }
@@ -197,6 +200,7 @@ impl PgBackend {
                 location: location.clone(),
                 trips: AtomicU64::new(0),
                 merge: AtomicBool::new(false),
+                generic: AtomicBool::new(false),
                 memo: Memo::default(),
             }),
             location,
@@ -255,6 +259,9 @@ impl PgBackend {
         self.shared
             .merge
             .store(version >= 150_000, Ordering::Relaxed);
+        self.shared
+            .generic
+            .store(version >= 120_000, Ordering::Relaxed);
         let rows = sql::last_rows(
             client
                 .simple_query("SELECT name, value FROM memkv_meta")
@@ -354,8 +361,7 @@ impl Backend for PgBackend {
         let mut users: Vec<&str> = lock.to_vec();
         users.sort_unstable();
         users.dedup();
-        let mut prologue = String::from("BEGIN ISOLATION LEVEL READ COMMITTED;\n");
-        sql::lock(&mut prologue, &users);
+        let begin = "BEGIN ISOLATION LEVEL READ COMMITTED;\n";
         let locked: Vec<String> = users.iter().map(|u| (*u).to_owned()).collect();
         // The first run may assume what the memo knows; a run after a failed check does not.
         let mut assume = true;
@@ -366,6 +372,11 @@ impl Backend for PgBackend {
         loop {
             attempt += 1;
             let opening_rolls_back = carried.is_some();
+            // A first run skips making sure of the stores' rows when this process has seen them;
+            // if one is gone, the lock fails as a stale assumption and the next run does not.
+            let known = assume && users.iter().all(|u| self.shared.memo.knows(u));
+            let mut prologue = String::from(begin);
+            sql::lock(&mut prologue, &users, known);
             let (conn, opening) = match carried.take() {
                 Some(conn) => (conn, format!("ROLLBACK;\n{prologue}")),
                 None => (self.conn()?, prologue.clone()),

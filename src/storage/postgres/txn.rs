@@ -9,7 +9,7 @@
 //! sends the queued SQL first, in the same round trip, so the database agrees with the cache.
 
 use std::cell::RefCell;
-use std::collections::BTreeSet;
+use std::collections::{BTreeSet, HashMap};
 use std::ops::ControlFlow;
 use std::sync::Arc;
 use std::sync::atomic::Ordering;
@@ -113,7 +113,11 @@ impl Session {
             // Once per connection, before its first transaction (not counted as a round trip
             // of one: a pool's connections live long).
             let merge = self.shared.merge.load(Ordering::Relaxed);
-            if let Err(e) = conn.client().batch_execute(&sql::prepare_all(merge)) {
+            let generic = self.shared.generic.load(Ordering::Relaxed);
+            if let Err(e) = conn
+                .client()
+                .batch_execute(&sql::prepare_all(merge, generic))
+            {
                 let err = super::query_error(&self.shared.location, &e);
                 self.failure = Some(e);
                 return Err(err);
@@ -185,28 +189,36 @@ impl Session {
 
     /// After the commit: what this transaction read and wrote, for the memo.
     pub(crate) fn teach_memo(&self) {
+        use super::memo::Entry;
+        type Learned = (Vec<(u8, Vec<u8>, Vec<u8>)>, Vec<Entry>, Vec<Entry>);
+        // One pass over each set, by store: a batch of many stores must not scan its keys once
+        // per store.
+        let mut by_user: HashMap<&str, Learned> = self
+            .locked
+            .iter()
+            .map(|u| (u.as_str(), Learned::default()))
+            .collect();
+        for (space, user, start, end) in &self.removed_log {
+            if let Some(l) = by_user.get_mut(user.as_str()) {
+                l.0.push((*space, start.clone(), end.clone()));
+            }
+        }
         // A key the cache no longer has was in a removed range: absent.
-        let value = |k: &CacheKey| self.cache.value_of(k);
-        for user in &self.locked {
-            let removed: Vec<(u8, Vec<u8>, Vec<u8>)> = self
-                .removed_log
-                .iter()
-                .filter(|r| &r.1 == user)
-                .map(|(s, _, a, b)| (*s, a.clone(), b.clone()))
-                .collect();
-            let pick = |keys: &BTreeSet<CacheKey>| -> Vec<super::memo::Entry> {
-                keys.iter()
-                    .filter(|k| &k.1 == user)
-                    .map(|k| (k.0, k.2.clone(), value(k)))
-                    .collect()
-            };
-            self.shared.memo.learn(
-                user,
-                &removed,
-                &pick(&self.read_keys),
-                &pick(&self.written),
-                self.assumed,
-            );
+        let entry = |k: &CacheKey| (k.0, k.2.clone(), self.cache.value_of(k));
+        for k in &self.read_keys {
+            if let Some(l) = by_user.get_mut(k.1.as_str()) {
+                l.1.push(entry(k));
+            }
+        }
+        for k in &self.written {
+            if let Some(l) = by_user.get_mut(k.1.as_str()) {
+                l.2.push(entry(k));
+            }
+        }
+        for (user, (removed, read, written)) in by_user {
+            self.shared
+                .memo
+                .learn(user, &removed, &read, &written, self.assumed);
         }
     }
 
