@@ -58,7 +58,7 @@ pub enum AnyRead {
     Redb(RedbRead),
     /// On PostgreSQL.
     #[cfg(feature = "postgres")]
-    Postgres(PgRead),
+    Postgres(Box<PgRead>),
 }
 
 macro_rules! dispatch {
@@ -123,7 +123,7 @@ impl Backend for AnyBackend {
         match self {
             AnyBackend::Redb(b) => b.begin_read().map(AnyRead::Redb),
             #[cfg(feature = "postgres")]
-            AnyBackend::Postgres(b) => b.begin_read().map(AnyRead::Postgres),
+            AnyBackend::Postgres(b) => b.begin_read().map(|r| AnyRead::Postgres(Box::new(r))),
         }
     }
 

@@ -24,7 +24,7 @@ mod verify;
 pub use self::txn::{RedbRead, RedbWrite};
 
 use std::path::{Path, PathBuf};
-use std::sync::{Arc, PoisonError, RwLock};
+use std::sync::{Arc, Mutex, PoisonError, RwLock};
 
 use redb::{
     ConcurrencyMode, Database, DatabaseError, ReadOnlyDatabase, ReadableDatabase, ReadableTable,
@@ -32,7 +32,7 @@ use redb::{
 };
 
 use self::health::Health;
-use self::txn::{full_key, user_of};
+use self::txn::{ReadTables, full_key, user_of};
 use super::{Backend, Finish, Space, WriteTxn};
 use crate::error::Error;
 
@@ -133,11 +133,22 @@ impl Db {
 /// before the next transaction, so a full disk or a transient failure does not outlive its
 /// cause.
 pub struct RedbBackend {
+    /// The latest commit's snapshot, which reads share (see [`RedbBackend::begin_read`]).
+    /// Declared before `db`, so dropped before the database it reads.
+    latest: Mutex<Latest>,
     /// `None` while closed after a failure that a reopen has not repaired yet.
     db: RwLock<Option<Arc<Db>>>,
     origin: Origin,
     health: Arc<Health>,
     location: String,
+}
+
+/// The snapshot of the latest commit, and how many commits this process has made: a snapshot
+/// begun under one count is shared only if no commit ended since.
+#[derive(Default)]
+struct Latest {
+    commits: u64,
+    tables: Option<Arc<ReadTables>>,
 }
 
 impl std::fmt::Debug for RedbBackend {
@@ -239,6 +250,7 @@ impl RedbBackend {
         })?;
         Ok(RedbBackend {
             db: RwLock::new(Some(Arc::new(Db::Read(db)))),
+            latest: Mutex::default(),
             origin: Origin::ReadOnlyFile {
                 path: path.to_owned(),
             },
@@ -316,6 +328,7 @@ impl RedbBackend {
         })?;
         Ok(RedbBackend {
             db: RwLock::new(Some(Arc::new(Db::Write(db)))),
+            latest: Mutex::default(),
             origin,
             health,
             location: location.to_owned(),
@@ -327,6 +340,40 @@ impl RedbBackend {
         let slot = self.db.into_inner().unwrap_or_else(PoisonError::into_inner);
         if let Some(db) = slot.and_then(|db| Arc::try_unwrap(db).ok()) {
             db.close();
+        }
+    }
+
+    /// A new snapshot of `db`'s latest commit.
+    fn snapshot(&self, db: &Db) -> Result<ReadTables, Error> {
+        let h = &self.health;
+        let txn = h.guard(|| {
+            match db {
+                Db::Write(db) => db.begin_read(),
+                Db::Read(db) => db.begin_read(),
+            }
+            .map_err(|e| h.fail(e))
+        })?;
+        ReadTables::open(txn, h)
+    }
+
+    /// A transaction may have committed: the shared snapshot is dropped. Returns the count of
+    /// commits, to share a snapshot begun after this.
+    fn committed(&self) -> u64 {
+        let mut latest = self.latest.lock().unwrap_or_else(PoisonError::into_inner);
+        latest.commits += 1;
+        let old = latest.tables.take();
+        let commits = latest.commits;
+        drop(latest);
+        // Outside the lock: the last reference closes a read transaction.
+        health::quietly(|| drop(old));
+        commits
+    }
+
+    /// Shares `tables` (begun when `commits` commits had ended) unless a commit ended since.
+    fn share(&self, commits: u64, tables: &Arc<ReadTables>) {
+        let mut latest = self.latest.lock().unwrap_or_else(PoisonError::into_inner);
+        if latest.commits == commits && latest.tables.is_none() {
+            latest.tables = Some(Arc::clone(tables));
         }
     }
 
@@ -353,6 +400,8 @@ impl RedbBackend {
         if !self.health.failed() {
             return Ok(()); // another thread reopened it meanwhile
         }
+        // The shared snapshot holds the old database open.
+        self.committed();
         if let Some(old) = slot.take() {
             // A writer still using it keeps it open; the open below then fails until it is done.
             if let Ok(old) = Arc::try_unwrap(old) {
@@ -496,17 +545,29 @@ impl Backend for RedbBackend {
         }
     }
 
+    /// For a database this process writes, the snapshot of the latest commit is opened once
+    /// (by the writer, right after the commit) and shared by every read that begins before the
+    /// next: a read then takes none of the locks that redb's `begin_read` shares with a commit
+    /// in progress, which under a server's load made a `view` wait for the writer thread. A
+    /// command answered after its commit is seen by every read that begins after the answer.
+    /// A database another process writes (a read-only open) gets a snapshot per read.
     fn begin_read(&self) -> Result<RedbRead, Error> {
         let db = self.current()?;
-        let h = &self.health;
-        let txn = h.guard(|| {
-            match &*db {
-                Db::Write(db) => db.begin_read(),
-                Db::Read(db) => db.begin_read(),
+        let ours = matches!(&*db, Db::Write(_));
+        let commits = if ours {
+            let latest = self.latest.lock().unwrap_or_else(PoisonError::into_inner);
+            if let Some(tables) = &latest.tables {
+                return Ok(RedbRead::over(Arc::clone(tables), Arc::clone(&self.health)));
             }
-            .map_err(|e| h.fail(e))
-        })?;
-        RedbRead::begin(txn, Arc::clone(h))
+            Some(latest.commits)
+        } else {
+            None
+        };
+        let tables = Arc::new(self.snapshot(&db)?);
+        if let Some(commits) = commits {
+            self.share(commits, &tables);
+        }
+        Ok(RedbRead::over(tables, Arc::clone(&self.health)))
     }
 
     /// redb has one writer at a time, so `lock` needs nothing, and a redb transaction never
@@ -517,10 +578,16 @@ impl Backend for RedbBackend {
         f: impl FnMut(&mut dyn WriteTxn) -> Result<(R, Finish), Error>,
     ) -> Result<R, Error> {
         let db = self.current()?;
-        let Db::Write(db) = &*db else {
+        let Db::Write(redb) = &*db else {
             return Err(Error::ReadOnly);
         };
-        txn::write(db, &self.health, f)
+        let result = txn::write(redb, &self.health, f);
+        // Before the caller answers anyone: reads from now on see this commit.
+        let commits = self.committed();
+        if let Ok(tables) = self.snapshot(&db) {
+            self.share(commits, &Arc::new(tables));
+        }
+        result
     }
 }
 

@@ -230,3 +230,49 @@ fn a_file_with_data_is_never_taken_for_an_interrupted_creation() {
     assert!(!create::holds_no_data(&path).unwrap());
     assert_eq!(std::fs::read_dir(dir.path()).unwrap().count(), 2);
 }
+
+/// Reads share the latest commit's snapshot until the next commit; a read begun before a commit
+/// keeps what it saw, and every read begun after the commit sees it (a command is answered
+/// after its commit, so whoever learns of a write reads it).
+#[test]
+fn reads_share_the_latest_commit_and_never_miss_a_later_one() {
+    let b = RedbBackend::in_memory().unwrap();
+    commit(&b, |w| w.put(Space::Contents, "u", b"k", b"1").unwrap());
+    let (r1, r2) = (b.begin_read().unwrap(), b.begin_read().unwrap());
+    let shared = |x: &RedbRead, y: &RedbRead| {
+        std::ptr::eq(
+            std::ptr::from_ref(x.tables()),
+            std::ptr::from_ref(y.tables()),
+        )
+    };
+    assert!(
+        shared(&r1, &r2),
+        "two reads between commits open one snapshot"
+    );
+    for round in 2..6u8 {
+        let value = [b'0' + round];
+        commit(&b, |w| w.put(Space::Contents, "u", b"k", &value).unwrap());
+        let r = b.begin_read().unwrap();
+        assert!(!shared(&r, &r1));
+        assert_eq!(
+            r.get(Space::Contents, "u", b"k").unwrap(),
+            Some(value.to_vec())
+        );
+        // The reads begun before every later commit still see the first.
+        assert_eq!(
+            r1.get(Space::Contents, "u", b"k").unwrap(),
+            Some(b"1".to_vec())
+        );
+    }
+    // A write that ends without committing changes nothing a read sees.
+    b.write(&[], |w| {
+        w.put(Space::Contents, "u", b"k", b"x").unwrap();
+        Ok(((), Finish::Abort))
+    })
+    .unwrap();
+    let r = b.begin_read().unwrap();
+    assert_eq!(
+        r.get(Space::Contents, "u", b"k").unwrap(),
+        Some(b"5".to_vec())
+    );
+}

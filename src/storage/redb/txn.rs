@@ -146,14 +146,16 @@ fn users_in(
     }
 }
 
-/// A read-only snapshot over redb.
+/// A read-only snapshot over redb: its own, or the latest commit's, shared with every read
+/// that began before the next commit (see `RedbBackend::begin_read`).
 pub struct RedbRead {
     /// Dropped under [`Health::guard`] (see `Drop`); `None` only while dropping.
-    inner: Option<ReadTables>,
+    inner: Option<Arc<ReadTables>>,
     health: Arc<Health>,
 }
 
-struct ReadTables {
+/// A read transaction and its tables, opened once.
+pub(super) struct ReadTables {
     data: ReadOnlyTable<Bytes, Bytes>,
     /// `None` in a file of an older layout, which has none (it is created on a writable open).
     snapshots: Option<ReadOnlyTable<Bytes, Bytes>>,
@@ -162,6 +164,25 @@ struct ReadTables {
 }
 
 impl ReadTables {
+    /// The tables of `txn`.
+    pub(super) fn open(txn: ReadTransaction, h: &Health) -> Result<Self, Error> {
+        h.guard(|| {
+            let data = txn.open_table(DATA).map_err(|e| h.fail(e))?;
+            let snapshots = match txn.open_table(SNAPSHOTS) {
+                Ok(table) => Some(table),
+                Err(TableError::TableDoesNotExist(_)) => None,
+                Err(e) => return Err(h.fail(e)),
+            };
+            let meta = txn.open_table(META).map_err(|e| h.fail(e))?;
+            Ok(ReadTables {
+                data,
+                snapshots,
+                meta,
+                _txn: txn,
+            })
+        })
+    }
+
     /// The table of `space`; `None` when it has none yet, and so no entry.
     fn of(&self, space: Space) -> Option<&ReadOnlyTable<Bytes, Bytes>> {
         match space {
@@ -180,31 +201,15 @@ impl Drop for RedbRead {
 }
 
 impl RedbRead {
-    /// A snapshot over the tables of `txn`.
-    pub(super) fn begin(txn: ReadTransaction, health: Arc<Health>) -> Result<Self, Error> {
-        let h = &health;
-        let inner = h.guard(|| {
-            let data = txn.open_table(DATA).map_err(|e| h.fail(e))?;
-            let snapshots = match txn.open_table(SNAPSHOTS) {
-                Ok(table) => Some(table),
-                Err(TableError::TableDoesNotExist(_)) => None,
-                Err(e) => return Err(h.fail(e)),
-            };
-            let meta = txn.open_table(META).map_err(|e| h.fail(e))?;
-            Ok(ReadTables {
-                data,
-                snapshots,
-                meta,
-                _txn: txn,
-            })
-        })?;
-        Ok(RedbRead {
-            inner: Some(inner),
+    /// A snapshot over `tables` (which other snapshots may share).
+    pub(super) fn over(tables: Arc<ReadTables>, health: Arc<Health>) -> Self {
+        RedbRead {
+            inner: Some(tables),
             health,
-        })
+        }
     }
 
-    fn tables(&self) -> &ReadTables {
+    pub(super) fn tables(&self) -> &ReadTables {
         self.inner.as_ref().expect("present until dropped")
     }
 }
