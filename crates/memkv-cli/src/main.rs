@@ -15,6 +15,7 @@ mod args;
 mod backup;
 mod exec;
 mod history;
+mod logbuf;
 mod mcp;
 mod serve;
 

@@ -10,8 +10,11 @@ use crate::args::{Global, KeysCommand, ServeArgs};
 type Result<T = ()> = std::result::Result<T, Box<dyn std::error::Error>>;
 
 pub fn serve(global: &Global, args: &ServeArgs) -> Result {
+    // Declared first, so dropped last: every line is written out, whatever `serve` returns.
+    let log = crate::logbuf::LogBuffer::start()?;
+    let lines = log.writer_factory();
     tracing_subscriber::fmt()
-        .with_writer(io::stderr)
+        .with_writer(lines)
         .with_ansi(false)
         .with_env_filter(
             tracing_subscriber::EnvFilter::try_from_env("MEMKV_LOG")
