@@ -1,7 +1,7 @@
 //! The history in an export (format version 2): store and version lines, their checks in an
 //! import's first pass, and the records an import restores from them.
 
-use std::collections::{BTreeMap, BTreeSet};
+use std::collections::BTreeMap;
 
 use serde::{Deserialize, Serialize};
 
@@ -209,8 +209,8 @@ impl VersionLine {
 pub(super) struct Block {
     pub user: String,
     next_seq: u64,
-    /// The memory ids of its files.
-    memories: BTreeSet<u64>,
+    /// The memory ids of its files, with their current versions.
+    memories: BTreeMap<u64, u64>,
     /// Its files' current versions: the memory and the content hash (hex) they must have.
     current: BTreeMap<u64, (u64, String)>,
     /// The last version seen.
@@ -258,7 +258,7 @@ impl Block {
         Ok(Block {
             user: user.to_owned(),
             next_seq: *next_seq,
-            memories: BTreeSet::new(),
+            memories: BTreeMap::new(),
             current: BTreeMap::new(),
             last: None,
             versions: 0,
@@ -299,7 +299,7 @@ impl Block {
                 ),
             ));
         }
-        if !self.memories.insert(memory) {
+        if self.memories.insert(memory, version).is_some() {
             return Err(import_error(
                 n,
                 format!("{path}: memory {} is another file too", MemoryId(memory)),
@@ -361,6 +361,14 @@ impl Block {
                 Ok(p) if !p.is_root() && &p.to_string() == path => {}
                 _ => return fail(format!("invalid or non-canonical path {path:?}")),
             }
+        }
+        if let Some(&current) = self.memories.get(&memory)
+            && id > current
+        {
+            return fail(format!(
+                "newer than {}, the current version of its file",
+                VersionId(current)
+            ));
         }
         if let Some((file_memory, file_sha)) = self.current.get(&id) {
             if *file_memory != memory {

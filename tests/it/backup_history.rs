@@ -622,3 +622,40 @@ fn import_times_are_bounded() {
         assert_eq!(lines(&file).len(), 5);
     });
 }
+
+/// Found by `fuzz/fuzz_targets/import.rs`: a file line naming an older version of its memory
+/// as current, while a newer version of it follows (here the older one is redacted, so no
+/// content check stands in the way). Imported, `check` then found the store inconsistent; it
+/// is refused at the newer version's line.
+#[test]
+fn a_version_newer_than_its_files_current_one_is_refused() {
+    let lines = [
+        r#"{"type":"header","format":"memkv-export","version":2,"created_ms":1796047470875,"created":"2026-11-30T14:04:30Z","memkv_version":"0.1.0"}"#,
+        r#"{"type":"store","user":"dana","name":"dana","description":"","metadata":{},"created_ms":1796047201737,"updated_ms":1796047201737,"archived_ms":null,"next_seq":5,"pruned_versions":0,"pruned_bytes":0}"#,
+        r#"{"type":"file","user":"dana","path":"/memories/notes.md","memory":"mem_0000000000000001","version":"memver_0000000000000001","content":"Prefers spaces.\n","created_ms":1796047201737,"modified_ms":1796047201750,"accessed_ms":1796047201750,"sha256":"e7b8837fc1044c5dce286acc7b9288a45f24b710c24ac84d7439539ee2733691"}"#,
+        r#"{"type":"version","user":"dana","id":"memver_0000000000000001","memory":"mem_0000000000000001","operation":"created","created_ms":1796047201737,"actor":{"type":"session","id":"s1"},"path":null,"content":null,"size":null,"sha256":null,"redacted":{"at_ms":1796047201778,"by":{"type":"user","id":"ops"}}}"#,
+        r#"{"type":"version","user":"dana","id":"memver_0000000000000002","memory":"mem_0000000000000001","operation":"modified","created_ms":1796047201750,"actor":{"type":"session","id":"s1"},"path":"/memories/notes.md","content":"Prefers spaces.\n","size":16,"sha256":"e7b8837fc1044c5dce286acc7b9288a45f24b710c24ac84d7439539ee2733691","redacted":null}"#,
+        r#"{"type":"trailer","files":1,"users":1,"versions":2,"bytes":16,"sha256":""}"#,
+    ];
+    let dir = tempfile::tempdir().unwrap();
+    let file = dir.path().join("x.jsonl");
+    std::fs::write(&file, lines.join("\n") + "\n").unwrap();
+    let export = Export::read(&file);
+    let mut l = export.parsed.clone();
+    export.reseal(&mut l);
+    std::fs::write(&file, export.render(&l)).unwrap();
+    each_backend(|| {
+        let b = fixed().fresh().unwrap();
+        match b.import(&file, Conflict::Refuse, &mut |_| {}) {
+            Err(Error::Import { line, reason }) => {
+                assert_eq!(line, 5, "{reason}");
+                assert!(
+                    reason.contains("newer than memver_0000000000000001"),
+                    "{reason}"
+                );
+            }
+            other => panic!("expected a refusal, got {other:?}"),
+        }
+        assert!(b.users().unwrap().is_empty());
+    });
+}
