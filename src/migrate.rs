@@ -301,12 +301,7 @@ fn v5_to_v6(txn: &mut dyn WriteTxn) -> Result<(), Error> {
                 redacted: old.redacted,
                 previous,
             };
-            txn.put(
-                Space::Versions,
-                &user,
-                &record::seq_key(seq),
-                &layout::encode(&new),
-            )?;
+            record::put_version(txn, &user, seq, &new)?;
         }
         // Live memories: format 5 kept the content key alone, in `Ids`.
         let mut live = Vec::new();

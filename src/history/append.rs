@@ -8,7 +8,7 @@ use super::body::{Body, Delta, MAX_RUN};
 use super::content;
 use super::record::{
     IdEntry, StoreRecord, VersionRecord, decode_seq, id_entry, memory_key, put_id_entry,
-    put_store_record, seq_key, store_record, version,
+    put_store_record, put_version, seq_key, store_record, version,
 };
 use super::{Actor, HistoryTotals, Operation, Redaction, Retention};
 use crate::error::Error;
@@ -113,12 +113,7 @@ pub(crate) fn append<T: WriteTxn + ?Sized>(
             redacted: None,
             previous: change.previous.as_ref().map(|p| p.version),
         };
-        txn.put(
-            Space::Versions,
-            user,
-            &seq_key(seq),
-            &layout::encode(&record),
-        )?;
+        put_version(txn, user, seq, &record)?;
         if store.history.versions == 0 {
             store.history.oldest_ms = rec.now_ms;
         }
@@ -210,12 +205,7 @@ fn retire<T: WriteTxn + ?Sized>(
     totals.bytes = totals.bytes.saturating_sub(old.weight());
     old.body = body;
     totals.bytes += old.weight();
-    txn.put(
-        Space::Versions,
-        user,
-        &seq_key(previous.version),
-        &layout::encode(&old),
-    )?;
+    put_version(txn, user, previous.version, &old)?;
     Ok(next_run)
 }
 
@@ -314,12 +304,7 @@ pub(crate) fn redact<T: WriteTxn + ?Sized>(
         put_snapshot(txn, user, before, &content)?;
         earlier.body = Body::Snapshot;
         store.history.bytes += earlier.weight();
-        txn.put(
-            Space::Versions,
-            user,
-            &seq_key(before),
-            &layout::encode(&earlier),
-        )?;
+        put_version(txn, user, before, &earlier)?;
     }
     store.history.bytes = store.history.bytes.saturating_sub(record.weight());
     if let Body::Snapshot = record.body {
@@ -330,12 +315,7 @@ pub(crate) fn redact<T: WriteTxn + ?Sized>(
     record.sha256 = None;
     record.size = None;
     record.redacted = Some(Redaction { at_ms: now_ms, by });
-    txn.put(
-        Space::Versions,
-        user,
-        &seq_key(seq),
-        &layout::encode(&record),
-    )?;
+    put_version(txn, user, seq, &record)?;
     put_store_record(txn, user, &store)?;
     Ok(Some(record))
 }
@@ -348,10 +328,5 @@ pub(crate) fn restore_version<T: WriteTxn + ?Sized>(
     seq: u64,
     record: &VersionRecord,
 ) -> Result<(), Error> {
-    txn.put(
-        Space::Versions,
-        user,
-        &seq_key(seq),
-        &layout::encode(record),
-    )
+    put_version(txn, user, seq, record)
 }

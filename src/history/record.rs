@@ -130,6 +130,21 @@ pub(crate) fn version<T: ReadTxn + ?Sized>(
         .transpose()
 }
 
+/// Stores the version `seq` of `user`.
+pub(crate) fn put_version<T: WriteTxn + ?Sized>(
+    txn: &mut T,
+    user: &str,
+    seq: u64,
+    record: &VersionRecord,
+) -> Result<(), Error> {
+    txn.put(
+        Space::Versions,
+        user,
+        &seq_key(seq),
+        &layout::encode(record),
+    )
+}
+
 /// The key of `memory` in [`Space::Memories`]: `u64::MAX - memory`, big-endian, so that the
 /// newest memory comes first.
 pub(crate) fn memory_key(memory: u64) -> [u8; 8] {
