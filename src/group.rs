@@ -20,6 +20,11 @@
 //! - A caller is answered only after the batch's commit is durable.
 //! - If the storage fails mid-batch, the batch is abandoned and each of its commands is retried
 //!   in a transaction of its own, so one command's storage failure cannot sink the others.
+//!
+//! A batch gives way between its commands (`sched_yield`): run alone, a batch of many commands
+//! holds its core for a whole time slice, and a reader woken meanwhile (a `view` on a server
+//! with few cores) waits up to that long. A yield with nothing else to run costs under a
+//! microsecond; a command costs tens. (BENCHMARKS.md, "HTTP server": the `view` p99.)
 
 use std::panic::AssertUnwindSafe;
 use std::sync::atomic::{AtomicU64, Ordering};

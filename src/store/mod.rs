@@ -267,6 +267,10 @@ impl<B: Backend> Store<B> {
                 let mut tree = Tree::new(txn, &r.user, settings.recorder(now, r.actor.as_ref()));
                 exec::sweep(&mut tree, settings.expiry_cutoff(now))?;
                 outputs.push(exec::write(&mut tree, &settings, &r.command, now)?);
+                // Give way: a batch is hundreds of commands of tens of microseconds each, and
+                // the scheduler would otherwise let it keep its core for a whole time slice
+                // (milliseconds) while a reader waits (see `group`).
+                std::thread::yield_now();
             }
             Ok((outputs, Finish::Commit))
         });
