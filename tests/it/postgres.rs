@@ -212,3 +212,73 @@ fn a_directory_rename_or_delete_costs_three_round_trips_at_any_size() {
     }
     assert!(store.check().unwrap().is_empty());
 }
+
+/// A write whose reads the memo answered is one call of `pg_temp.memkv_write`, with binary
+/// parameters (the server reads no hex of the values); a server where the connection cannot make
+/// a temporary function (here: a role without `TEMP` on its database) gets the same statements
+/// as text. Both answer alike, in one round trip, and hold the same data.
+#[test]
+fn a_warm_write_is_one_call_and_text_where_no_temporary_function_can_be_made() {
+    let Some(cluster) = pg::cluster() else { return };
+    let db = format!("memkv_onecall_{}", std::process::id());
+    cluster.sql(&format!("CREATE DATABASE {db}"));
+    cluster.sql(&format!(
+        "REVOKE TEMP ON DATABASE {db} FROM PUBLIC;
+         CREATE ROLE {db}_yes LOGIN; CREATE ROLE {db}_no LOGIN;
+         GRANT TEMP, CREATE ON DATABASE {db} TO {db}_yes;
+         GRANT CREATE ON DATABASE {db} TO {db}_no;"
+    ));
+    let admin = |query: &str| -> Vec<String> {
+        let url = format!("postgres://postgres@127.0.0.1:{}/{db}", cluster.port);
+        let mut client = postgres::Client::connect(&url, postgres::NoTls).unwrap();
+        client
+            .query(query, &[])
+            .unwrap()
+            .iter()
+            .map(|r| r.get::<_, Option<String>>(0).unwrap_or_default())
+            .collect()
+    };
+    let mut answers = Vec::new();
+    for (role, one_call) in [(format!("{db}_yes"), true), (format!("{db}_no"), false)] {
+        // A schema of the role's own (first on its default search path).
+        admin(&format!("CREATE SCHEMA AUTHORIZATION {role}"));
+        let url = format!("postgres://{role}@127.0.0.1:{}/{db}", cluster.port);
+        let store = Store::open(&url).unwrap();
+        let u = store.user("u").unwrap();
+        let run = |input: serde_json::Value| u.execute_json(&input).unwrap().content;
+        let mut seen = Vec::new();
+        seen.push(run(
+            json!({"command": "create", "path": "/memories/a.md", "file_text": "one\n"}),
+        ));
+        for i in 0..3 {
+            let input = json!({"command": "create", "path": format!("/memories/d/f{i}.md"),
+                "file_text": "x'\\é\n"});
+            let n = count(&store, || seen.push(run(input.clone())));
+            assert_eq!(n, 1, "{role}: a warm create");
+        }
+        // The pool's connections are idle; each shows the last statement it ran (a create's).
+        let last = admin(&format!(
+            "SELECT query FROM pg_stat_activity WHERE usename = '{role}'"
+        ));
+        let called = last.iter().any(|q| q.contains("pg_temp.memkv_write"));
+        assert_eq!(called, one_call, "{role}: {last:?}");
+        seen.push(run(
+            json!({"command": "create", "path": "/memories/d/f1.md", "file_text": "y"}),
+        ));
+        seen.push(run(
+            json!({"command": "str_replace", "path": "/memories/a.md",
+            "old_str": "one", "new_str": "two"}),
+        ));
+        seen.push(run(json!({"command": "view", "path": "/memories/d/f2.md"})));
+        seen.push(run(json!({"command": "view", "path": "/memories"})));
+        let made = admin(&format!(
+            "SELECT p.proname::text FROM pg_proc p JOIN pg_roles r ON r.oid = p.proowner \
+             WHERE p.proname = 'memkv_write' AND r.rolname = '{role}'"
+        ));
+        assert_eq!(!made.is_empty(), one_call, "{role}: {made:?}");
+        assert_eq!(store.check().unwrap(), Vec::new(), "{role}");
+        answers.push(seen);
+    }
+    assert_eq!(answers[0], answers[1]);
+    assert!(answers[0][6].contains("x'\\é"), "{:?}", answers[0][6]);
+}

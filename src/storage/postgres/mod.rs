@@ -366,19 +366,20 @@ impl Backend for PgBackend {
         // The first run may assume what the memo knows; a run after a failed check does not.
         let mut assume = true;
         let mut attempt = 0;
-        // After a failed check: its connection, whose failed transaction the next message
-        // ends (saving a round trip of its own).
-        let mut carried: Option<pool::Conn> = None;
+        // After a failed check: its connection, and whether a failed transaction is open on it
+        // that the next message ends (saving a round trip of its own).
+        let mut carried: Option<(pool::Conn, bool)> = None;
         loop {
             attempt += 1;
-            let opening_rolls_back = carried.is_some();
+            let opening_rolls_back = carried.as_ref().is_some_and(|(_, open)| *open);
             // A first run skips making sure of the stores' rows when this process has seen them;
             // if one is gone, the lock fails as a stale assumption and the next run does not.
             let known = assume && users.iter().all(|u| self.shared.memo.knows(u));
             let mut prologue = String::from(begin);
             sql::lock(&mut prologue, &users, known);
             let (conn, opening) = match carried.take() {
-                Some(conn) => (conn, format!("ROLLBACK;\n{prologue}")),
+                Some((conn, true)) => (conn, format!("ROLLBACK;\n{prologue}")),
+                Some((conn, false)) => (conn, prologue.clone()),
                 None => (self.conn()?, prologue.clone()),
             };
             let mut txn = PgWrite {
@@ -392,6 +393,7 @@ impl Backend for PgBackend {
             };
             let session = txn.session.get_mut();
             session.may_assume = assume;
+            session.one_call = known && !opening_rolls_back;
             // A carried connection is in a failed transaction until its `ROLLBACK` is sent.
             session.begun = opening_rolls_back;
             let outcome = f(&mut txn);
@@ -443,7 +445,7 @@ impl Backend for PgBackend {
                 }
                 assume = false;
                 session.forget_writes();
-                carried = session.conn.take();
+                carried = session.conn.take().map(|c| (c, session.begun));
                 continue;
             }
             if !server_answered(&failure) {

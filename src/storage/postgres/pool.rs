@@ -23,9 +23,16 @@ pub(crate) struct Pool {
     freed: Condvar,
 }
 
+/// What a connection has prepared (`sql::prepare_all`), once, before its first transaction.
+#[derive(Clone)]
+pub(crate) struct Prepared {
+    /// The call of `pg_temp.memkv_write` (`sql::write_function`), where the server could make it.
+    pub(crate) write: Option<postgres::Statement>,
+}
+
 struct State {
-    /// With whether memkv's statements are prepared on them.
-    idle: Vec<(Client, bool)>,
+    /// With what is prepared on them.
+    idle: Vec<(Client, Option<Prepared>)>,
     open: usize,
 }
 
@@ -78,7 +85,7 @@ impl Pool {
                     Ok(client) => Ok(Conn {
                         pool: Arc::clone(self),
                         client: Some(client),
-                        prepared: false,
+                        prepared: None,
                     }),
                     Err(e) => {
                         self.lock().open -= 1;
@@ -102,7 +109,7 @@ impl Pool {
         result.map_err(|e| super::connect_error(&self.location, e))
     }
 
-    fn put(&self, client: Client, prepared: bool, broken: bool) {
+    fn put(&self, client: Client, prepared: Option<Prepared>, broken: bool) {
         let mut state = self.lock();
         if broken || client.is_closed() {
             state.open -= 1;
@@ -118,8 +125,8 @@ impl Pool {
 pub(crate) struct Conn {
     pool: Arc<Pool>,
     client: Option<Client>,
-    /// Whether memkv's statements are prepared on this connection (`sql::prepare_all`).
-    pub(crate) prepared: bool,
+    /// What is prepared on this connection (`None`: nothing yet).
+    pub(crate) prepared: Option<Prepared>,
 }
 
 impl Conn {
@@ -130,7 +137,7 @@ impl Conn {
     /// Closes the connection instead of returning it (its state is unknown).
     pub(crate) fn discard(mut self) {
         if let Some(client) = self.client.take() {
-            self.pool.put(client, self.prepared, true);
+            self.pool.put(client, self.prepared.take(), true);
         }
     }
 }
@@ -138,7 +145,7 @@ impl Conn {
 impl Drop for Conn {
     fn drop(&mut self) {
         if let Some(client) = self.client.take() {
-            self.pool.put(client, self.prepared, false);
+            self.pool.put(client, self.prepared.take(), false);
         }
     }
 }

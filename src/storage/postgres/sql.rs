@@ -1,6 +1,8 @@
 //! The SQL memkv sends. Statements travel in PostgreSQL's simple-query protocol, several to a
 //! round trip (that is how a write costs two); every value in them is a hex `bytea` literal
-//! (`'\x…'`) or a number, so no input, however spelled, can change a statement.
+//! (`'\x…'`) or a number, so no input, however spelled, can change a statement. The usual write,
+//! one whose reads were all assumed, is instead one call of [`write_function`] with binary
+//! parameters.
 
 use std::fmt::Write as _;
 
@@ -149,20 +151,7 @@ fn number_array(out: &mut String, items: impl Iterator<Item = usize>, ty: &str) 
 /// parameter is estimated at 10 rows). Every generic plan is the same index lookup or range
 /// scan per row (docs/postgres.md); a `create` then costs the server a third less.
 pub(crate) fn prepare_all(merge: bool, generic: bool) -> String {
-    let put = if merge {
-        format!(
-            "MERGE INTO {ENTRIES} x USING unnest($1, $2, $3, $4) AS f(store, space, key, value) \
-             ON x.store = f.store AND x.space = f.space AND x.key = f.key \
-             WHEN MATCHED THEN UPDATE SET value = f.value \
-             WHEN NOT MATCHED THEN INSERT (store, space, key, value) \
-             VALUES (f.store, f.space, f.key, f.value)"
-        )
-    } else {
-        format!(
-            "INSERT INTO {ENTRIES} (store, space, key, value) SELECT * FROM unnest($1, $2, $3, $4) \
-             ON CONFLICT (store, space, key) DO UPDATE SET value = EXCLUDED.value"
-        )
-    };
+    let put = put_rows(merge, "$1, $2, $3, $4");
     // `DEALLOCATE ALL` first: a `PREPARE` outlives the failure of a later one in the same
     // message, and a second attempt must not find its name taken.
     let plans = if generic {
@@ -188,21 +177,123 @@ pub(crate) fn prepare_all(merge: bool, generic: bool) -> String {
          WHERE x.store = f.store AND x.space = f.space AND x.key >= f.lo OFFSET 0) x;\n\
          PREPARE memkv_check(bytea[], smallint[], bytea[], bytea[]) AS \
          SELECT (CASE WHEN count(*) = 0 THEN '0' ELSE '{STALE} ' || count(*) END)::int \
-         FROM unnest($1, $2, $3, $4) AS f(store, space, key, value) \
-         LEFT JOIN LATERAL (SELECT x.value FROM {ENTRIES} x \
-         WHERE x.store = f.store AND x.space = f.space AND x.key = f.key LIMIT 1) x ON true \
-         WHERE x.value IS DISTINCT FROM f.value;\n\
+         FROM {differing};\n\
          PREPARE memkv_put(bytea[], smallint[], bytea[], bytea[]) AS {put};\n\
-         PREPARE memkv_delete(bytea[], smallint[], bytea[]) AS \
-         DELETE FROM {ENTRIES} x USING unnest($1, $2, $3) AS f(store, space, key) \
-         WHERE x.store = f.store AND x.space = f.space AND x.key = f.key;\n\
+         PREPARE memkv_delete(bytea[], smallint[], bytea[]) AS {delete};\n\
          PREPARE memkv_lock(bytea[]) AS \
          INSERT INTO memkv_stores (store) SELECT unnest($1) ON CONFLICT DO NOTHING;\n\
          PREPARE memkv_locked(bytea[]) AS \
          SELECT (CASE WHEN count(*) = cardinality($1) THEN '0' ELSE '{STALE} lock' END)::int \
-         FROM (SELECT store FROM memkv_stores WHERE store = ANY($1) ORDER BY store FOR UPDATE) l;\n"
+         FROM {locked};\n",
+        differing = differing_rows("$1, $2, $3, $4"),
+        delete = delete_rows("$1, $2, $3"),
+        locked = locked_rows("$1"),
     )
 }
+
+/// Stores every `(store, space, key, value)` of the arrays `args` (keys distinct): with `merge`
+/// (PostgreSQL 15 and later) a `MERGE`, which inserts new rows plainly and updates existing
+/// ones in place; otherwise an `INSERT … ON CONFLICT DO UPDATE`.
+fn put_rows(merge: bool, args: &str) -> String {
+    if merge {
+        format!(
+            "MERGE INTO {ENTRIES} x USING unnest({args}) AS f(store, space, key, value) \
+             ON x.store = f.store AND x.space = f.space AND x.key = f.key \
+             WHEN MATCHED THEN UPDATE SET value = f.value \
+             WHEN NOT MATCHED THEN INSERT (store, space, key, value) \
+             VALUES (f.store, f.space, f.key, f.value)"
+        )
+    } else {
+        format!(
+            "INSERT INTO {ENTRIES} (store, space, key, value) SELECT * FROM unnest({args}) \
+             ON CONFLICT (store, space, key) DO UPDATE SET value = EXCLUDED.value"
+        )
+    }
+}
+
+/// The rows of `(store, space, key, value)` (the arrays `args`) whose entry holds another value
+/// (`NULL`: absent), to be counted.
+fn differing_rows(args: &str) -> String {
+    format!(
+        "unnest({args}) AS f(store, space, key, value) \
+         LEFT JOIN LATERAL (SELECT x.value FROM {ENTRIES} x \
+         WHERE x.store = f.store AND x.space = f.space AND x.key = f.key LIMIT 1) x ON true \
+         WHERE x.value IS DISTINCT FROM f.value"
+    )
+}
+
+/// Removes every `(store, space, key)` of the arrays `args`.
+fn delete_rows(args: &str) -> String {
+    format!(
+        "DELETE FROM {ENTRIES} x USING unnest({args}) AS f(store, space, key) \
+         WHERE x.store = f.store AND x.space = f.space AND x.key = f.key"
+    )
+}
+
+/// The rows of the stores in the array `arg`, locked in sorted order, to be counted.
+fn locked_rows(arg: &str) -> String {
+    format!("(SELECT store FROM memkv_stores WHERE store = ANY({arg}) ORDER BY store FOR UPDATE) l")
+}
+
+/// `pg_temp.memkv_write`: a whole write in one call, for a writer whose stores' rows exist and
+/// whose reads were all assumed (the common case: see [`super::memo`]): it locks the stores,
+/// checks the assumptions, removes keys and stores keys, in that order, each statement with a
+/// snapshot of its own (so the check sees every commit made before the locks were granted),
+/// exactly as the statements of a one-round-trip write do in text. Called with binary
+/// parameters in the extended protocol, outside `BEGIN`: the call is its own transaction,
+/// committed when it returns, and the server reads no text of the values (lexing the hex of a
+/// 1 KiB create's values cost the server more than running it does; BENCHMARKS.md). A failed
+/// assumption raises what `memkv_check` and `memkv_locked` raise. A temporary function (in the
+/// session's own schema: no right beyond `TEMP`, nothing left behind), made when a connection
+/// prepares its statements; a server that cannot make it (one without PL/pgSQL or temporary
+/// functions) sends the text instead.
+pub(crate) fn write_function(merge: bool) -> String {
+    format!(
+        "CREATE OR REPLACE FUNCTION pg_temp.memkv_write(\
+         a_lock bytea[], a_cstore bytea[], a_cspace smallint[], a_ckey bytea[], a_cvalue bytea[], \
+         a_dstore bytea[], a_dspace smallint[], a_dkey bytea[], \
+         a_pstore bytea[], a_pspace smallint[], a_pkey bytea[], a_pvalue bytea[]) \
+         RETURNS void LANGUAGE plpgsql AS $memkv$\n\
+         DECLARE n bigint;\n\
+         BEGIN\n\
+         SELECT count(*) INTO n FROM {locked};\n\
+         IF n <> cardinality(a_lock) THEN \
+         RAISE EXCEPTION '{STALE} lock' USING ERRCODE = 'invalid_text_representation'; END IF;\n\
+         IF cardinality(a_cstore) > 0 THEN\n\
+         SELECT count(*) INTO n FROM {differing};\n\
+         IF n > 0 THEN \
+         RAISE EXCEPTION '{STALE} %', n USING ERRCODE = 'invalid_text_representation'; END IF;\n\
+         END IF;\n\
+         IF cardinality(a_dstore) > 0 THEN {delete}; END IF;\n\
+         IF cardinality(a_pstore) > 0 THEN {put}; END IF;\n\
+         END\n$memkv$",
+        locked = locked_rows("a_lock"),
+        differing = differing_rows("a_cstore, a_cspace, a_ckey, a_cvalue"),
+        delete = delete_rows("a_dstore, a_dspace, a_dkey"),
+        put = put_rows(merge, "a_pstore, a_pspace, a_pkey, a_pvalue"),
+    )
+}
+
+/// The call of [`write_function`], and its parameters' types.
+pub(crate) const WRITE_CALL: &str =
+    "SELECT pg_temp.memkv_write($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12)";
+pub(crate) const WRITE_TYPES: [postgres::types::Type; 12] = {
+    use postgres::types::Type;
+    [
+        Type::BYTEA_ARRAY,
+        Type::BYTEA_ARRAY,
+        Type::INT2_ARRAY,
+        Type::BYTEA_ARRAY,
+        Type::BYTEA_ARRAY,
+        Type::BYTEA_ARRAY,
+        Type::INT2_ARRAY,
+        Type::BYTEA_ARRAY,
+        Type::BYTEA_ARRAY,
+        Type::INT2_ARRAY,
+        Type::BYTEA_ARRAY,
+        Type::BYTEA_ARRAY,
+    ]
+};
 
 /// `EXECUTE memkv_read(…)` for all of `fetches`: rows of `(fetch index, key, value)`.
 pub(crate) fn select(fetches: &[Fetch]) -> String {

@@ -17,7 +17,7 @@ use std::sync::atomic::Ordering;
 use super::super::{Fetch, ReadTxn, Space, Visit, WriteTxn};
 use super::Shared;
 use super::cache::{Cache, CacheKey, ck};
-use super::pool::Conn;
+use super::pool::{Conn, Prepared};
 use super::sql;
 use crate::error::Error;
 
@@ -53,6 +53,9 @@ pub(crate) struct Session {
     pub(crate) assumed: bool,
     /// A check failed: the transaction must run again, with real reads.
     pub(crate) stale: bool,
+    /// Whether a commit that is the only round trip may be one call of `pg_temp.memkv_write`:
+    /// a writer that locks stores whose rows it knows exist, on a connection in no transaction.
+    pub(crate) one_call: bool,
     /// For the memo: keys read (or assumed), keys written and ranges removed.
     pub(crate) read_keys: BTreeSet<CacheKey>,
     pub(crate) written: BTreeSet<CacheKey>,
@@ -84,6 +87,7 @@ impl Session {
             unchecked: Vec::new(),
             assumed: false,
             stale: false,
+            one_call: false,
             read_keys: BTreeSet::new(),
             written: BTreeSet::new(),
             removed_log: Vec::new(),
@@ -91,25 +95,21 @@ impl Session {
     }
 
     /// Sends the prologue (once), the check of what was assumed, the queued writes, `query` and
-    /// `epilogue` in one round trip; returns the rows of the last statement that has any.
+    /// `epilogue` in one round trip; returns the rows of the last statement that has any. A
+    /// commit that is the transaction's only round trip is one call of `pg_temp.memkv_write`
+    /// where it can be ([`Session::commit_in_one_call`]).
     pub(crate) fn run(
         &mut self,
         query: &str,
         epilogue: &str,
     ) -> Result<Vec<postgres::SimpleQueryRow>, Error> {
-        let mut text = self.prologue.take().unwrap_or_default();
-        sql::check(&mut text, &std::mem::take(&mut self.unchecked));
-        self.render_writes(&mut text);
-        text.push_str(&std::mem::take(&mut self.pending));
-        text.push_str(query);
-        text.push_str(epilogue);
         self.begun = true;
         self.shared.trips.fetch_add(1, Ordering::Relaxed);
         let conn = self
             .conn
             .as_mut()
             .ok_or_else(|| Error::storage("the connection was lost"))?;
-        if !conn.prepared {
+        if conn.prepared.is_none() {
             // Once per connection, before its first transaction (not counted as a round trip
             // of one: a pool's connections live long).
             let merge = self.shared.merge.load(Ordering::Relaxed);
@@ -122,18 +122,97 @@ impl Session {
                 self.failure = Some(e);
                 return Err(err);
             }
-            conn.prepared = true;
+            conn.prepared = Some(Prepared {
+                write: prepare_write(conn.client(), merge),
+            });
         }
+        let one_call = conn.prepared.as_ref().and_then(|p| p.write.clone());
+        if let Some(call) = one_call
+            && self.one_call
+            && self.prologue.is_some()
+            && query.is_empty()
+            && epilogue == "COMMIT;"
+            && self.pending.is_empty()
+            && self.removed_ranges.is_empty()
+        {
+            return self.commit_in_one_call(&call).map(|()| Vec::new());
+        }
+        let mut text = self.prologue.take().unwrap_or_default();
+        sql::check(&mut text, &std::mem::take(&mut self.unchecked));
+        self.render_writes(&mut text);
+        text.push_str(&std::mem::take(&mut self.pending));
+        text.push_str(query);
+        text.push_str(epilogue);
+        let conn = self
+            .conn
+            .as_mut()
+            .ok_or_else(|| Error::storage("the connection was lost"))?;
         match conn.client().simple_query(&text) {
             Ok(messages) => Ok(sql::last_rows(messages)),
+            Err(e) => Err(self.failed(e)),
+        }
+    }
+
+    /// Notes a failed round trip: whether an assumption was stale, and the failure itself.
+    fn failed(&mut self, e: postgres::Error) -> Error {
+        self.stale = e.as_db_error().is_some_and(|db| {
+            *db.code() == postgres::error::SqlState::INVALID_TEXT_REPRESENTATION
+                && db.message().contains(sql::STALE)
+        });
+        let err = super::query_error(&self.shared.location, &e);
+        self.failure = Some(e);
+        err
+    }
+
+    /// The whole transaction (store locks, the check of what was assumed, removals, stores) as
+    /// one call of `pg_temp.memkv_write` (`sql::write_function`), in place of the prologue and
+    /// the statements `run` would send: the same effect, with binary parameters. The call is
+    /// its own transaction: once the server has answered, none is left open.
+    fn commit_in_one_call(&mut self, call: &postgres::Statement) -> Result<(), Error> {
+        self.prologue = None;
+        let checks = std::mem::take(&mut self.unchecked);
+        let dirty = std::mem::take(&mut self.dirty);
+        let mut puts: Vec<(&CacheKey, &[u8])> = Vec::new();
+        let mut removes: Vec<&CacheKey> = Vec::new();
+        for key in &dirty {
+            match self.cache.entries.get(key) {
+                Some(Some(value)) => puts.push((key, value.as_slice())),
+                _ => removes.push(key),
+            }
+        }
+        let lock: Vec<&[u8]> = self.locked.iter().map(|u| u.as_bytes()).collect();
+        let c_store: Vec<&[u8]> = checks.iter().map(|(k, _)| k.1.as_bytes()).collect();
+        let c_space: Vec<i16> = checks.iter().map(|(k, _)| i16::from(k.0)).collect();
+        let c_key: Vec<&[u8]> = checks.iter().map(|(k, _)| k.2.as_slice()).collect();
+        let c_value: Vec<Option<&[u8]>> = checks.iter().map(|(_, v)| v.as_deref()).collect();
+        let d_store: Vec<&[u8]> = removes.iter().map(|k| k.1.as_bytes()).collect();
+        let d_space: Vec<i16> = removes.iter().map(|k| i16::from(k.0)).collect();
+        let d_key: Vec<&[u8]> = removes.iter().map(|k| k.2.as_slice()).collect();
+        let p_store: Vec<&[u8]> = puts.iter().map(|(k, _)| k.1.as_bytes()).collect();
+        let p_space: Vec<i16> = puts.iter().map(|(k, _)| i16::from(k.0)).collect();
+        let p_key: Vec<&[u8]> = puts.iter().map(|(k, _)| k.2.as_slice()).collect();
+        let p_value: Vec<&[u8]> = puts.iter().map(|(_, v)| *v).collect();
+        let conn = self
+            .conn
+            .as_mut()
+            .ok_or_else(|| Error::storage("the connection was lost"))?;
+        let answer = conn.client().execute(
+            call,
+            &[
+                &lock, &c_store, &c_space, &c_key, &c_value, &d_store, &d_space, &d_key, &p_store,
+                &p_space, &p_key, &p_value,
+            ],
+        );
+        drop((puts, removes));
+        self.written.extend(dirty);
+        match answer {
+            Ok(_) => Ok(()),
             Err(e) => {
-                self.stale = e.as_db_error().is_some_and(|db| {
-                    *db.code() == postgres::error::SqlState::INVALID_TEXT_REPRESENTATION
-                        && db.message().contains(sql::STALE)
-                });
-                let err = super::query_error(&self.shared.location, &e);
-                self.failure = Some(e);
-                Err(err)
+                if e.as_db_error().is_some() {
+                    // The server ended the call's transaction itself.
+                    self.begun = false;
+                }
+                Err(self.failed(e))
             }
         }
     }
@@ -334,6 +413,15 @@ impl Session {
             })
             .collect()
     }
+}
+
+/// Prepares the call of `pg_temp.memkv_write` after making the function (`None`, leaving the
+/// connection as it was, if the server cannot: the writes then travel as text).
+fn prepare_write(client: &mut postgres::Client, merge: bool) -> Option<postgres::Statement> {
+    client.batch_execute(&sql::write_function(merge)).ok()?;
+    client
+        .prepare_typed(sql::WRITE_CALL, &sql::WRITE_TYPES)
+        .ok()
 }
 
 /// A read-only snapshot (`REPEATABLE READ READ ONLY`), begun with its first read.
