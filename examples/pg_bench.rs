@@ -14,6 +14,12 @@ use std::time::{Duration, Instant};
 
 use memkv::{Command, Store};
 
+/// jemalloc, as in the `memkv` binary (`crates/memkv-cli/src/main.rs`): what `memkv exec` and
+/// `memkv serve` run with, so what a user of memkv on PostgreSQL gets. (With glibc's malloc,
+/// malloc and free were about a fifth of this process's CPU at 32 callers; BENCHMARKS.md.)
+#[global_allocator]
+static ALLOCATOR: tikv_jemallocator::Jemalloc = tikv_jemallocator::Jemalloc;
+
 fn main() {
     let args: Vec<String> = std::env::args().skip(1).collect();
     match args
