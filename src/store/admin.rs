@@ -38,7 +38,7 @@ pub struct ExpiredFile {
     pub path: MemoryPath,
     /// Its size in bytes.
     pub size: u64,
-    /// When it was last used (ms since the epoch; recorded coarsely, see [`Expiry`]).
+    /// When it was last used (ms since the epoch; recorded coarsely, see [`crate::Expiry`]).
     pub last_used_ms: i64,
 }
 

@@ -301,7 +301,7 @@ impl<B: Backend> Store<B> {
     }
 
     /// Writes the access times that views noted and that no write batch has written yet (see
-    /// [`crate::access`]), in one transaction. A read-only store has none to write.
+    /// `src/access.rs`), in one transaction. A read-only store has none to write.
     ///
     /// Runs by itself with the next write batch, before [`Self::expire`], and when the store
     /// is dropped; a server may call it at shutdown. Until then, every expiry decision of this
