@@ -172,14 +172,7 @@ impl Session {
         self.prologue = None;
         let checks = std::mem::take(&mut self.unchecked);
         let dirty = std::mem::take(&mut self.dirty);
-        let mut puts: Vec<(&CacheKey, &[u8])> = Vec::new();
-        let mut removes: Vec<&CacheKey> = Vec::new();
-        for key in &dirty {
-            match self.cache.entries.get(key) {
-                Some(Some(value)) => puts.push((key, value.as_slice())),
-                _ => removes.push(key),
-            }
-        }
+        let (puts, removes) = final_state(&self.cache, &dirty);
         let lock: Vec<&[u8]> = self.locked.iter().map(|u| u.as_bytes()).collect();
         let c_store: Vec<&[u8]> = checks.iter().map(|(k, _)| k.1.as_bytes()).collect();
         let c_space: Vec<i16> = checks.iter().map(|(k, _)| i16::from(k.0)).collect();
@@ -226,14 +219,7 @@ impl Session {
                 .push((sql::space_number(space), user, start, end));
         }
         let dirty = std::mem::take(&mut self.dirty);
-        let mut puts = Vec::new();
-        let mut removes = Vec::new();
-        for key in &dirty {
-            match self.cache.entries.get(key) {
-                Some(Some(value)) => puts.push((key, value.as_slice())),
-                _ => removes.push(key),
-            }
-        }
+        let (puts, removes) = final_state(&self.cache, &dirty);
         sql::remove_keys(out, &removes);
         sql::put_keys(out, &puts);
         self.written.extend(dirty);
@@ -413,6 +399,22 @@ impl Session {
             })
             .collect()
     }
+}
+
+/// What the keys written (`dirty`) end as: stored with their value in `cache`, or removed.
+fn final_state<'a>(
+    cache: &'a Cache,
+    dirty: &'a BTreeSet<CacheKey>,
+) -> (Vec<(&'a CacheKey, &'a [u8])>, Vec<&'a CacheKey>) {
+    let mut puts = Vec::new();
+    let mut removes = Vec::new();
+    for key in dirty {
+        match cache.entries.get(key) {
+            Some(Some(value)) => puts.push((key, value.as_slice())),
+            _ => removes.push(key),
+        }
+    }
+    (puts, removes)
 }
 
 /// Prepares the call of `pg_temp.memkv_write` after making the function (`None`, leaving the
