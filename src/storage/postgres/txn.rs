@@ -126,15 +126,15 @@ impl Session {
                 write: prepare_write(conn.client(), merge),
             });
         }
-        let one_call = conn.prepared.as_ref().and_then(|p| p.write.clone());
-        if let Some(call) = one_call
-            && self.one_call
+        // A commit that is the transaction's only round trip, with nothing the call cannot
+        // carry (a range removal, a layout version).
+        let whole = self.one_call
             && self.prologue.is_some()
             && query.is_empty()
             && epilogue == "COMMIT;"
             && self.pending.is_empty()
-            && self.removed_ranges.is_empty()
-        {
+            && self.removed_ranges.is_empty();
+        if whole && let Some(call) = conn.prepared.as_ref().and_then(|p| p.write.clone()) {
             return self.commit_in_one_call(&call).map(|()| Vec::new());
         }
         let mut text = self.prologue.take().unwrap_or_default();
