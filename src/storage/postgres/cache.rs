@@ -54,11 +54,6 @@ impl Cache {
         self.covers(space, user, key, Some(&end)).then_some(None)
     }
 
-    /// What the transaction knows of the key: its value, `None` when absent or unknown.
-    pub(crate) fn value_of(&self, k: &CacheKey) -> Option<Vec<u8>> {
-        self.entries.get(k).cloned().flatten()
-    }
-
     pub(crate) fn scan(
         &self,
         space: Space,

@@ -8,21 +8,34 @@
 //! The memo holds only entries that transactions read (their value after the commit), small
 //! ones: the totals, the store record, the nodes of the paths written. It is a hint: nothing is
 //! ever decided on it without the check.
+//!
+//! It stays within [`MAX_BYTES`] by forgetting the entries no transaction touched lately
+//! (generations of learning: an entry survives if it was learned in the current generation or
+//! the one before). A forgotten key leaves its hash behind: a write that needs it reads it
+//! rather than assume it absent, so forgetting never turns into a failed check. (Forgetting
+//! everything at once, as the memo did first, made a busy process's every store assume a
+//! directory it had not relearned absent, fail its check and run cold for a while, every few
+//! seconds: BENCHMARKS.md, PostgreSQL.)
 
-use std::collections::{BTreeMap, HashMap};
+use std::collections::{HashMap, HashSet};
+use std::hash::{BuildHasher, BuildHasherDefault, DefaultHasher};
 use std::sync::{Mutex, MutexGuard, PoisonError};
 
 /// Values longer than this are not kept (the check sends every assumed value back).
 const MAX_VALUE: usize = 1024;
-/// When the memo grows past this, it is forgotten whole.
+/// What the memo may hold; past it, the entries not touched lately are forgotten.
 const MAX_BYTES: usize = 8 << 20;
+/// Bytes learned in one generation.
+const GENERATION: usize = MAX_BYTES / 4;
+/// What a forgotten key's hash costs.
+const FORGOTTEN_COST: usize = 16;
 /// Writes of a store that run without assumptions after a failed check, at least and at most
 /// (doubling while checks keep failing: a store other processes write often is not assumed).
 const MIN_PENALTY: u32 = 4;
 const MAX_PENALTY: u32 = 1024;
 
 /// `(space, key, value)`: an entry as a commit left it (`None`: absent).
-pub(crate) type Entry = (u8, Vec<u8>, Option<Vec<u8>>);
+pub(crate) type Entry<'a> = (u8, &'a [u8], Option<&'a [u8]>);
 
 #[derive(Default)]
 pub(crate) struct Memo {
@@ -33,16 +46,85 @@ pub(crate) struct Memo {
 struct State {
     stores: HashMap<String, StoreMemo>,
     bytes: usize,
+    /// The generation being learned, and the bytes learned in it so far.
+    generation: u32,
+    learned: usize,
 }
 
+/// An entry's value (`None`: absent) and the generation that last learned it.
+struct Known {
+    value: Option<Vec<u8>>,
+    generation: u32,
+}
+
+/// One store's entries: a hash map per space, so that a lookup costs one hash of the key, not a
+/// walk of a tree of every entry of the store with a comparison of keys at each step (the
+/// memo of a busy store holds thousands: a node per file written). Removing a range (a
+/// directory's `delete` or `rename`) visits the store's entries of that space instead: rarer.
 #[derive(Default)]
 struct StoreMemo {
-    /// `(space, key)` → value (`None`: absent).
-    entries: BTreeMap<(u8, Vec<u8>), Option<Vec<u8>>>,
+    /// `(space, key → entry)`.
+    spaces: Vec<(u8, HashMap<Vec<u8>, Known>)>,
+    /// Hashes of the keys forgotten to stay small ([`key_hash`]): not assumed absent.
+    forgotten: HashSet<u64>,
     /// Writes left to run without assumptions.
     cold: u32,
     /// What `cold` becomes at the next failed check.
     penalty: u32,
+}
+
+/// The hash a forgotten key leaves (the same in every run; a collision only costs a read).
+fn key_hash(space: u8, key: &[u8]) -> u64 {
+    BuildHasherDefault::<DefaultHasher>::default().hash_one((space, key))
+}
+
+impl StoreMemo {
+    fn space(&self, space: u8) -> Option<&HashMap<Vec<u8>, Known>> {
+        self.spaces
+            .iter()
+            .find(|(s, _)| *s == space)
+            .map(|(_, m)| m)
+    }
+
+    fn space_mut(&mut self, space: u8) -> &mut HashMap<Vec<u8>, Known> {
+        let i = match self.spaces.iter().position(|(s, _)| *s == space) {
+            Some(i) => i,
+            None => {
+                self.spaces.push((space, HashMap::new()));
+                self.spaces.len() - 1
+            }
+        };
+        &mut self.spaces[i].1
+    }
+
+    fn warm(&self) -> bool {
+        self.cold == 0 && self.spaces.iter().any(|(_, m)| !m.is_empty())
+    }
+
+    /// What the memo may assume of a key: its value (`None`: absent), or nothing (`Err`) when
+    /// the key was forgotten.
+    fn assumption(&self, space: u8, key: &[u8]) -> Result<Option<Vec<u8>>, ()> {
+        match self.space(space).and_then(|m| m.get(key)) {
+            Some(known) => Ok(known.value.clone()),
+            None if self.forgotten.is_empty()
+                || !self.forgotten.contains(&key_hash(space, key)) =>
+            {
+                Ok(None)
+            }
+            None => Err(()),
+        }
+    }
+
+    /// What the entries and forgotten keys cost the memo.
+    fn cost(&self) -> usize {
+        let entries: usize = self
+            .spaces
+            .iter()
+            .flat_map(|(_, m)| m.iter())
+            .map(|(k, v)| cost(k, v.value.as_deref()))
+            .sum();
+        entries + self.forgotten.len() * FORGOTTEN_COST
+    }
 }
 
 /// What an entry costs the memo, roughly.
@@ -55,28 +137,23 @@ impl Memo {
         self.state.lock().unwrap_or_else(PoisonError::into_inner)
     }
 
-    /// Whether a write may make assumptions about `user`'s entries: the memo knows some, and no
-    /// check failed lately.
-    pub(crate) fn warm(&self, user: &str) -> bool {
-        self.lock()
-            .stores
-            .get(user)
-            .is_some_and(|s| s.cold == 0 && !s.entries.is_empty())
-    }
-
     /// Whether a transaction that locked `user` committed since the memo was last cleared:
     /// the store's row in `memkv_stores` exists then (rows are never removed).
     pub(crate) fn knows(&self, user: &str) -> bool {
         self.lock().stores.contains_key(user)
     }
 
-    /// The value the memo has for a key (`None`: absent or unknown, which a write assumes
-    /// absent).
-    pub(crate) fn get(&self, user: &str, space: u8, key: &[u8]) -> Option<Vec<u8>> {
-        self.lock()
-            .stores
-            .get(user)
-            .and_then(|s| s.entries.get(&(space, key.to_vec())).cloned().flatten())
+    /// The values the memo has for `(user, space, key)` each (`None`: absent or never seen,
+    /// which a write assumes absent), under one lock; `None` unless every store is warm (the
+    /// memo knows some of its entries, and no check failed lately) and no key was forgotten.
+    pub(crate) fn answer(&self, keys: &[(&str, u8, &[u8])]) -> Option<Vec<Option<Vec<u8>>>> {
+        let state = self.lock();
+        keys.iter()
+            .map(|(user, space, key)| {
+                let store = state.stores.get(*user).filter(|s| s.warm())?;
+                store.assumption(*space, key).ok()
+            })
+            .collect()
     }
 
     /// After a commit: `user`'s ranges `removed` are gone, entries `read` hold their given value
@@ -85,17 +162,19 @@ impl Memo {
     pub(crate) fn learn(
         &self,
         user: &str,
-        removed: &[(u8, Vec<u8>, Vec<u8>)],
-        read: &[Entry],
-        written: &[Entry],
+        removed: &[(u8, &[u8], &[u8])],
+        read: &[Entry<'_>],
+        written: &[Entry<'_>],
         assumed: bool,
     ) {
         let mut state = self.lock();
         let state = &mut *state;
-        let mut delta: isize = 0;
+        let generation = state.generation;
+        let mut added = 0;
+        let mut freed = 0;
         if !state.stores.contains_key(user) {
             // The store's own place counts too: a memo of many stores stays bounded.
-            delta += cost(user.as_bytes(), None) as isize;
+            added += cost(user.as_bytes(), None);
         }
         let store = state.stores.entry(user.to_owned()).or_default();
         if assumed {
@@ -104,40 +183,52 @@ impl Memo {
             store.cold = store.cold.saturating_sub(1);
         }
         for (space, start, end) in removed {
-            let doomed: Vec<(u8, Vec<u8>)> = store
-                .entries
-                .range((*space, start.clone())..(*space, end.clone()))
-                .map(|(k, _)| k.clone())
-                .collect();
-            for k in doomed {
-                if let Some(v) = store.entries.remove(&k) {
-                    delta -= cost(&k.1, v.as_deref()) as isize;
+            store.space_mut(*space).retain(|k, v| {
+                let doomed = *start <= k.as_slice() && k.as_slice() < *end;
+                if doomed {
+                    freed += cost(k, v.value.as_deref());
+                }
+                !doomed
+            });
+        }
+        let mut set = |space: u8, key: &[u8], value: Option<&[u8]>, only_known: bool| {
+            let keep = value.is_none_or(|v| v.len() <= MAX_VALUE);
+            let known = store.space(space).is_some_and(|m| m.contains_key(key));
+            if !only_known && !store.forgotten.is_empty() {
+                // Read again: known, no longer forgotten.
+                if store.forgotten.remove(&key_hash(space, key)) {
+                    freed += FORGOTTEN_COST;
                 }
             }
-        }
-        let mut set = |space: u8, key: &[u8], value: &Option<Vec<u8>>, only_known: bool| {
-            let k = (space, key.to_vec());
-            let keep = value.as_ref().is_none_or(|v| v.len() <= MAX_VALUE);
-            let old = if keep && (!only_known || store.entries.contains_key(&k)) {
-                delta += cost(key, value.as_deref()) as isize;
-                store.entries.insert(k, value.clone())
+            let map = store.space_mut(space);
+            let old = if keep && (!only_known || known) {
+                added += cost(key, value);
+                let entry = Known {
+                    value: value.map(<[u8]>::to_vec),
+                    generation,
+                };
+                map.insert(key.to_vec(), entry)
             } else {
-                store.entries.remove(&k)
+                map.remove(key)
             };
             if let Some(old) = old {
-                delta -= cost(key, old.as_deref()) as isize;
+                freed += cost(key, old.value.as_deref());
             }
         };
         for (space, key, value) in read {
-            set(*space, key, value, false);
+            set(*space, key, *value, false);
         }
         for (space, key, value) in written {
-            set(*space, key, value, true);
+            set(*space, key, *value, true);
         }
-        state.bytes = state.bytes.saturating_add_signed(delta);
+        state.bytes = (state.bytes + added).saturating_sub(freed);
+        state.learned += added;
+        if state.learned > GENERATION {
+            state.generation = state.generation.wrapping_add(1);
+            state.learned = 0;
+        }
         if state.bytes > MAX_BYTES {
-            state.stores.clear();
-            state.bytes = 0;
+            state.forget_old();
         }
     }
 
@@ -146,15 +237,41 @@ impl Memo {
         let mut state = self.lock();
         let state = &mut *state;
         if let Some(store) = state.stores.get_mut(user) {
-            let freed: usize = store
-                .entries
-                .iter()
-                .map(|(k, v)| cost(&k.1, v.as_deref()))
-                .sum();
-            state.bytes = state.bytes.saturating_sub(freed);
-            store.entries.clear();
+            state.bytes = state.bytes.saturating_sub(store.cost());
+            store.spaces.clear();
+            store.forgotten.clear();
             store.penalty = (store.penalty * 2).clamp(MIN_PENALTY, MAX_PENALTY);
             store.cold = store.penalty;
+        }
+    }
+}
+
+impl State {
+    /// Forgets the entries learned neither in this generation nor the one before, leaving
+    /// their hashes; if that is not enough (every entry is that recent, or forgotten keys
+    /// fill the memo), forgets every store whole.
+    fn forget_old(&mut self) {
+        let current = self.generation;
+        let mut freed = 0;
+        for store in self.stores.values_mut() {
+            let forgotten = &mut store.forgotten;
+            for (space, map) in &mut store.spaces {
+                map.retain(|k, v| {
+                    let recent = current.wrapping_sub(v.generation) <= 1;
+                    if !recent {
+                        freed += cost(k, v.value.as_deref());
+                        if forgotten.insert(key_hash(*space, k)) {
+                            freed = freed.saturating_sub(FORGOTTEN_COST);
+                        }
+                    }
+                    recent
+                });
+            }
+        }
+        self.bytes = self.bytes.saturating_sub(freed);
+        if self.bytes > MAX_BYTES / 4 * 3 {
+            self.stores.clear();
+            self.bytes = 0;
         }
     }
 }
@@ -163,8 +280,26 @@ impl Memo {
 mod tests {
     use super::*;
 
-    fn entry(space: u8, key: &[u8], value: Option<&[u8]>) -> Entry {
-        (space, key.to_vec(), value.map(<[u8]>::to_vec))
+    fn entry<'a>(space: u8, key: &'a [u8], value: Option<&'a [u8]>) -> Entry<'a> {
+        (space, key, value)
+    }
+
+    fn has(memo: &Memo, user: &str, space: u8, key: &[u8]) -> bool {
+        memo.lock().stores[user]
+            .space(space)
+            .is_some_and(|m| m.contains_key(key))
+    }
+
+    impl Memo {
+        fn warm(&self, user: &str) -> bool {
+            self.lock().stores.get(user).is_some_and(StoreMemo::warm)
+        }
+
+        fn get(&self, user: &str, space: u8, key: &[u8]) -> Option<Vec<u8>> {
+            self.answer(&[(user, space, key)])
+                .and_then(|mut v| v.pop())
+                .flatten()
+        }
     }
 
     #[test]
@@ -179,11 +314,7 @@ mod tests {
         assert_eq!(memo.get("u", 2, b""), Some(b"t1".to_vec()));
         // A write updates a key the memo had, and does not add one it never read.
         assert_eq!(memo.get("u", 3, b"a"), Some(b"n".to_vec()));
-        assert!(
-            !memo.lock().stores["u"]
-                .entries
-                .contains_key(&(6, b"id".to_vec()))
-        );
+        assert!(!has(&memo, "u", 6, b"id"));
         assert!(!memo.warm("v"));
     }
 
@@ -199,28 +330,14 @@ mod tests {
         ];
         memo.learn("u", &[], &read, &[], false);
         assert_eq!(memo.get("u", 4, b"big"), None);
-        assert!(
-            !memo.lock().stores["u"]
-                .entries
-                .contains_key(&(4, b"big".to_vec()))
-        );
-        memo.learn(
-            "u",
-            &[(3, b"d\0".to_vec(), b"d\x01".to_vec())],
-            &[],
-            &[],
-            false,
-        );
+        assert!(!has(&memo, "u", 4, b"big"));
+        memo.learn("u", &[(3, b"d\0", b"d\x01")], &[], &[], false);
         assert_eq!(memo.get("u", 3, b"d\0a"), None);
         assert_eq!(memo.get("u", 3, b"d\0b"), None);
         assert_eq!(memo.get("u", 3, b"e"), Some(b"3".to_vec()));
         // A value that grew past the limit leaves the memo rather than stay stale.
         memo.learn("u", &[], &[], &[entry(3, b"e", Some(&big))], false);
-        assert!(
-            !memo.lock().stores["u"]
-                .entries
-                .contains_key(&(3, b"e".to_vec()))
-        );
+        assert!(!has(&memo, "u", 3, b"e"));
     }
 
     #[test]
@@ -260,6 +377,36 @@ mod tests {
     }
 
     #[test]
+    fn forgets_what_was_not_touched_lately_and_never_assumes_it_absent() {
+        let memo = Memo::default();
+        memo.learn("u", &[], &[entry(3, b"old", Some(b"node"))], &[], false);
+        let value = vec![1u8; MAX_VALUE];
+        let mut i = 0u32;
+        // Every write touches the totals; each adds a node of its own.
+        while has(&memo, "u", 3, b"old") {
+            let key = i.to_be_bytes();
+            let read = [entry(2, b"", Some(b"totals")), entry(3, &key, Some(&value))];
+            memo.learn("u", &[], &read, &[], true);
+            i += 1;
+            assert!(i < 4 * (MAX_BYTES / MAX_VALUE) as u32, "never forgotten");
+        }
+        assert!(memo.lock().bytes <= MAX_BYTES);
+        // The totals, touched by every write, stay; so do the latest nodes.
+        assert_eq!(memo.get("u", 2, b""), Some(b"totals".to_vec()));
+        assert!(has(&memo, "u", 3, &(i - 1).to_be_bytes()));
+        // A forgotten key is not assumed absent: a write that needs it reads it. A key never
+        // seen still is.
+        assert_eq!(memo.answer(&[("u", 3, b"old")]), None);
+        assert_eq!(memo.answer(&[("u", 3, b"new")]), Some(vec![None]));
+        // Read again, it is known again.
+        memo.learn("u", &[], &[entry(3, b"old", Some(b"node"))], &[], false);
+        assert_eq!(
+            memo.answer(&[("u", 3, b"old")]),
+            Some(vec![Some(b"node".to_vec())])
+        );
+    }
+
+    #[test]
     fn stays_within_its_bytes() {
         let memo = Memo::default();
         let value = vec![1u8; MAX_VALUE];
@@ -275,7 +422,13 @@ mod tests {
             assert!(memo.lock().bytes <= MAX_BYTES + MAX_VALUE + 64 + 4);
             i += 1;
         }
-        let total: usize = memo.lock().stores.values().map(|s| s.entries.len()).sum();
+        let total: usize = memo
+            .lock()
+            .stores
+            .values()
+            .flat_map(|s| &s.spaces)
+            .map(|(_, m)| m.len())
+            .sum();
         assert!(total < MAX_BYTES / MAX_VALUE, "{total} entries kept");
     }
 }

@@ -247,12 +247,38 @@ fn locked_rows(arg: &str) -> String {
 /// session's own schema: no right beyond `TEMP`, nothing left behind), made when a connection
 /// prepares its statements; a server that cannot make it (one without PL/pgSQL or temporary
 /// functions) sends the text instead.
+///
+/// With `MERGE`, an assumption about a key the write also stores travels with the key
+/// (`a_pold`, `a_pcheck`) and is checked by the `MERGE` itself: a row is updated only if it
+/// holds the value assumed, inserted only if it was assumed absent, and a count short of the
+/// keys raises the same error as the check. One index lookup per such key instead of two (a
+/// create assumes five keys and stores all of them). Assumptions about keys it does not store
+/// are checked first, as in text. Without `MERGE` every assumption is checked first and
+/// `a_pcheck` is all false.
 pub(crate) fn write_function(merge: bool) -> String {
+    let put = if merge {
+        format!(
+            "MERGE INTO {ENTRIES} x \
+             USING unnest(a_pstore, a_pspace, a_pkey, a_pvalue, a_pold, a_pcheck) \
+             AS f(store, space, key, value, old, checked) \
+             ON x.store = f.store AND x.space = f.space AND x.key = f.key \
+             WHEN MATCHED AND (NOT f.checked OR x.value = f.old) THEN UPDATE SET value = f.value \
+             WHEN NOT MATCHED AND (NOT f.checked OR f.old IS NULL) THEN \
+             INSERT (store, space, key, value) VALUES (f.store, f.space, f.key, f.value);\n\
+             GET DIAGNOSTICS n = ROW_COUNT;\n\
+             IF n <> cardinality(a_pstore) THEN \
+             RAISE EXCEPTION '{STALE} %', cardinality(a_pstore) - n \
+             USING ERRCODE = 'invalid_text_representation'; END IF"
+        )
+    } else {
+        put_rows(false, "a_pstore, a_pspace, a_pkey, a_pvalue")
+    };
     format!(
         "CREATE OR REPLACE FUNCTION pg_temp.memkv_write(\
          a_lock bytea[], a_cstore bytea[], a_cspace smallint[], a_ckey bytea[], a_cvalue bytea[], \
          a_dstore bytea[], a_dspace smallint[], a_dkey bytea[], \
-         a_pstore bytea[], a_pspace smallint[], a_pkey bytea[], a_pvalue bytea[]) \
+         a_pstore bytea[], a_pspace smallint[], a_pkey bytea[], a_pvalue bytea[], \
+         a_pold bytea[], a_pcheck boolean[]) \
          RETURNS void LANGUAGE plpgsql AS $memkv$\n\
          DECLARE n bigint;\n\
          BEGIN\n\
@@ -270,14 +296,13 @@ pub(crate) fn write_function(merge: bool) -> String {
         locked = locked_rows("a_lock"),
         differing = differing_rows("a_cstore, a_cspace, a_ckey, a_cvalue"),
         delete = delete_rows("a_dstore, a_dspace, a_dkey"),
-        put = put_rows(merge, "a_pstore, a_pspace, a_pkey, a_pvalue"),
     )
 }
 
 /// The call of [`write_function`], and its parameters' types.
 pub(crate) const WRITE_CALL: &str =
-    "SELECT pg_temp.memkv_write($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12)";
-pub(crate) const WRITE_TYPES: [postgres::types::Type; 12] = {
+    "SELECT pg_temp.memkv_write($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14)";
+pub(crate) const WRITE_TYPES: [postgres::types::Type; 14] = {
     use postgres::types::Type;
     [
         Type::BYTEA_ARRAY,
@@ -292,6 +317,8 @@ pub(crate) const WRITE_TYPES: [postgres::types::Type; 12] = {
         Type::INT2_ARRAY,
         Type::BYTEA_ARRAY,
         Type::BYTEA_ARRAY,
+        Type::BYTEA_ARRAY,
+        Type::BOOL_ARRAY,
     ]
 };
 

@@ -173,11 +173,30 @@ impl Session {
         let checks = std::mem::take(&mut self.unchecked);
         let dirty = std::mem::take(&mut self.dirty);
         let (puts, removes) = final_state(&self.cache, &dirty);
+        // With `MERGE`, the assumption about a key stored travels with it (`sql::write_function`).
+        let mut p_old: Vec<Option<&[u8]>> = vec![None; puts.len()];
+        let mut p_check = vec![false; puts.len()];
+        let mut first = Vec::new();
+        if self.shared.merge.load(Ordering::Relaxed) {
+            let at: HashMap<&CacheKey, usize> =
+                puts.iter().enumerate().map(|(i, (k, _))| (*k, i)).collect();
+            for (k, v) in &checks {
+                match at.get(k) {
+                    Some(&i) if !p_check[i] => {
+                        p_check[i] = true;
+                        p_old[i] = v.as_deref();
+                    }
+                    _ => first.push((k, v)),
+                }
+            }
+        } else {
+            first.extend(checks.iter().map(|(k, v)| (k, v)));
+        }
         let lock: Vec<&[u8]> = self.locked.iter().map(|u| u.as_bytes()).collect();
-        let c_store: Vec<&[u8]> = checks.iter().map(|(k, _)| k.1.as_bytes()).collect();
-        let c_space: Vec<i16> = checks.iter().map(|(k, _)| i16::from(k.0)).collect();
-        let c_key: Vec<&[u8]> = checks.iter().map(|(k, _)| k.2.as_slice()).collect();
-        let c_value: Vec<Option<&[u8]>> = checks.iter().map(|(_, v)| v.as_deref()).collect();
+        let c_store: Vec<&[u8]> = first.iter().map(|(k, _)| k.1.as_bytes()).collect();
+        let c_space: Vec<i16> = first.iter().map(|(k, _)| i16::from(k.0)).collect();
+        let c_key: Vec<&[u8]> = first.iter().map(|(k, _)| k.2.as_slice()).collect();
+        let c_value: Vec<Option<&[u8]>> = first.iter().map(|(_, v)| v.as_deref()).collect();
         let d_store: Vec<&[u8]> = removes.iter().map(|k| k.1.as_bytes()).collect();
         let d_space: Vec<i16> = removes.iter().map(|k| i16::from(k.0)).collect();
         let d_key: Vec<&[u8]> = removes.iter().map(|k| k.2.as_slice()).collect();
@@ -193,10 +212,10 @@ impl Session {
             call,
             &[
                 &lock, &c_store, &c_space, &c_key, &c_value, &d_store, &d_space, &d_key, &p_store,
-                &p_space, &p_key, &p_value,
+                &p_space, &p_key, &p_value, &p_old, &p_check,
             ],
         );
-        drop((puts, removes));
+        drop((puts, removes, first));
         self.written.extend(dirty);
         match answer {
             Ok(_) => Ok(()),
@@ -229,47 +248,57 @@ impl Session {
     /// can: only point reads of stores this writer locks and the memo knows. A key the memo
     /// lacks is assumed absent (a new file's node, say). Returns whether it did.
     fn assume(&mut self, fetches: &[Fetch]) -> bool {
-        let memo = &self.shared.memo;
-        let answerable = self.may_assume
-            && !fetches.is_empty()
-            && fetches.iter().all(|f| match f {
-                Fetch::Get { user, .. } => self.locked.contains(user) && memo.warm(user),
-                Fetch::Range { .. } => false,
-            });
-        if !answerable {
+        if !self.may_assume || fetches.is_empty() {
             return false;
         }
+        let mut keys = Vec::with_capacity(fetches.len());
         for fetch in fetches {
-            if let Fetch::Get { space, user, key } = fetch {
-                let value = memo.get(user, sql::space_number(*space), key);
-                let k = ck(*space, user, key);
-                self.cache.entries.insert(k.clone(), value.clone());
-                self.read_keys.insert(k.clone());
-                self.unchecked.push((k, value));
+            match fetch {
+                Fetch::Get { space, user, key } if self.locked.contains(user) => {
+                    keys.push((user.as_str(), sql::space_number(*space), key.as_slice()));
+                }
+                _ => return false,
             }
+        }
+        let Some(values) = self.shared.memo.answer(&keys) else {
+            return false;
+        };
+        for ((user, space, key), value) in keys.into_iter().zip(values) {
+            let k: CacheKey = (space, user.to_owned(), key.to_vec());
+            self.cache.entries.insert(k.clone(), value.clone());
+            self.read_keys.insert(k.clone());
+            self.unchecked.push((k, value));
         }
         self.assumed = true;
         true
     }
 
     /// After the commit: what this transaction read and wrote, for the memo.
-    pub(crate) fn teach_memo(&self) {
+    pub(crate) fn teach_memo<'a>(&'a self) {
         use super::memo::Entry;
-        type Learned = (Vec<(u8, Vec<u8>, Vec<u8>)>, Vec<Entry>, Vec<Entry>);
+        type Learned<'a> = (
+            Vec<(u8, &'a [u8], &'a [u8])>,
+            Vec<Entry<'a>>,
+            Vec<Entry<'a>>,
+        );
         // One pass over each set, by store: a batch of many stores must not scan its keys once
         // per store.
-        let mut by_user: HashMap<&str, Learned> = self
+        let mut by_user: HashMap<&str, Learned<'_>> = self
             .locked
             .iter()
             .map(|u| (u.as_str(), Learned::default()))
             .collect();
         for (space, user, start, end) in &self.removed_log {
             if let Some(l) = by_user.get_mut(user.as_str()) {
-                l.0.push((*space, start.clone(), end.clone()));
+                l.0.push((*space, start.as_slice(), end.as_slice()));
             }
         }
         // A key the cache no longer has was in a removed range: absent.
-        let entry = |k: &CacheKey| (k.0, k.2.clone(), self.cache.value_of(k));
+        let cache = &self.cache;
+        let entry = |k: &'a CacheKey| -> Entry<'a> {
+            let value = cache.entries.get(k).and_then(Option::as_deref);
+            (k.0, k.2.as_slice(), value)
+        };
         for k in &self.read_keys {
             if let Some(l) = by_user.get_mut(k.1.as_str()) {
                 l.1.push(entry(k));
