@@ -8,7 +8,8 @@ use super::body::{Body, Delta, MAX_RUN};
 use super::content;
 use super::record::{
     IdEntry, StoreRecord, VersionRecord, decode_seq, id_entry, memory_key, put_id_entry,
-    put_store_record, put_version, seq_key, store_record, version,
+    put_new_id_entry, put_new_version, put_store_record, put_version, seq_key, store_record,
+    version,
 };
 use super::{Actor, HistoryTotals, Operation, Redaction, Retention};
 use crate::error::Error;
@@ -81,9 +82,14 @@ pub(crate) fn append<T: WriteTxn + ?Sized>(
             put_id_entry(txn, user, memory, &IdEntry::Deleted { latest: seq })?
         }
         (_, Some(previous)) if !previous.moved => {} // same path: the entry stands
-        _ => {
+        (_, Some(_)) => {
             let key = layout::content_key(change.path);
             put_id_entry(txn, user, memory, &IdEntry::Live(key))?
+        }
+        // A new memory: its id is `seq`, never used before.
+        (_, None) => {
+            let key = layout::content_key(change.path);
+            put_new_id_entry(txn, user, memory, &IdEntry::Live(key))?
         }
     }
     if keeps {
@@ -113,7 +119,7 @@ pub(crate) fn append<T: WriteTxn + ?Sized>(
             redacted: None,
             previous: change.previous.as_ref().map(|p| p.version),
         };
-        put_version(txn, user, seq, &record)?;
+        put_new_version(txn, user, seq, &record)?;
         if store.history.versions == 0 {
             store.history.oldest_ms = rec.now_ms;
         }

@@ -145,6 +145,22 @@ pub(crate) fn put_version<T: WriteTxn + ?Sized>(
     )
 }
 
+/// Stores the version `seq` of `user`, a number never used before (the store's `next_seq`):
+/// see [`WriteTxn::put_new`].
+pub(crate) fn put_new_version<T: WriteTxn + ?Sized>(
+    txn: &mut T,
+    user: &str,
+    seq: u64,
+    record: &VersionRecord,
+) -> Result<(), Error> {
+    txn.put_new(
+        Space::Versions,
+        user,
+        &seq_key(seq),
+        &layout::encode(record),
+    )
+}
+
 /// The key of `memory` in [`Space::Memories`]: `u64::MAX - memory`, big-endian, so that the
 /// newest memory comes first.
 pub(crate) fn memory_key(memory: u64) -> [u8; 8] {
@@ -175,6 +191,22 @@ pub(crate) fn put_id_entry<T: WriteTxn + ?Sized>(
     entry: &IdEntry,
 ) -> Result<(), Error> {
     txn.put(
+        Space::Memories,
+        user,
+        &memory_key(memory),
+        &layout::encode(entry),
+    )
+}
+
+/// The entry of a new memory (its id a version number never used before): see
+/// [`WriteTxn::put_new`].
+pub(crate) fn put_new_id_entry<T: WriteTxn + ?Sized>(
+    txn: &mut T,
+    user: &str,
+    memory: u64,
+    entry: &IdEntry,
+) -> Result<(), Error> {
+    txn.put_new(
         Space::Memories,
         user,
         &memory_key(memory),

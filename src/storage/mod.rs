@@ -219,6 +219,14 @@ pub trait ReadTxn {
 pub trait WriteTxn: ReadTxn {
     /// Stores `value` under `key`, replacing any previous value.
     fn put(&mut self, space: Space, user: &str, key: &[u8], value: &[u8]) -> Result<(), Error>;
+    /// Stores `value` under `key`, which the caller knows was absent when the transaction began:
+    /// a key made new (a new version's number, a new memory's entry, a new file's contents and
+    /// access entry). A backend may insert it without looking for it first; one that finds it
+    /// present all the same (a damaged store) treats that as a failed assumption and runs the
+    /// transaction again as if `put` had been called. Where knowing saves nothing, `put`.
+    fn put_new(&mut self, space: Space, user: &str, key: &[u8], value: &[u8]) -> Result<(), Error> {
+        self.put(space, user, key, value)
+    }
     /// Removes `key`; removing a missing key is not an error.
     fn remove(&mut self, space: Space, user: &str, key: &[u8]) -> Result<(), Error>;
     /// Removes every key with `start <= key < end`.

@@ -164,13 +164,20 @@ impl<'t, T: WriteTxn + ?Sized> Tree<'t, T> {
             )?;
         }
         self.put_node(path, &Node::File(meta))?;
-        self.put_access(path, &meta)?;
-        self.txn.put(
-            Space::Contents,
-            self.user,
-            &layout::content_key(path),
-            content.as_bytes(),
-        )?;
+        let access = layout::access_key(meta.accessed_ms, path);
+        let size = layout::encode(&meta.size);
+        let contents = layout::content_key(path);
+        if replaced.is_some() {
+            self.txn.put(Space::Access, self.user, &access, &size)?;
+            self.txn
+                .put(Space::Contents, self.user, &contents, content.as_bytes())?;
+        } else {
+            // Nothing was at `path` (the callers' contract): a file's contents and access entry
+            // exist exactly while it does (invariants 1 and 4).
+            self.txn.put_new(Space::Access, self.user, &access, &size)?;
+            self.txn
+                .put_new(Space::Contents, self.user, &contents, content.as_bytes())?;
+        }
         self.adjust_ancestors(path, old, Node::File(meta).weight(), Some(meta.modified_ms))
     }
 

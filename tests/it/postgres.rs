@@ -120,6 +120,64 @@ fn a_lost_store_row_is_made_again_by_the_next_write() {
     assert_eq!(store.check().unwrap(), Vec::new());
 }
 
+/// A warm write inserts the keys it makes new (a new file's contents, access entry, memory
+/// entry and version) without looking for them first. Should one be there all the same (a
+/// damaged database: a stray version under the number the store hands out next), the insert
+/// fails before anything is applied, and the write runs again with real reads, replacing the
+/// stray row: answered as it would have been, and the store checks clean.
+#[test]
+fn a_key_made_new_that_is_there_all_the_same_is_replaced_not_a_failure() {
+    let Some(cluster) = pg::cluster() else { return };
+    let url = cluster.fresh_url();
+    let store = Store::open(&url).unwrap();
+    let u = store.user("stray").unwrap();
+    let create = |path: &str| json!({"command": "create", "path": path, "file_text": "x\n"});
+    let ok = |input: serde_json::Value| {
+        let out = u.execute_json(&input).unwrap();
+        assert!(!out.is_error, "{input}: {}", out.content);
+    };
+    ok(create("/memories/f0.md"));
+    assert_eq!(count(&store, || ok(create("/memories/f1.md"))), 1);
+    // A stray version (space 8) under the next number (versions are keyed by their number,
+    // big-endian, and the store hands them out in order).
+    let mut client = postgres::Client::connect(&url, postgres::NoTls).unwrap();
+    let last: Vec<u8> = client
+        .query_one(
+            "SELECT key FROM memkv_entries WHERE store = 'stray' AND space = 8 \
+             ORDER BY key DESC LIMIT 1",
+            &[],
+        )
+        .unwrap()
+        .get(0);
+    let next = u64::from_be_bytes(last.try_into().unwrap()) + 1;
+    client
+        .execute(
+            "INSERT INTO memkv_entries (store, space, key, value) \
+             VALUES ('stray', 8, $1, '\\xdeadbeef')",
+            &[&next.to_be_bytes().as_slice()],
+        )
+        .unwrap();
+    assert!(
+        !matches!(store.check(), Ok(problems) if problems.is_empty()),
+        "the stray version went unnoticed"
+    );
+    // The insert fails (round trip 1); the run without assumptions reads (2) and commits (3).
+    assert_eq!(count(&store, || ok(create("/memories/f2.md"))), 3);
+    let listing = u
+        .execute_json(&json!({"command": "view", "path": "/memories"}))
+        .unwrap();
+    for f in ["f0.md", "f1.md", "f2.md"] {
+        assert!(listing.content.contains(f), "{}", listing.content);
+    }
+    assert_eq!(store.check().unwrap(), Vec::new());
+    // The store is written without assumptions for a few writes (as after any failed check),
+    // then warm again.
+    for i in 3..8 {
+        ok(create(&format!("/memories/f{i}.md")));
+    }
+    assert_eq!(count(&store, || ok(create("/memories/f8.md"))), 1);
+}
+
 /// Two `Store`s on one database stand for two processes: each one's memo goes stale whenever
 /// the other writes, and no answer may ever follow from a stale memo. Each case warms a fresh
 /// `Store` with a write of its own, lets the other change what that write read, and asserts that

@@ -277,6 +277,7 @@ pub(crate) fn write_function(merge: bool) -> String {
         "CREATE OR REPLACE FUNCTION pg_temp.memkv_write(\
          a_lock bytea[], a_cstore bytea[], a_cspace smallint[], a_ckey bytea[], a_cvalue bytea[], \
          a_dstore bytea[], a_dspace smallint[], a_dkey bytea[], \
+         a_istore bytea[], a_ispace smallint[], a_ikey bytea[], a_ivalue bytea[], \
          a_pstore bytea[], a_pspace smallint[], a_pkey bytea[], a_pvalue bytea[], \
          a_pold bytea[], a_pcheck boolean[]) \
          RETURNS void LANGUAGE plpgsql AS $memkv$\n\
@@ -291,6 +292,9 @@ pub(crate) fn write_function(merge: bool) -> String {
          RAISE EXCEPTION '{STALE} %', n USING ERRCODE = 'invalid_text_representation'; END IF;\n\
          END IF;\n\
          IF cardinality(a_dstore) > 0 THEN {delete}; END IF;\n\
+         IF cardinality(a_istore) > 0 THEN \
+         INSERT INTO {ENTRIES} (store, space, key, value) \
+         SELECT * FROM unnest(a_istore, a_ispace, a_ikey, a_ivalue); END IF;\n\
          IF cardinality(a_pstore) > 0 THEN {put}; END IF;\n\
          END\n$memkv$",
         locked = locked_rows("a_lock"),
@@ -300,25 +304,19 @@ pub(crate) fn write_function(merge: bool) -> String {
 }
 
 /// The call of [`write_function`], and its parameters' types.
-pub(crate) const WRITE_CALL: &str =
-    "SELECT pg_temp.memkv_write($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14)";
-pub(crate) const WRITE_TYPES: [postgres::types::Type; 14] = {
+pub(crate) const WRITE_CALL: &str = "SELECT pg_temp.memkv_write($1, $2, $3, $4, $5, $6, $7, \
+     $8, $9, $10, $11, $12, $13, $14, $15, $16, $17, $18)";
+#[rustfmt::skip]
+pub(crate) const WRITE_TYPES: [postgres::types::Type; 18] = {
     use postgres::types::Type;
+    const B: Type = Type::BYTEA_ARRAY;
+    const S: Type = Type::INT2_ARRAY;
     [
-        Type::BYTEA_ARRAY,
-        Type::BYTEA_ARRAY,
-        Type::INT2_ARRAY,
-        Type::BYTEA_ARRAY,
-        Type::BYTEA_ARRAY,
-        Type::BYTEA_ARRAY,
-        Type::INT2_ARRAY,
-        Type::BYTEA_ARRAY,
-        Type::BYTEA_ARRAY,
-        Type::INT2_ARRAY,
-        Type::BYTEA_ARRAY,
-        Type::BYTEA_ARRAY,
-        Type::BYTEA_ARRAY,
-        Type::BOOL_ARRAY,
+        B,                             // a_lock
+        B, S, B, B,                    // a_cstore, a_cspace, a_ckey, a_cvalue
+        B, S, B,                       // a_dstore, a_dspace, a_dkey
+        B, S, B, B,                    // a_istore, a_ispace, a_ikey, a_ivalue
+        B, S, B, B, B, Type::BOOL_ARRAY, // a_pstore, a_pspace, a_pkey, a_pvalue, a_pold, a_pcheck
     ]
 };
 

@@ -9,7 +9,7 @@
 //! sends the queued SQL first, in the same round trip, so the database agrees with the cache.
 
 use std::cell::RefCell;
-use std::collections::{BTreeSet, HashMap};
+use std::collections::{BTreeSet, HashMap, HashSet};
 use std::ops::ControlFlow;
 use std::sync::Arc;
 use std::sync::atomic::Ordering;
@@ -30,6 +30,8 @@ pub(crate) struct Session {
     pub(crate) pending: String,
     /// Keys written and not yet sent: their final values are in the cache.
     pub(crate) dirty: BTreeSet<CacheKey>,
+    /// Keys of `dirty` that were absent when the transaction began ([`WriteTxn::put_new`]).
+    pub(crate) fresh: HashSet<CacheKey>,
     /// Range removals not yet sent, sent before the keys.
     pub(crate) removed_ranges: Vec<(Space, String, Vec<u8>, Vec<u8>)>,
     pub(crate) cache: Cache,
@@ -75,6 +77,7 @@ impl Session {
             prologue: Some(prologue),
             pending: String::new(),
             dirty: BTreeSet::new(),
+            fresh: HashSet::new(),
             removed_ranges: Vec::new(),
             cache: Cache::default(),
             begun: false,
@@ -173,24 +176,28 @@ impl Session {
         let checks = std::mem::take(&mut self.unchecked);
         let dirty = std::mem::take(&mut self.dirty);
         let (puts, removes) = final_state(&self.cache, &dirty);
-        // With `MERGE`, the assumption about a key stored travels with it (`sql::write_function`).
-        let mut p_old: Vec<Option<&[u8]>> = vec![None; puts.len()];
-        let mut p_check = vec![false; puts.len()];
+        // Which assumption goes with which key stored (`sql::write_function`): a key assumed
+        // absent is inserted (as is a key made new), and with `MERGE` a key assumed to hold a
+        // value is updated only if it does; every other assumption is checked first.
+        let merge = self.shared.merge.load(Ordering::Relaxed);
+        let mut assumed: HashMap<&CacheKey, Option<&Option<Vec<u8>>>> =
+            puts.iter().map(|(k, _)| (*k, None)).collect();
         let mut first = Vec::new();
-        if self.shared.merge.load(Ordering::Relaxed) {
-            let at: HashMap<&CacheKey, usize> =
-                puts.iter().enumerate().map(|(i, (k, _))| (*k, i)).collect();
-            for (k, v) in &checks {
-                match at.get(k) {
-                    Some(&i) if !p_check[i] => {
-                        p_check[i] = true;
-                        p_old[i] = v.as_deref();
-                    }
-                    _ => first.push((k, v)),
-                }
+        for (k, v) in &checks {
+            match assumed.get_mut(k) {
+                Some(slot @ None) if v.is_none() || merge => *slot = Some(v),
+                _ => first.push((k, v)),
             }
-        } else {
-            first.extend(checks.iter().map(|(k, v)| (k, v)));
+        }
+        let mut inserts = Vec::new();
+        let mut stores = Vec::new();
+        for (k, value) in &puts {
+            match assumed[k] {
+                Some(None) => inserts.push((*k, *value)),
+                None if self.fresh.contains(*k) => inserts.push((*k, *value)),
+                Some(Some(old)) => stores.push((*k, *value, Some(old.as_slice()))),
+                None => stores.push((*k, *value, None)),
+            }
         }
         let lock: Vec<&[u8]> = self.locked.iter().map(|u| u.as_bytes()).collect();
         let c_store: Vec<&[u8]> = first.iter().map(|(k, _)| k.1.as_bytes()).collect();
@@ -200,10 +207,16 @@ impl Session {
         let d_store: Vec<&[u8]> = removes.iter().map(|k| k.1.as_bytes()).collect();
         let d_space: Vec<i16> = removes.iter().map(|k| i16::from(k.0)).collect();
         let d_key: Vec<&[u8]> = removes.iter().map(|k| k.2.as_slice()).collect();
-        let p_store: Vec<&[u8]> = puts.iter().map(|(k, _)| k.1.as_bytes()).collect();
-        let p_space: Vec<i16> = puts.iter().map(|(k, _)| i16::from(k.0)).collect();
-        let p_key: Vec<&[u8]> = puts.iter().map(|(k, _)| k.2.as_slice()).collect();
-        let p_value: Vec<&[u8]> = puts.iter().map(|(_, v)| *v).collect();
+        let i_store: Vec<&[u8]> = inserts.iter().map(|(k, _)| k.1.as_bytes()).collect();
+        let i_space: Vec<i16> = inserts.iter().map(|(k, _)| i16::from(k.0)).collect();
+        let i_key: Vec<&[u8]> = inserts.iter().map(|(k, _)| k.2.as_slice()).collect();
+        let i_value: Vec<&[u8]> = inserts.iter().map(|(_, v)| *v).collect();
+        let p_store: Vec<&[u8]> = stores.iter().map(|(k, ..)| k.1.as_bytes()).collect();
+        let p_space: Vec<i16> = stores.iter().map(|(k, ..)| i16::from(k.0)).collect();
+        let p_key: Vec<&[u8]> = stores.iter().map(|(k, ..)| k.2.as_slice()).collect();
+        let p_value: Vec<&[u8]> = stores.iter().map(|(_, v, _)| *v).collect();
+        let p_old: Vec<Option<&[u8]>> = stores.iter().map(|(.., old)| *old).collect();
+        let p_check: Vec<bool> = stores.iter().map(|(.., old)| old.is_some()).collect();
         let conn = self
             .conn
             .as_mut()
@@ -211,20 +224,27 @@ impl Session {
         let answer = conn.client().execute(
             call,
             &[
-                &lock, &c_store, &c_space, &c_key, &c_value, &d_store, &d_space, &d_key, &p_store,
-                &p_space, &p_key, &p_value, &p_old, &p_check,
+                &lock, &c_store, &c_space, &c_key, &c_value, &d_store, &d_space, &d_key, &i_store,
+                &i_space, &i_key, &i_value, &p_store, &p_space, &p_key, &p_value, &p_old, &p_check,
             ],
         );
-        drop((puts, removes, first));
+        drop((puts, removes, first, inserts, stores));
+        self.fresh.clear();
         self.written.extend(dirty);
         match answer {
             Ok(_) => Ok(()),
             Err(e) => {
+                // A key inserted was there all the same: an assumption that did not hold.
+                let present = e
+                    .as_db_error()
+                    .is_some_and(|db| *db.code() == postgres::error::SqlState::UNIQUE_VIOLATION);
                 if e.as_db_error().is_some() {
                     // The server ended the call's transaction itself.
                     self.begun = false;
                 }
-                Err(self.failed(e))
+                let err = self.failed(e);
+                self.stale |= present;
+                Err(err)
             }
         }
     }
@@ -320,6 +340,7 @@ impl Session {
     pub(crate) fn forget_writes(&mut self) {
         self.pending.clear();
         self.dirty.clear();
+        self.fresh.clear();
         self.removed_ranges.clear();
     }
 
@@ -579,6 +600,19 @@ impl WriteTxn for PgWrite {
             .insert(k.clone(), Some(value.to_vec()));
         session.dirty.insert(k);
         Ok(())
+    }
+
+    fn put_new(&mut self, space: Space, user: &str, key: &[u8], value: &[u8]) -> Result<(), Error> {
+        let session = self.session.get_mut();
+        let k = ck(space, user, key);
+        // Not if this transaction wrote the key before (the database may hold it until the
+        // commit) or saw it present.
+        if !session.dirty.contains(&k)
+            && !session.cache.entries.get(&k).is_some_and(Option::is_some)
+        {
+            session.fresh.insert(k);
+        }
+        self.put(space, user, key, value)
     }
 
     fn remove(&mut self, space: Space, user: &str, key: &[u8]) -> Result<(), Error> {
