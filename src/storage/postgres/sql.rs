@@ -191,6 +191,15 @@ pub(crate) fn prepare_all(merge: bool, generic: bool) -> String {
     )
 }
 
+/// Sent once per connection, after [`prepare_all`], its failure ignored (a server without these
+/// settings answers the same, only dearer): every statement memkv sends finds rows by key, and
+/// an index scan, which returns them in key order, is always what it wants. The planner thinks
+/// otherwise for a small table: on `memkv_stores` (a row per store) it chose a sequential scan
+/// for the store locks, whose `store = ANY(…)` filter then ran over every row, a few
+/// microseconds for every hundred stores, on every write, until the table grew to about a
+/// thousand (BENCHMARKS.md, PostgreSQL).
+pub(crate) const INDEX_SCANS: &str = "SET enable_seqscan = off; SET enable_bitmapscan = off";
+
 /// Stores every `(store, space, key, value)` of the arrays `args` (keys distinct): with `merge`
 /// (PostgreSQL 15 and later) a `MERGE`, which inserts new rows plainly and updates existing
 /// ones in place; otherwise an `INSERT … ON CONFLICT DO UPDATE`.

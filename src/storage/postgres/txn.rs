@@ -125,6 +125,7 @@ impl Session {
                 self.failure = Some(e);
                 return Err(err);
             }
+            let _ = conn.client().batch_execute(sql::INDEX_SCANS);
             conn.prepared = Some(Prepared {
                 write: prepare_write(conn.client(), merge),
             });
