@@ -120,6 +120,64 @@ fn a_lost_store_row_is_made_again_by_the_next_write() {
     assert_eq!(store.check().unwrap(), Vec::new());
 }
 
+/// Every statement memkv sends finds rows by key: on small tables too, where the planner
+/// would rather scan (`memkv_stores`, a row per store, had every write's store locks filter all
+/// of it). The server's statistics of the schema's tables, flushed when the connections end,
+/// show index scans, and no sequential scan but the one that built each table's primary key
+/// when the first open created the tables.
+#[test]
+fn writes_and_reads_scan_no_table_sequentially() {
+    let Some(cluster) = pg::cluster() else { return };
+    let url = cluster.fresh_url();
+    let schema = url.rsplit("search_path%3D").next().unwrap().to_owned();
+    let store = Store::open(&url).unwrap();
+    for user in ["a", "b", "c"] {
+        let u = store.user(user).unwrap();
+        for i in 0..8 {
+            let input = json!({"command": "create", "path": format!("/memories/d/f{i}.md"), "file_text": "x\n"});
+            assert!(!u.execute_json(&input).unwrap().is_error);
+        }
+        let view = json!({"command": "view", "path": "/memories/d"});
+        assert!(!u.execute_json(&view).unwrap().is_error);
+    }
+    let batch: Vec<_> = ["a", "b", "c"]
+        .iter()
+        .map(|u| {
+            let path = "/memories/d/f0.md".to_owned();
+            (u.to_string(), memkv::Command::Delete { path })
+        })
+        .collect();
+    assert!(store.execute_batch(&batch).iter().all(|r| r.is_ok()));
+    drop(store);
+    let mut client = postgres::Client::connect(&url, postgres::NoTls).unwrap();
+    let scans = |client: &mut postgres::Client| -> Vec<(String, i64, i64)> {
+        client
+            .query(
+                "SELECT relname::text, seq_scan, coalesce(idx_scan, 0) FROM pg_stat_user_tables \
+                 WHERE schemaname = $1 AND relname IN ('memkv_stores', 'memkv_entries') \
+                 ORDER BY relname",
+                &[&schema],
+            )
+            .unwrap()
+            .iter()
+            .map(|r| (r.get(0), r.get(1), r.get(2)))
+            .collect()
+    };
+    // The backends flush their counts as they exit, a moment after the pool's connections close.
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);
+    let mut seen = scans(&mut client);
+    while seen.iter().any(|(_, _, idx)| *idx == 0) && std::time::Instant::now() < deadline {
+        std::thread::sleep(std::time::Duration::from_millis(50));
+        let _ = client.batch_execute("SELECT pg_stat_clear_snapshot()");
+        seen = scans(&mut client);
+    }
+    assert_eq!(seen.len(), 2, "{seen:?}");
+    for (table, seq, idx) in &seen {
+        assert!(*idx > 0, "{table}: no index scan counted: {seen:?}");
+        assert_eq!(*seq, 1, "{table} was scanned sequentially: {seen:?}");
+    }
+}
+
 /// A warm write inserts the keys it makes new (a new file's contents, access entry, memory
 /// entry and version) without looking for them first. Should one be there all the same (a
 /// damaged database: a stray version under the number the store hands out next), the insert
