@@ -13,6 +13,7 @@
 //! - `docs/postgres.md` has the DDL, and what changes on Citus, YugabyteDB and CockroachDB.
 
 mod cache;
+mod call;
 mod memo;
 mod pool;
 mod sql;

@@ -127,7 +127,7 @@ impl Session {
             }
             let _ = conn.client().batch_execute(sql::INDEX_SCANS);
             conn.prepared = Some(Prepared {
-                write: prepare_write(conn.client(), merge),
+                write: super::call::prepare_write(conn.client(), merge),
             });
         }
         // A commit that is the transaction's only round trip, with nothing the call cannot
@@ -158,7 +158,7 @@ impl Session {
     }
 
     /// Notes a failed round trip: whether an assumption was stale, and the failure itself.
-    fn failed(&mut self, e: postgres::Error) -> Error {
+    pub(super) fn failed(&mut self, e: postgres::Error) -> Error {
         self.stale = e.as_db_error().is_some_and(|db| {
             *db.code() == postgres::error::SqlState::INVALID_TEXT_REPRESENTATION
                 && db.message().contains(sql::STALE)
@@ -166,88 +166,6 @@ impl Session {
         let err = super::query_error(&self.shared.location, &e);
         self.failure = Some(e);
         err
-    }
-
-    /// The whole transaction (store locks, the check of what was assumed, removals, stores) as
-    /// one call of `pg_temp.memkv_write` (`sql::write_function`), in place of the prologue and
-    /// the statements `run` would send: the same effect, with binary parameters. The call is
-    /// its own transaction: once the server has answered, none is left open.
-    fn commit_in_one_call(&mut self, call: &postgres::Statement) -> Result<(), Error> {
-        self.prologue = None;
-        let checks = std::mem::take(&mut self.unchecked);
-        let dirty = std::mem::take(&mut self.dirty);
-        let (puts, removes) = final_state(&self.cache, &dirty);
-        // Which assumption goes with which key stored (`sql::write_function`): a key assumed
-        // absent is inserted (as is a key made new), and with `MERGE` a key assumed to hold a
-        // value is updated only if it does; every other assumption is checked first.
-        let merge = self.shared.merge.load(Ordering::Relaxed);
-        let mut assumed: HashMap<&CacheKey, Option<&Option<Vec<u8>>>> =
-            puts.iter().map(|(k, _)| (*k, None)).collect();
-        let mut first = Vec::new();
-        for (k, v) in &checks {
-            match assumed.get_mut(k) {
-                Some(slot @ None) if v.is_none() || merge => *slot = Some(v),
-                _ => first.push((k, v)),
-            }
-        }
-        let mut inserts = Vec::new();
-        let mut stores = Vec::new();
-        for (k, value) in &puts {
-            match assumed[k] {
-                Some(None) => inserts.push((*k, *value)),
-                None if self.fresh.contains(*k) => inserts.push((*k, *value)),
-                Some(Some(old)) => stores.push((*k, *value, Some(old.as_slice()))),
-                None => stores.push((*k, *value, None)),
-            }
-        }
-        let lock: Vec<&[u8]> = self.locked.iter().map(|u| u.as_bytes()).collect();
-        let c_store: Vec<&[u8]> = first.iter().map(|(k, _)| k.1.as_bytes()).collect();
-        let c_space: Vec<i16> = first.iter().map(|(k, _)| i16::from(k.0)).collect();
-        let c_key: Vec<&[u8]> = first.iter().map(|(k, _)| k.2.as_slice()).collect();
-        let c_value: Vec<Option<&[u8]>> = first.iter().map(|(_, v)| v.as_deref()).collect();
-        let d_store: Vec<&[u8]> = removes.iter().map(|k| k.1.as_bytes()).collect();
-        let d_space: Vec<i16> = removes.iter().map(|k| i16::from(k.0)).collect();
-        let d_key: Vec<&[u8]> = removes.iter().map(|k| k.2.as_slice()).collect();
-        let i_store: Vec<&[u8]> = inserts.iter().map(|(k, _)| k.1.as_bytes()).collect();
-        let i_space: Vec<i16> = inserts.iter().map(|(k, _)| i16::from(k.0)).collect();
-        let i_key: Vec<&[u8]> = inserts.iter().map(|(k, _)| k.2.as_slice()).collect();
-        let i_value: Vec<&[u8]> = inserts.iter().map(|(_, v)| *v).collect();
-        let p_store: Vec<&[u8]> = stores.iter().map(|(k, ..)| k.1.as_bytes()).collect();
-        let p_space: Vec<i16> = stores.iter().map(|(k, ..)| i16::from(k.0)).collect();
-        let p_key: Vec<&[u8]> = stores.iter().map(|(k, ..)| k.2.as_slice()).collect();
-        let p_value: Vec<&[u8]> = stores.iter().map(|(_, v, _)| *v).collect();
-        let p_old: Vec<Option<&[u8]>> = stores.iter().map(|(.., old)| *old).collect();
-        let p_check: Vec<bool> = stores.iter().map(|(.., old)| old.is_some()).collect();
-        let conn = self
-            .conn
-            .as_mut()
-            .ok_or_else(|| Error::storage("the connection was lost"))?;
-        let answer = conn.client().execute(
-            call,
-            &[
-                &lock, &c_store, &c_space, &c_key, &c_value, &d_store, &d_space, &d_key, &i_store,
-                &i_space, &i_key, &i_value, &p_store, &p_space, &p_key, &p_value, &p_old, &p_check,
-            ],
-        );
-        drop((puts, removes, first, inserts, stores));
-        self.fresh.clear();
-        self.written.extend(dirty);
-        match answer {
-            Ok(_) => Ok(()),
-            Err(e) => {
-                // A key inserted was there all the same: an assumption that did not hold.
-                let present = e
-                    .as_db_error()
-                    .is_some_and(|db| *db.code() == postgres::error::SqlState::UNIQUE_VIOLATION);
-                if e.as_db_error().is_some() {
-                    // The server ended the call's transaction itself.
-                    self.begun = false;
-                }
-                let err = self.failed(e);
-                self.stale |= present;
-                Err(err)
-            }
-        }
     }
 
     /// The queued writes as SQL: range removals first, then one `DELETE` and one upsert for the
@@ -453,7 +371,7 @@ impl Session {
 }
 
 /// What the keys written (`dirty`) end as: stored with their value in `cache`, or removed.
-fn final_state<'a>(
+pub(super) fn final_state<'a>(
     cache: &'a Cache,
     dirty: &'a BTreeSet<CacheKey>,
 ) -> (Vec<(&'a CacheKey, &'a [u8])>, Vec<&'a CacheKey>) {
@@ -466,15 +384,6 @@ fn final_state<'a>(
         }
     }
     (puts, removes)
-}
-
-/// Prepares the call of `pg_temp.memkv_write` after making the function (`None`, leaving the
-/// connection as it was, if the server cannot: the writes then travel as text).
-fn prepare_write(client: &mut postgres::Client, merge: bool) -> Option<postgres::Statement> {
-    client.batch_execute(&sql::write_function(merge)).ok()?;
-    client
-        .prepare_typed(sql::WRITE_CALL, &sql::WRITE_TYPES)
-        .ok()
 }
 
 /// A read-only snapshot (`REPEATABLE READ READ ONLY`), begun with its first read.
