@@ -18,6 +18,7 @@
 
 mod create;
 mod health;
+mod open;
 mod txn;
 mod verify;
 
@@ -27,16 +28,20 @@ use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex, PoisonError, RwLock};
 
 use redb::{
-    ConcurrencyMode, Database, DatabaseError, ReadOnlyDatabase, ReadableDatabase, ReadableTable,
-    TableDefinition, TableHandle, WriteTransaction,
+    ConcurrencyMode, Database, ReadOnlyDatabase, ReadableDatabase, ReadableTable, TableDefinition,
+    TableHandle,
 };
 
 use self::health::Health;
-use self::txn::{ReadTables, full_key, user_of};
+use self::open::{
+    check_exists, check_redb_format, check_version, consolidate_legacy_tables, open_error,
+    open_read_only_db,
+};
+use self::txn::ReadTables;
 use super::{Backend, Finish, Space, WriteTxn};
 use crate::error::Error;
 
-use crate::layout::{LAYOUT_VERSION, OLDEST_MIGRATABLE};
+use crate::layout::LAYOUT_VERSION;
 
 /// How this backend arranges the layout in redb tables (physical, not logical). 1 = every space
 /// in one table, `memkv_data`, and is not written down: a file without the `redb_format` key is
@@ -418,115 +423,6 @@ impl RedbBackend {
         *slot = Some(Arc::new(db));
         self.health.healed();
         Ok(())
-    }
-}
-
-/// Opens `path` with redb read-only, repairing it first if a writer died mid-write.
-fn open_read_only_db(path: &Path) -> Result<ReadOnlyDatabase, Error> {
-    match reader().open_read_only(path) {
-        // A process died mid-write: the file needs redb's repair, which only a writer can do.
-        // Do it now when no other process writes (a running writer repaired it already).
-        Err(DatabaseError::RepairAborted) => {
-            drop(
-                builder_for(false)
-                    .open(path)
-                    .map_err(|e| open_error(e, path))?,
-            );
-            reader().open_read_only(path)
-        }
-        other => other,
-    }
-    .map_err(|e| open_error(e, path))
-}
-
-/// Moves the per-space tables of formats 1 and 2 into `memkv_data`; true if there were any.
-fn consolidate_legacy_tables(
-    txn: &WriteTransaction,
-    tables: &[String],
-    h: &Health,
-) -> Result<bool, Error> {
-    let mut any = false;
-    for (name, space) in LEGACY {
-        if !tables.iter().any(|t| t == name) {
-            continue;
-        }
-        any = true;
-        let old_def: TableDefinition<&[u8], &[u8]> = TableDefinition::new(name);
-        {
-            let old = txn.open_table(old_def).map_err(|e| h.fail(e))?;
-            let mut data = txn.open_table(DATA).map_err(|e| h.fail(e))?;
-            for entry in old.iter().map_err(|e| h.fail(e))? {
-                let (k, v) = entry.map_err(|e| h.fail(e))?;
-                let k = k.value();
-                let user = user_of(k)?;
-                let key = full_key(user, space, &k[4 + user.len()..]);
-                data.insert(key.as_slice(), v.value())
-                    .map_err(|e| h.fail(e))?;
-            }
-        }
-        txn.delete_table(old_def).map_err(|e| h.fail(e))?;
-    }
-    Ok(any)
-}
-
-fn check_exists(path: &Path) -> Result<(), Error> {
-    if path.exists() {
-        Ok(())
-    } else {
-        Err(Error::NotFound {
-            location: path.display().to_string(),
-        })
-    }
-}
-
-/// Versions this build reads, or migrates, pass; others are refused before anything is touched.
-fn check_version(found: u64, location: &str) -> Result<(), Error> {
-    if (OLDEST_MIGRATABLE..=LAYOUT_VERSION).contains(&found) {
-        Ok(())
-    } else {
-        Err(Error::UnsupportedFormat {
-            location: location.to_owned(),
-            found,
-            supported: LAYOUT_VERSION,
-        })
-    }
-}
-
-/// A file whose tables are arranged in a way this build does not know is refused.
-fn check_redb_format(
-    meta: &impl ReadableTable<&'static str, u64>,
-    location: &str,
-    health: &Health,
-) -> Result<(), Error> {
-    let found = meta
-        .get(REDB_FORMAT_KEY)
-        .map_err(|e| health.fail(e))?
-        .map_or(REDB_FORMAT, |v| v.value());
-    if found > REDB_FORMAT {
-        return Err(Error::NotMemkv {
-            location: location.to_owned(),
-            reason: format!(
-                "its redb tables are in arrangement {found}, this memkv knows {REDB_FORMAT}; use a newer memkv"
-            ),
-        });
-    }
-    Ok(())
-}
-
-fn open_error(e: DatabaseError, path: &Path) -> Error {
-    match e {
-        DatabaseError::DatabaseAlreadyOpen => Error::Locked {
-            location: path.display().to_string(),
-        },
-        DatabaseError::UpgradeRequired(v) => Error::NotMemkv {
-            location: path.display().to_string(),
-            reason: format!("it was written by an old redb (file format {v})"),
-        },
-        DatabaseError::Storage(redb::StorageError::Io(io)) => Error::storage(io),
-        other => Error::NotMemkv {
-            location: path.display().to_string(),
-            reason: other.to_string(),
-        },
     }
 }
 
