@@ -5,6 +5,17 @@ use serde_json::json;
 
 use crate::util::pg;
 
+/// A `create` of a one-line file at `path`.
+fn create(path: &str) -> serde_json::Value {
+    json!({"command": "create", "path": path, "file_text": "x\n"})
+}
+
+/// Runs `input` for `u` and asserts that it succeeded.
+fn succeeds(u: &memkv::UserHandle<'_>, input: serde_json::Value) {
+    let out = u.execute_json(&input).unwrap();
+    assert!(!out.is_error, "{input}: {}", out.content);
+}
+
 fn count(store: &Store, f: impl FnOnce()) -> u64 {
     let before = store.storage().round_trips().unwrap();
     f();
@@ -61,7 +72,6 @@ fn a_create_whose_reads_the_memo_answers_costs_one_round_trip() {
     let Some(cluster) = pg::cluster() else { return };
     let store = Store::open(cluster.fresh_url()).unwrap();
     let u = store.user("warm").unwrap();
-    let create = |path: &str| json!({"command": "create", "path": path, "file_text": "x\n"});
     // The first write of a store reads (2 round trips); later ones assume what it learnt.
     let n = count(&store, || {
         assert!(
@@ -95,11 +105,7 @@ fn a_lost_store_row_is_made_again_by_the_next_write() {
     let schema = url.rsplit("search_path%3D").next().unwrap().to_owned();
     let store = Store::open(&url).unwrap();
     let u = store.user("lost").unwrap();
-    let create = |path: &str| json!({"command": "create", "path": path, "file_text": "x\n"});
-    let ok = |input: serde_json::Value| {
-        let out = u.execute_json(&input).unwrap();
-        assert!(!out.is_error, "{input}: {}", out.content);
-    };
+    let ok = |input: serde_json::Value| succeeds(&u, input);
     ok(create("/memories/f0.md"));
     assert_eq!(count(&store, || ok(create("/memories/f1.md"))), 1);
     cluster.sql(&format!("DELETE FROM {schema}.memkv_stores"));
@@ -189,11 +195,7 @@ fn a_key_made_new_that_is_there_all_the_same_is_replaced_not_a_failure() {
     let url = cluster.fresh_url();
     let store = Store::open(&url).unwrap();
     let u = store.user("stray").unwrap();
-    let create = |path: &str| json!({"command": "create", "path": path, "file_text": "x\n"});
-    let ok = |input: serde_json::Value| {
-        let out = u.execute_json(&input).unwrap();
-        assert!(!out.is_error, "{input}: {}", out.content);
-    };
+    let ok = |input: serde_json::Value| succeeds(&u, input);
     ok(create("/memories/f0.md"));
     assert_eq!(count(&store, || ok(create("/memories/f1.md"))), 1);
     // A stray version (space 8) under the next number (versions are keyed by their number,
