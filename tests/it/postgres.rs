@@ -16,6 +16,17 @@ fn succeeds(u: &memkv::UserHandle<'_>, input: serde_json::Value) {
     assert!(!out.is_error, "{input}: {}", out.content);
 }
 
+/// Asserts that `/memories` of `u` lists every one of `files` and that the store checks clean.
+fn lists_and_checks_clean(store: &Store, u: &memkv::UserHandle<'_>, files: &[&str]) {
+    let listing = u
+        .execute_json(&json!({"command": "view", "path": "/memories"}))
+        .unwrap();
+    for f in files {
+        assert!(listing.content.contains(f), "{}", listing.content);
+    }
+    assert_eq!(store.check().unwrap(), Vec::new());
+}
+
 fn count(store: &Store, f: impl FnOnce()) -> u64 {
     let before = store.storage().round_trips().unwrap();
     f();
@@ -117,13 +128,7 @@ fn a_lost_store_row_is_made_again_by_the_next_write() {
         .unwrap()
         .get(0);
     assert_eq!(rows, 1, "the store's row was not made again");
-    let listing = u
-        .execute_json(&json!({"command": "view", "path": "/memories"}))
-        .unwrap();
-    for f in ["f0.md", "f1.md", "f2.md"] {
-        assert!(listing.content.contains(f), "{}", listing.content);
-    }
-    assert_eq!(store.check().unwrap(), Vec::new());
+    lists_and_checks_clean(&store, &u, &["f0.md", "f1.md", "f2.md"]);
 }
 
 /// Every statement memkv sends finds rows by key: on small tables too, where the planner
@@ -223,13 +228,7 @@ fn a_key_made_new_that_is_there_all_the_same_is_replaced_not_a_failure() {
     );
     // The insert fails (round trip 1); the run without assumptions reads (2) and commits (3).
     assert_eq!(count(&store, || ok(create("/memories/f2.md"))), 3);
-    let listing = u
-        .execute_json(&json!({"command": "view", "path": "/memories"}))
-        .unwrap();
-    for f in ["f0.md", "f1.md", "f2.md"] {
-        assert!(listing.content.contains(f), "{}", listing.content);
-    }
-    assert_eq!(store.check().unwrap(), Vec::new());
+    lists_and_checks_clean(&store, &u, &["f0.md", "f1.md", "f2.md"]);
     // The store is written without assumptions for a few writes (as after any failed check),
     // then warm again.
     for i in 3..8 {
