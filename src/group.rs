@@ -58,11 +58,19 @@ impl Request {
 }
 
 /// Where one caller waits: for its result, or to be made the next leader. Each caller has its
-/// own, so a finished batch wakes exactly its callers and one successor, not every waiter.
+/// own, so a finished batch wakes exactly its callers and one successor, not every waiter; and
+/// a caller that never slept (a leader's own request) costs no wake-up call at all.
 #[derive(Default)]
 struct Slot {
-    state: Mutex<SlotState>,
+    state: Mutex<Waiting>,
     wake: Condvar,
+}
+
+#[derive(Default)]
+struct Waiting {
+    state: SlotState,
+    /// The caller sleeps on `wake` (set and read under the lock, so no wake-up is lost).
+    asleep: bool,
 }
 
 /// A batch taken from the queue: the requests and where their callers wait.
@@ -78,9 +86,24 @@ enum SlotState {
 }
 
 impl Slot {
+    fn lock(&self) -> MutexGuard<'_, Waiting> {
+        self.state.lock().unwrap_or_else(PoisonError::into_inner)
+    }
+
     fn set(&self, state: SlotState) {
-        *self.state.lock().unwrap_or_else(PoisonError::into_inner) = state;
-        self.wake.notify_one();
+        let mut slot = self.lock();
+        slot.state = state;
+        let asleep = slot.asleep;
+        drop(slot);
+        // `notify_one` is a system call even when no one waits: only for a caller asleep.
+        if asleep {
+            self.wake.notify_one();
+        }
+    }
+
+    /// Takes what the slot holds (leaving it waiting).
+    fn take(&self) -> SlotState {
+        std::mem::take(&mut self.lock().state)
     }
 }
 
@@ -147,16 +170,18 @@ impl GroupCommit {
         let batch = match lead_now {
             Some(batch) => batch,
             None => {
-                let mut state = slot.state.lock().unwrap_or_else(PoisonError::into_inner);
+                let mut waiting = slot.lock();
                 loop {
-                    match std::mem::take(&mut *state) {
+                    match std::mem::take(&mut waiting.state) {
                         SlotState::Done(result) => return result,
                         SlotState::Lead(batch) => break batch,
                         SlotState::Waiting => {
-                            state = slot
+                            waiting.asleep = true;
+                            waiting = slot
                                 .wake
-                                .wait(state)
+                                .wait(waiting)
                                 .unwrap_or_else(PoisonError::into_inner);
+                            waiting.asleep = false;
                         }
                     }
                 }
@@ -164,7 +189,7 @@ impl GroupCommit {
         };
         // This caller leads: its own request is in the batch it was given.
         self.lead(batch, &run);
-        match std::mem::take(&mut *slot.state.lock().unwrap_or_else(PoisonError::into_inner)) {
+        match slot.take() {
             SlotState::Done(result) => result,
             _ => unreachable!("a leader's own request is in the batch it ran"),
         }

@@ -399,3 +399,33 @@ fn a_warm_write_is_one_call_and_text_where_no_temporary_function_can_be_made() {
     assert_eq!(answers[0], answers[1]);
     assert!(answers[0][6].contains("x'\\é"), "{:?}", answers[0][6]);
 }
+
+/// More callers at once than a store opens connections (32): those left over wait for one
+/// that another caller gives back, and every caller is answered. (A connection given back
+/// wakes a waiting caller only when one waits: a wake-up lost here would leave a caller asleep
+/// for good, and this test waiting for it in vain.)
+#[test]
+fn callers_beyond_the_pool_wait_for_a_connection_given_back() {
+    use std::sync::{Arc, mpsc};
+    use std::time::Duration;
+    let Some(cluster) = pg::cluster() else { return };
+    let store = Arc::new(Store::builder().open(cluster.fresh_url()).unwrap());
+    let callers = 64;
+    let (answered, answers) = mpsc::channel();
+    for t in 0..callers {
+        let (store, answered) = (Arc::clone(&store), answered.clone());
+        std::thread::spawn(move || {
+            let u = store.user(&format!("pool-{t}")).unwrap();
+            succeeds(&u, create("/memories/a.md"));
+            for _ in 0..30 {
+                succeeds(&u, json!({"command": "view", "path": "/memories"}));
+            }
+            answered.send(t).unwrap();
+        });
+    }
+    for _ in 0..callers {
+        answers
+            .recv_timeout(Duration::from_secs(60))
+            .expect("every caller is answered");
+    }
+}

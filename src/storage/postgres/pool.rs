@@ -34,6 +34,8 @@ struct State {
     /// With what is prepared on them.
     idle: Vec<(Client, Option<Prepared>)>,
     open: usize,
+    /// Callers asleep on `freed` (`notify_one` is a system call even when no one waits).
+    waiting: usize,
 }
 
 impl Pool {
@@ -54,6 +56,7 @@ impl Pool {
             state: Mutex::new(State {
                 idle: Vec::new(),
                 open: 0,
+                waiting: 0,
             }),
             freed: Condvar::new(),
         })
@@ -88,16 +91,17 @@ impl Pool {
                         prepared: None,
                     }),
                     Err(e) => {
-                        self.lock().open -= 1;
-                        self.freed.notify_one();
+                        self.release(|state| state.open -= 1);
                         Err(e)
                     }
                 };
             }
+            state.waiting += 1;
             state = self
                 .freed
                 .wait(state)
                 .unwrap_or_else(PoisonError::into_inner);
+            state.waiting -= 1;
         }
     }
 
@@ -110,14 +114,25 @@ impl Pool {
     }
 
     fn put(&self, client: Client, prepared: Option<Prepared>, broken: bool) {
+        self.release(|state| {
+            if broken || client.is_closed() {
+                state.open -= 1;
+            } else {
+                state.idle.push((client, prepared));
+            }
+        });
+    }
+
+    /// Applies `change` (a connection returned, or a place freed), then wakes a caller waiting
+    /// for one, if any.
+    fn release(&self, change: impl FnOnce(&mut State)) {
         let mut state = self.lock();
-        if broken || client.is_closed() {
-            state.open -= 1;
-        } else {
-            state.idle.push((client, prepared));
-        }
+        change(&mut state);
+        let waiting = state.waiting > 0;
         drop(state);
-        self.freed.notify_one();
+        if waiting {
+            self.freed.notify_one();
+        }
     }
 }
 
