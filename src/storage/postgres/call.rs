@@ -6,8 +6,8 @@ use std::collections::HashMap;
 use std::sync::atomic::Ordering;
 
 use super::cache::CacheKey;
+use super::session::{Session, final_state};
 use super::sql;
-use super::txn::{Session, final_state};
 use crate::error::Error;
 
 impl Session {

@@ -16,6 +16,7 @@ mod cache;
 mod call;
 mod memo;
 mod pool;
+mod session;
 mod sql;
 mod tls;
 mod txn;
@@ -33,7 +34,7 @@ use crate::error::Error;
 use crate::layout::{LAYOUT_VERSION, OLDEST_MIGRATABLE};
 use memo::Memo;
 use pool::Pool;
-use txn::Session;
+use session::Session;
 pub use txn::{PgRead, PgWrite};
 
 /// How memkv's tables are arranged in PostgreSQL (`memkv_meta.pg_schema`); a database with a
