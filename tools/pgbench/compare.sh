@@ -6,12 +6,14 @@
 # BEFORE and NOW are builds of examples/pg_bench.rs (`cargo build --release --features postgres
 # --example pg_bench`, copied aside). Starts a private cluster (initdb and pg_ctl on a loopback
 # port, as the `postgres` user when run as root; default settings, so `fsync` and
-# `synchronous_commit` are on for both sides), then for ROUNDS rounds (default 3) runs, SECS
+# `synchronous_commit` are on for both sides, plus `track_wal_io_timing`, which PostgreSQL 14
+# and later have), then for ROUNDS rounds (default 3) runs, SECS
 # seconds each (default 5), interleaved: pgbench `upsert-fresh`, memkv BEFORE, memkv NOW, at 1
 # client and at 32; each line has the rate and the WAL bytes per transaction or command
 # (pg_current_wal_insert_lsn deltas); then the median ratios. The builds alternate in going
-# first. Then, for each build, 1 process
-# and 4 at once on distinct stores, alternating. Prints `uptime` between rounds: the machine is
+# first. Then, for each build, 1 process and 4 at once on distinct stores, and pgbench at 1
+# client and 4, alternating, each with its WAL flushes (per operation, bytes and time in
+# `fdatasync` per flush, from pg_stat_wal). Prints `uptime` between rounds: the machine is
 # shared. Stops the cluster at exit. memkv, pgbench and PostgreSQL all run at the priority the
 # script is started with (until 1 December memkv ran 10 nice levels below the other two, which
 # cost its 4 processes about 5 % against PostgreSQL's own processes; BENCHMARKS.md).
@@ -30,7 +32,7 @@ as_pg() { if [ "$(id -u)" = 0 ]; then su postgres -c "$*"; else sh -c "$*"; fi; 
 cleanup() { as_pg "$bin/pg_ctl -D $dir/data -m immediate stop" >/dev/null 2>&1 || true; rm -rf "$dir"; }
 trap cleanup EXIT
 as_pg "$bin/initdb -D $dir/data -A trust -U postgres" >/dev/null
-as_pg "$bin/pg_ctl -D $dir/data -l $dir/log -o '-p $port -k $dir -c listen_addresses=127.0.0.1 -c max_connections=300' -w start" >/dev/null
+as_pg "$bin/pg_ctl -D $dir/data -l $dir/log -o '-p $port -k $dir -c listen_addresses=127.0.0.1 -c max_connections=300 -c track_wal_io_timing=on' -w start" >/dev/null
 psql() { "$bin/psql" -h 127.0.0.1 -p "$port" -U postgres -X -q "$@"; }
 psql -c 'CREATE DATABASE bench'
 # Each build gets a database of its own (in the same cluster): builds of different layout
@@ -109,36 +111,58 @@ echo "== summary"
 summary 1
 summary 32
 
-echo "== 4 processes on distinct stores against 1 (alternating): $(uptime | sed 's/.*load/load/')"
-one() { "$1" create "$(url_of "$1")" 1 "$secs" | grep -o '= [0-9]*/s' | grep -o '[0-9]*'; }
-four() {
-  local sum=0 p
-  for p in 1 2 3 4; do "$1" create "$(url_of "$1")" 1 "$secs" >"$dir/p$p" & done
-  wait
-  for p in 1 2 3 4; do sum=$((sum + $(grep -o '= [0-9]*/s' "$dir/p$p" | grep -o '[0-9]*'))); done
-  echo "$sum"
+echo "== 4 processes on distinct stores against 1, and pgbench's 4 clients against 1 (alternating): $(uptime | sed 's/.*load/load/')"
+exe_of() { case $1 in before) echo "$before" ;; now) echo "$now" ;; *) echo pgbench ;; esac; }
+rate_of() { # exe count: "rate operations" of count processes at once (pgbench: clients)
+  local out p rate=0 n=0
+  if [ "$1" = pgbench ]; then
+    out=$("$bin/pgbench" -h 127.0.0.1 -p "$port" -U postgres -n -f "$here/upsert-fresh.sql" -c "$2" -j "$(($2 > 1 ? 2 : 1))" -T "$secs" bench 2>&1)
+    rate=$(grep -o 'tps = [0-9]*' <<<"$out" | head -1 | grep -o '[0-9]*$')
+    n=$(grep -o 'processed: [0-9]*' <<<"$out" | grep -o '[0-9]*$')
+  else
+    for p in $(seq "$2"); do "$1" create "$(url_of "$1")" 1 "$secs" >"$dir/p$p" & done
+    wait
+    for p in $(seq "$2"); do
+      rate=$((rate + $(grep -o '= [0-9]*/s' "$dir/p$p" | grep -o '[0-9]*')))
+      n=$((n + $(grep -o ': [0-9]* in' "$dir/p$p" | grep -o '[0-9]*')))
+    done
+  fi
+  echo "$rate $n"
 }
-# Per round and build: 4 processes at once, then 1 alone; each 4 is compared with the mean of
-# the 1s of that build just before and after it. The builds take turns.
-declare -A prev ratios=([before]= [now]=)
-for build in before now; do
-  exe=$before
-  [ "$build" = now ] && exe=$now
-  prev[$build]=$(one "$exe")
+# The WAL flushes of a run, from pg_stat_wal (track_wal_io_timing is on): flushes per operation,
+# WAL bytes per flush, time in fdatasync per flush. Backends report when they exit.
+walstat() { psql -d bench -Atc 'SELECT wal_sync, wal_bytes, wal_sync_time FROM pg_stat_wal' | tr '|' ' '; }
+measured() { # exe count: "rate flush-figures" of one run
+  local a b rate n
+  a=$(walstat)
+  read -r rate n < <(rate_of "$1" "$2")
+  sleep 1
+  b=$(walstat)
+  printf '%s/s (%s)' "$rate" "$(printf '%s\n%s\n' "$a" "$b" | awk -v n="$n" '
+    NR == 1 { s = $1; w = $2; t = $3 }
+    NR == 2 { d = $1 - s; if (d < 1) d = 1
+              printf "%.2f flushes per operation, %.0f B and %.0f us each", d / (n > 0 ? n : 1), ($2 - w) / d, ($3 - t) * 1000 / d }')"
+}
+# Per round and build (pgbench too): 4 at once, then 1 alone; each 4 is compared with the mean
+# of the 1s of that build just before and after it. The builds take turns.
+declare -A prev ratios=([before]= [now]= [pgbench]=)
+for build in before now pgbench; do
+  m=$(measured "$(exe_of "$build")" 1)
+  prev[$build]=${m%%/s*}
+  echo "$build: 1 alone $m"
 done
 for r in $(seq "$rounds"); do
-  for build in before now; do
-    exe=$before
-    [ "$build" = now ] && exe=$now
-    f=$(four "$exe")
-    next=$(one "$exe")
-    ratio=$(awk "BEGIN {printf \"%.2f\", $f / ((${prev[$build]} + $next) / 2)}")
-    echo "$build: 1 process ${prev[$build]}/s, 4 processes $f/s, 1 process $next/s: ${ratio}x"
+  for build in before now pgbench; do
+    exe=$(exe_of "$build")
+    f=$(measured "$exe" 4)
+    next=$(measured "$exe" 1)
+    ratio=$(awk "BEGIN {printf \"%.2f\", ${f%%/s*} / ((${prev[$build]} + ${next%%/s*}) / 2)}")
+    echo "$build: 4 at once $f; 1 alone $next: ${ratio}x"
     ratios[$build]="${ratios[$build]} $ratio"
-    prev[$build]=$next
+    prev[$build]=${next%%/s*}
   done
 done
-for build in before now; do
+for build in before now pgbench; do
   echo "$build: median $(tr ' ' '\n' <<<"${ratios[$build]}" | grep . | sort -n | awk '{a[NR] = $1} END {print a[int((NR + 1) / 2)] "x (" a[1] "-" a[NR] ")"}')"
 done
 echo "== end: $(uptime | sed 's/.*load/load/')"
