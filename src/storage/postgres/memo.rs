@@ -193,7 +193,6 @@ impl Memo {
         }
         let mut set = |space: u8, key: &[u8], value: Option<&[u8]>, only_known: bool| {
             let keep = value.is_none_or(|v| v.len() <= MAX_VALUE);
-            let known = store.space(space).is_some_and(|m| m.contains_key(key));
             if !only_known && !store.forgotten.is_empty() {
                 // Read again: known, no longer forgotten.
                 if store.forgotten.remove(&key_hash(space, key)) {
@@ -201,18 +200,38 @@ impl Memo {
                 }
             }
             let map = store.space_mut(space);
-            let old = if keep && (!only_known || known) {
-                added += cost(key, value);
-                let entry = Known {
-                    value: value.map(<[u8]>::to_vec),
-                    generation,
-                };
-                map.insert(key.to_vec(), entry)
-            } else {
-                map.remove(key)
+            // One lookup; a key known already is updated in place (no new key, and its value's
+            // buffer reused): most keys a write learns are ones it assumed.
+            let unlearn = match map.get_mut(key) {
+                Some(known) => {
+                    freed += cost(key, known.value.as_deref());
+                    if keep {
+                        added += cost(key, value);
+                        match (&mut known.value, value) {
+                            (Some(old), Some(new)) => {
+                                old.clear();
+                                old.extend_from_slice(new);
+                            }
+                            (slot, new) => *slot = new.map(<[u8]>::to_vec),
+                        }
+                        known.generation = generation;
+                    }
+                    !keep
+                }
+                None => {
+                    if keep && !only_known {
+                        added += cost(key, value);
+                        let entry = Known {
+                            value: value.map(<[u8]>::to_vec),
+                            generation,
+                        };
+                        map.insert(key.to_vec(), entry);
+                    }
+                    false
+                }
             };
-            if let Some(old) = old {
-                freed += cost(key, old.value.as_deref());
+            if unlearn {
+                map.remove(key);
             }
         };
         for (space, key, value) in read {
