@@ -27,6 +27,13 @@ fn lists_and_checks_clean(store: &Store, u: &memkv::UserHandle<'_>, files: &[&st
     assert_eq!(store.check().unwrap(), Vec::new());
 }
 
+/// A fresh database's URL and the schema it names (for statements about its tables).
+fn url_and_schema(cluster: &pg::Cluster) -> (String, String) {
+    let url = cluster.fresh_url();
+    let schema = url.rsplit("search_path%3D").next().unwrap().to_owned();
+    (url, schema)
+}
+
 fn count(store: &Store, f: impl FnOnce()) -> u64 {
     let before = store.storage().round_trips().unwrap();
     f();
@@ -112,8 +119,7 @@ fn a_create_whose_reads_the_memo_answers_costs_one_round_trip() {
 #[test]
 fn a_lost_store_row_is_made_again_by_the_next_write() {
     let Some(cluster) = pg::cluster() else { return };
-    let url = cluster.fresh_url();
-    let schema = url.rsplit("search_path%3D").next().unwrap().to_owned();
+    let (url, schema) = url_and_schema(&cluster);
     let store = Store::open(&url).unwrap();
     let u = store.user("lost").unwrap();
     let ok = |input: serde_json::Value| succeeds(&u, input);
@@ -139,8 +145,7 @@ fn a_lost_store_row_is_made_again_by_the_next_write() {
 #[test]
 fn writes_and_reads_scan_no_table_sequentially() {
     let Some(cluster) = pg::cluster() else { return };
-    let url = cluster.fresh_url();
-    let schema = url.rsplit("search_path%3D").next().unwrap().to_owned();
+    let (url, schema) = url_and_schema(&cluster);
     let store = Store::open(&url).unwrap();
     for user in ["a", "b", "c"] {
         let u = store.user(user).unwrap();
