@@ -119,7 +119,7 @@ fn a_create_whose_reads_the_memo_answers_costs_one_round_trip() {
 #[test]
 fn a_lost_store_row_is_made_again_by_the_next_write() {
     let Some(cluster) = pg::cluster() else { return };
-    let (url, schema) = url_and_schema(&cluster);
+    let (url, schema) = url_and_schema(cluster);
     let store = Store::open(&url).unwrap();
     let u = store.user("lost").unwrap();
     let ok = |input: serde_json::Value| succeeds(&u, input);
@@ -145,7 +145,7 @@ fn a_lost_store_row_is_made_again_by_the_next_write() {
 #[test]
 fn writes_and_reads_scan_no_table_sequentially() {
     let Some(cluster) = pg::cluster() else { return };
-    let (url, schema) = url_and_schema(&cluster);
+    let (url, schema) = url_and_schema(cluster);
     let store = Store::open(&url).unwrap();
     for user in ["a", "b", "c"] {
         let u = store.user(user).unwrap();
