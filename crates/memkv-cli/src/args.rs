@@ -211,6 +211,10 @@ pub struct ServeArgs {
     /// repeatable [default: http and https on localhost, 127.0.0.1, [::1], any port]
     #[arg(long, value_name = "ORIGIN")]
     pub mcp_allow_origin: Vec<String>,
+    /// One async worker per CPU, each pinned to its own (Linux): lower `view` latency under
+    /// load on a machine given to memkv, less throughput; not for shared hosts (see the README)
+    #[arg(long)]
+    pub pin_workers: bool,
 }
 
 #[derive(Debug, Subcommand)]

@@ -34,6 +34,7 @@ pub fn serve(global: &Global, args: &ServeArgs) -> Result {
     config.header_timeout = args.header_timeout;
     config.body_timeout = args.body_timeout;
     config.shutdown_grace = args.shutdown_grace;
+    config.pin_workers = args.pin_workers;
     if !args.mcp_allow_host.is_empty() {
         config.mcp.allowed_hosts = args.mcp_allow_host.clone();
         if args.mcp_allow_host.iter().any(|h| h == "*") {

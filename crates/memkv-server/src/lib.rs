@@ -16,7 +16,8 @@
 //! - `api`: the memory-stores API (anthropic's beta `memory_stores`, `memories` and
 //!   `memory_versions` resources) over the same stores, each call on the blocking pool under
 //!   the same in-flight limit;
-//! - [`sched`]: the writer thread's lower priority (views first when both want a core);
+//! - [`sched`]: the writer thread's lower priority (views first when both want a core), and
+//!   the opt-in pinning of the async workers, one per CPU;
 //! - [`error`]: the Anthropic error envelope; [`metrics`]: `GET /metrics`; [`openapi`]:
 //!   `GET /openapi.json`.
 //!
@@ -71,6 +72,9 @@ pub struct Config {
     /// The MCP endpoint at `/mcp`: allowed `Host` and `Origin` values (loopback by default);
     /// its sessions end when shutdown starts.
     pub mcp: memkv_mcp::http::HttpOptions,
+    /// One async worker per CPU the process may use, each pinned to its CPU (Linux; see
+    /// [`sched`]); for [`run`]. Off by default.
+    pub pin_workers: bool,
 }
 
 impl Config {
@@ -86,6 +90,7 @@ impl Config {
             body_timeout: Duration::from_secs(30),
             shutdown_grace: Duration::from_secs(30),
             mcp: memkv_mcp::http::HttpOptions::default(),
+            pin_workers: false,
         }
     }
 }

@@ -18,6 +18,7 @@ use tokio::net::TcpListener;
 use tokio::sync::Semaphore;
 
 use crate::keys::{KeyFile, Keys};
+use crate::sched::{self, Pinning};
 use crate::writer::Writer;
 use crate::{AppState, Config, router, tool};
 
@@ -163,11 +164,28 @@ pub fn run(
     config: Config,
     on_listening: impl FnOnce(SocketAddr),
 ) -> io::Result<()> {
-    let runtime = tokio::runtime::Builder::new_multi_thread()
+    let mut builder = tokio::runtime::Builder::new_multi_thread();
+    builder
         .enable_all()
         .max_blocking_threads(config.max_in_flight + 16)
-        .thread_name("memkv-serve")
-        .build()?;
+        .thread_name("memkv-serve");
+    if config.pin_workers {
+        match Pinning::new(sched::allowed_cpus()) {
+            Some(pinning) => {
+                tracing::info!(
+                    workers = pinning.threads(),
+                    "async workers pinned, one per CPU"
+                );
+                let pinning = Arc::new(pinning);
+                // Only the async workers park (the blocking pool's threads do not).
+                builder
+                    .worker_threads(pinning.threads())
+                    .on_thread_park(move || pinning.place_current());
+            }
+            None => tracing::warn!("--pin-workers: cannot pin threads here; workers left free"),
+        }
+    }
+    let runtime = builder.build()?;
     runtime.block_on(async {
         let server = Server::bind(store, config).await?;
         let mut term = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate())?;

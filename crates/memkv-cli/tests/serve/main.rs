@@ -3,6 +3,8 @@
 #[path = "../../../memkv-server/tests/client/mod.rs"]
 mod client;
 mod keys;
+#[cfg(target_os = "linux")]
+mod pinning;
 mod proc;
 mod protection;
 
@@ -13,7 +15,7 @@ use serde_json::{Value, json};
 use client::{Client, encode};
 use proc::{Served, memkv, temp_db};
 
-fn exec(db: &std::path::Path, user: &str, input: &[u8]) -> String {
+pub(crate) fn exec(db: &std::path::Path, user: &str, input: &[u8]) -> String {
     use std::io::Write;
     let mut child = memkv(db)
         .args(["exec", "--user", user])
@@ -33,7 +35,7 @@ fn exec(db: &std::path::Path, user: &str, input: &[u8]) -> String {
 }
 
 /// Each non-blank line of `input` POSTed in turn; the bodies, one per line.
-fn over_http(client: &mut Client, store: &str, input: &str) -> String {
+pub(crate) fn over_http(client: &mut Client, store: &str, input: &str) -> String {
     let mut out = String::new();
     for line in input.lines().filter(|l| !l.trim().is_empty()) {
         let reply = client.tool(store, line.as_bytes());
@@ -44,7 +46,7 @@ fn over_http(client: &mut Client, store: &str, input: &str) -> String {
     out
 }
 
-fn data(path: &str) -> String {
+pub(crate) fn data(path: &str) -> String {
     std::fs::read_to_string(format!("{}/../../{path}", env!("CARGO_MANIFEST_DIR"))).unwrap()
 }
 

@@ -110,6 +110,11 @@ impl Served {
         }
     }
 
+    /// The server's process id.
+    pub fn pid(&self) -> u32 {
+        self.child.as_ref().expect("the server is running").id()
+    }
+
     /// What the server logged so far.
     pub fn log(&self) -> String {
         self.stderr.lock().unwrap().clone()

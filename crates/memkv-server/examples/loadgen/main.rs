@@ -7,7 +7,10 @@
 //! cargo run --release -p memkv-server --example loadgen            # 10 s per phase
 //! LOADGEN_SECONDS=3 LOADGEN_CLIENTS=16 cargo run --release -p memkv-server --example loadgen
 //! MEMKV_BIN=/path/to/another/memkv cargo run --release -p memkv-server --example loadgen
+//! LOADGEN_SERVE_ARGS=--pin-workers cargo run --release -p memkv-server --example loadgen
 //! ```
+//!
+//! `LOADGEN_SERVE_ARGS` (split at whitespace) is added to each `memkv serve` command line.
 //!
 //! Loopback only; bounded in time (`LOADGEN_SECONDS` per phase) and in requests
 //! (`LOADGEN_MAX_REQUESTS` per client per phase). Phases, each on a durable database in a fresh
@@ -85,6 +88,14 @@ fn serve_args(clients: usize) -> Vec<String> {
         "--max-in-flight".into(),
         clients.max(128).to_string(),
     ]
+    .into_iter()
+    .chain(
+        std::env::var("LOADGEN_SERVE_ARGS")
+            .unwrap_or_default()
+            .split_whitespace()
+            .map(str::to_owned),
+    )
+    .collect()
 }
 
 fn load_average() -> String {

@@ -1,0 +1,84 @@
+//! `memkv serve --pin-workers`: each async worker on a CPU of its own, the same answers.
+
+use std::collections::BTreeSet;
+
+use crate::client::Client;
+use crate::proc::{Served, temp_db};
+use crate::{data, exec, over_http};
+
+/// `Cpus_allowed_list` of each of `pid`'s threads named `name`.
+fn cpus_of_threads(pid: u32, name: &str) -> Vec<String> {
+    let mut out = Vec::new();
+    for task in std::fs::read_dir(format!("/proc/{pid}/task")).unwrap() {
+        let dir = task.unwrap().path();
+        let Ok(comm) = std::fs::read_to_string(dir.join("comm")) else {
+            continue; // the thread has just ended
+        };
+        if comm.trim_end() != name {
+            continue;
+        }
+        let status = std::fs::read_to_string(dir.join("status")).unwrap();
+        let cpus = status
+            .lines()
+            .find_map(|l| l.strip_prefix("Cpus_allowed_list:"))
+            .unwrap()
+            .trim()
+            .to_owned();
+        out.push(cpus);
+    }
+    out.sort();
+    out
+}
+
+/// The CPUs this test may run on, as `/proc` lists them one by one (`0`, `1`, …).
+fn my_cpus() -> BTreeSet<String> {
+    let status = std::fs::read_to_string("/proc/self/status").unwrap();
+    let list = status
+        .lines()
+        .find_map(|l| l.strip_prefix("Cpus_allowed_list:"))
+        .unwrap()
+        .trim()
+        .to_owned();
+    let mut cpus = BTreeSet::new();
+    for part in list.split(',') {
+        let (a, b) = part.split_once('-').unwrap_or((part, part));
+        for c in a.parse::<usize>().unwrap()..=b.parse::<usize>().unwrap() {
+            cpus.insert(c.to_string());
+        }
+    }
+    cpus
+}
+
+#[test]
+fn pinned_workers_each_have_a_cpu_and_answer_as_exec_does() {
+    let (_dir, db) = temp_db();
+    let server = Served::start(&db, &["--pin-workers"]);
+    let mut client = Client::new(server.addr);
+    let agent = data("benches/data/agent-session.jsonl");
+    let http = over_http(&mut client, "agent", &agent);
+
+    // One worker per CPU the server may use (it inherits this test's), each pinned to its own;
+    // the writer and the others stay free.
+    let mine = my_cpus();
+    let workers = cpus_of_threads(server.pid(), "memkv-serve");
+    assert_eq!(
+        workers.iter().cloned().collect::<BTreeSet<_>>(),
+        mine,
+        "{workers:?}"
+    );
+    assert_eq!(workers.len(), mine.len(), "{workers:?}");
+    let writer = cpus_of_threads(server.pid(), "memkv-writer");
+    assert_eq!(writer.len(), 1);
+    if mine.len() > 1 {
+        assert!(!mine.contains(&writer[0]), "writer pinned: {writer:?}");
+    }
+    assert!(
+        server.log().contains("async workers pinned, one per CPU"),
+        "{}",
+        server.log()
+    );
+    drop(server);
+
+    let (_dir2, db2) = temp_db();
+    assert_eq!(http, exec(&db2, "agent", agent.as_bytes()));
+}
