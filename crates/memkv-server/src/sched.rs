@@ -81,6 +81,23 @@ impl Pinning {
         self.cpus.len()
     }
 
+    /// Lets the calling thread run on every CPU of the process again. A new thread inherits
+    /// the CPUs of the thread that started it, and tokio starts a blocking-pool thread from
+    /// whichever thread asked for it, a pinned worker included: meant for tokio's
+    /// `on_thread_start`, so that only the workers stay pinned.
+    pub fn free_current(&self) {
+        #[cfg(target_os = "linux")]
+        {
+            let mut set = rustix::thread::CpuSet::new();
+            for &cpu in &self.cpus {
+                set.set(cpu);
+            }
+            if let Err(e) = rustix::thread::sched_setaffinity(None, &set) {
+                tracing::warn!(error = %e, "cannot let a thread run on every CPU");
+            }
+        }
+    }
+
     /// Pins the calling thread to the next CPU, the first time it calls (later calls cost a
     /// thread-local read). Meant for tokio's `on_thread_park`, which only the async workers
     /// call; a failure is logged and leaves the thread free.
@@ -127,6 +144,34 @@ mod tests {
         assert_eq!(placed, expected);
         // This thread never called: it may still run anywhere it could.
         assert_eq!(allowed_cpus(), mine);
+    }
+
+    #[test]
+    fn a_thread_started_by_a_pinned_one_is_freed() {
+        let mine = allowed_cpus();
+        let pinning = std::sync::Arc::new(Pinning::new(mine.clone()).unwrap());
+        let p = std::sync::Arc::clone(&pinning);
+        let (pinned, inherited, freed) = std::thread::spawn(move || {
+            p.place_current();
+            let pinned = allowed_cpus();
+            let q = std::sync::Arc::clone(&p);
+            let (inherited, freed) = std::thread::spawn(move || {
+                let inherited = allowed_cpus();
+                q.free_current();
+                (inherited, allowed_cpus())
+            })
+            .join()
+            .unwrap();
+            (pinned, inherited, freed)
+        })
+        .join()
+        .unwrap();
+        assert_eq!(pinned, vec![mine[0]]);
+        assert_eq!(
+            inherited, pinned,
+            "Linux: a new thread inherits its starter's CPUs"
+        );
+        assert_eq!(freed, mine);
     }
 
     #[test]

@@ -177,9 +177,12 @@ pub fn run(
                     "async workers pinned, one per CPU"
                 );
                 let pinning = Arc::new(pinning);
-                // Only the async workers park (the blocking pool's threads do not).
+                let every = Arc::clone(&pinning);
+                // Every runtime thread starts free (a blocking-pool thread started by a pinned
+                // worker would inherit its CPU); only the async workers park, and are pinned.
                 builder
                     .worker_threads(pinning.threads())
+                    .on_thread_start(move || every.free_current())
                     .on_thread_park(move || pinning.place_current());
             }
             None => tracing::warn!("--pin-workers: cannot pin threads here; workers left free"),
