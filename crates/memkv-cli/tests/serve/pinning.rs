@@ -81,7 +81,6 @@ fn pinned_workers_each_have_a_cpu_and_answer_as_exec_does() {
     let writer = cpus_of_threads(server.pid(), "memkv-writer");
     assert_eq!(writer.len(), 1);
     if mine.len() > 1 {
-        assert_eq!(free.len(), runtime.len() - mine.len());
         assert!(!free.is_empty(), "no blocking-pool thread: {runtime:?}");
         for cpus in free.iter().chain(&writer) {
             assert_eq!(*cpus, my_list(), "pinned: {runtime:?} {writer:?}");
