@@ -86,15 +86,8 @@ impl Pinning {
     /// whichever thread asked for it, a pinned worker included: meant for tokio's
     /// `on_thread_start`, so that only the workers stay pinned.
     pub fn free_current(&self) {
-        #[cfg(target_os = "linux")]
-        {
-            let mut set = rustix::thread::CpuSet::new();
-            for &cpu in &self.cpus {
-                set.set(cpu);
-            }
-            if let Err(e) = rustix::thread::sched_setaffinity(None, &set) {
-                tracing::warn!(error = %e, "cannot let a thread run on every CPU");
-            }
+        if let Err(e) = run_on(&self.cpus) {
+            tracing::warn!(error = %e, "cannot let a thread run on every CPU");
         }
     }
 
@@ -106,16 +99,26 @@ impl Pinning {
             return;
         }
         let cpu = self.cpus[self.next.fetch_add(1, Relaxed) % self.cpus.len()];
-        #[cfg(target_os = "linux")]
-        {
-            let mut set = rustix::thread::CpuSet::new();
-            set.set(cpu);
-            match rustix::thread::sched_setaffinity(None, &set) {
-                Ok(()) => tracing::debug!(cpu, "async worker pinned"),
-                Err(e) => tracing::warn!(cpu, error = %e, "cannot pin an async worker"),
-            }
+        match run_on(&[cpu]) {
+            Ok(()) => tracing::debug!(cpu, "async worker pinned"),
+            Err(e) => tracing::warn!(cpu, error = %e, "cannot pin an async worker"),
         }
     }
+}
+
+/// Lets the calling thread run on `cpus` only (Linux; elsewhere, nothing and no error).
+fn run_on(cpus: &[usize]) -> std::io::Result<()> {
+    #[cfg(target_os = "linux")]
+    {
+        let mut set = rustix::thread::CpuSet::new();
+        for &cpu in cpus {
+            set.set(cpu);
+        }
+        rustix::thread::sched_setaffinity(None, &set)?;
+    }
+    #[cfg(not(target_os = "linux"))]
+    let _ = cpus;
+    Ok(())
 }
 
 #[cfg(all(test, target_os = "linux"))]

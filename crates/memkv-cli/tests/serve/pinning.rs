@@ -17,28 +17,26 @@ fn cpus_of_threads(pid: u32, name: &str) -> Vec<String> {
         if comm.trim_end() != name {
             continue;
         }
-        let status = std::fs::read_to_string(dir.join("status")).unwrap();
-        let cpus = status
-            .lines()
-            .find_map(|l| l.strip_prefix("Cpus_allowed_list:"))
-            .unwrap()
-            .trim()
-            .to_owned();
-        out.push(cpus);
+        out.push(allowed_list(&dir.join("status")));
     }
     out.sort();
     out
 }
 
-/// This test's `Cpus_allowed_list` (`0-1`, say).
-fn my_list() -> String {
-    let status = std::fs::read_to_string("/proc/thread-self/status").unwrap();
-    status
+/// The `Cpus_allowed_list` (`0-1`, say) of a thread's `status` file.
+fn allowed_list(status: &std::path::Path) -> String {
+    std::fs::read_to_string(status)
+        .unwrap()
         .lines()
         .find_map(|l| l.strip_prefix("Cpus_allowed_list:"))
         .unwrap()
         .trim()
         .to_owned()
+}
+
+/// This test's `Cpus_allowed_list`.
+fn my_list() -> String {
+    allowed_list("/proc/thread-self/status".as_ref())
 }
 
 /// The CPUs this test may run on, as `/proc` lists them one by one (`0`, `1`, …).
