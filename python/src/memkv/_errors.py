@@ -41,8 +41,10 @@ class MemkvError(Exception):
 class MemkvConnectionError(MemkvError):
     """No answer from memkv: the connection failed, broke, or timed out.
 
-    A write that timed out after it was sent may or may not have been applied (in whole: every
-    memkv command is one transaction); a refused connection applied nothing.
+    The message names the URL and says what is known: a connection that was never made (refused,
+    or not made in time) sent nothing; a command whose request was sent but whose answer never
+    came, complete, may or may not have been applied (in whole: every memkv command is one
+    transaction).
     """
 
 

@@ -4,7 +4,9 @@ For tests, notebooks and local agents. It runs the `memkv` binary (`MEMKV_BIN`, 
 `PATH`): `memkv --db DB keys add --admin` (the key is the last line of its output), then
 `memkv --db DB serve --listen 127.0.0.1:0`, whose one stdout line `listening on http://...` gives
 the port, and waits for `GET /readyz`. Leaving the context sends SIGTERM (graceful shutdown) and
-waits; a server that does not stop in time is killed.
+waits; a server that does not stop in time is killed. The server always has that key, so it
+checks keys like any other: it is never started keyless (`serve --no-auth`, which memkv refuses
+anyway once a key exists).
 """
 
 from __future__ import annotations

@@ -28,7 +28,7 @@ from anthropic.types.beta import (
     BetaMemoryTool20250818StrReplaceCommand,
 )
 
-from . import _wire
+from . import _wire, _deadline
 from ._errors import MemkvError
 
 __all__ = ["MemkvMemoryTool", "AsyncMemkvMemoryTool"]
@@ -45,6 +45,12 @@ class MemkvMemoryTool(BetaAbstractMemoryTool):
     A model mistake raises the SDK's `ToolError` with memkv's exact message (the runner sends it
     back with `is_error: true`); memkv unreachable, a bad key or a refused request raise
     `MemkvError`. One connection pool per object: `close()` it, or use it as a context manager.
+
+    `timeout` (seconds) bounds each request in all: connecting, sending and the whole answer
+    (an `httpx2.Timeout` instead sets httpx's per-operation timeouts, and no total). An answer
+    body over `max_answer_bytes` (default 8 MiB, far above memkv's largest) is refused as it
+    arrives. With an `http_client` of your own, its timeouts apply to each operation and the
+    total is checked as the answer comes in.
     """
 
     def __init__(
@@ -55,6 +61,7 @@ class MemkvMemoryTool(BetaAbstractMemoryTool):
         api_key: str | None = None,
         timeout: float | httpx2.Timeout | None = _wire.DEFAULT_TIMEOUT,
         max_retries: int = _wire.DEFAULT_MAX_RETRIES,
+        max_answer_bytes: int = _wire.DEFAULT_MAX_ANSWER_BYTES,
         cache_control: BetaCacheControlEphemeralParam | None = None,
         http_client: httpx2.Client | None = None,
     ) -> None:
@@ -66,28 +73,49 @@ class MemkvMemoryTool(BetaAbstractMemoryTool):
         if max_retries < 0:
             raise ValueError("max_retries must be >= 0")
         self.max_retries = max_retries
+        self.max_answer_bytes = _wire.check_max_answer_bytes(max_answer_bytes)
+        self._total = _wire.total_timeout(timeout)
         self._owns_client = http_client is None
-        self._client = http_client or httpx2.Client(timeout=_wire.make_timeout(timeout))
+        # Its transport cuts every network operation to the time left of the request.
+        self._client = http_client or httpx2.Client(timeout=_wire.make_timeout(timeout), transport=_deadline.DeadlineTransport())
 
     def send(self, input: object) -> str:
         """Executes one command input object; returns memkv's content or raises `ToolError`."""
         body = _wire.encode(input)
         for attempt in range(self.max_retries + 1):
             try:
-                response = self._client.post(self._url, content=body, headers=self._headers)
+                answer = self._exchange("POST", self._url, body)
             except httpx2.HTTPError as exc:
-                error: MemkvError = _wire.transport_error(exc)
+                error: MemkvError = _wire.transport_error(exc, self._url, self._total)
                 error.__cause__ = exc
                 retry = _wire.retryable_transport(exc)
             else:
-                if response.status_code == 200:
-                    return _wire.content_of(response)
-                error = _wire.http_error(response)
+                if answer.status == 200:
+                    return _wire.content_of(answer)
+                error = _wire.http_error(answer)
                 retry = _wire.retryable_status(error)
             if not retry or attempt == self.max_retries:
                 raise error
             time.sleep(_wire.retry_wait(attempt, error))
         raise AssertionError("unreachable")
+
+    def _exchange(self, method: str, url: str, content: bytes | None = None) -> _wire.Answer:
+        """One request, its answer read in full within the tool's timeout (in all) and its
+        `max_answer_bytes`. Raises `httpx2.HTTPError` when no complete answer came."""
+        with _deadline.deadline(self._total) as at:
+            with self._client.stream(method, url, content=content, headers=self._headers) as response:
+                _wire.check_answer_head(response, url, self.max_answer_bytes)
+                chunks: list[bytes] = []
+                size = 0
+                for chunk in response.iter_raw():
+                    size += len(chunk)
+                    if size > self.max_answer_bytes:
+                        raise _wire.too_large(url, self.max_answer_bytes, None, response.status_code)
+                    chunks.append(chunk)
+                    # Our own transport stops at the deadline; a client passed in is checked here.
+                    if at is not None and time.monotonic() > at:
+                        raise _wire.deadline_passed(url, self._total or 0.0)
+                return _wire.Answer(response.status_code, response.reason_phrase, response.headers, b"".join(chunks))
 
     @override
     def call(self, input: object) -> str:
@@ -124,10 +152,10 @@ class MemkvMemoryTool(BetaAbstractMemoryTool):
         filesystem tool does."""
         url = self.base_url + _wire.store_path(self.store)
         try:
-            response = self._client.delete(url, headers=self._headers)
+            answer = self._exchange("DELETE", url)
         except httpx2.HTTPError as exc:
-            raise _wire.transport_error(exc) from exc
-        return _wire.cleared(response)
+            raise _wire.transport_error(exc, url, self._total) from exc
+        return _wire.cleared(answer)
 
     def close(self) -> None:
         """Closes the connection pool (not one passed in as `http_client`)."""
@@ -150,7 +178,8 @@ class MemkvMemoryTool(BetaAbstractMemoryTool):
 
 
 class AsyncMemkvMemoryTool(BetaAsyncAbstractMemoryTool):
-    """`MemkvMemoryTool` for `AsyncAnthropic` clients: the same calls, awaited.
+    """`MemkvMemoryTool` for `AsyncAnthropic` clients: the same calls, awaited (the timeout is a
+    cancel scope around each whole request, also on an `http_client` of your own).
 
     `await tool.aclose()`, or `async with AsyncMemkvMemoryTool(...) as memory:`.
     """
@@ -163,6 +192,7 @@ class AsyncMemkvMemoryTool(BetaAsyncAbstractMemoryTool):
         api_key: str | None = None,
         timeout: float | httpx2.Timeout | None = _wire.DEFAULT_TIMEOUT,
         max_retries: int = _wire.DEFAULT_MAX_RETRIES,
+        max_answer_bytes: int = _wire.DEFAULT_MAX_ANSWER_BYTES,
         cache_control: BetaCacheControlEphemeralParam | None = None,
         http_client: httpx2.AsyncClient | None = None,
     ) -> None:
@@ -174,6 +204,8 @@ class AsyncMemkvMemoryTool(BetaAsyncAbstractMemoryTool):
         if max_retries < 0:
             raise ValueError("max_retries must be >= 0")
         self.max_retries = max_retries
+        self.max_answer_bytes = _wire.check_max_answer_bytes(max_answer_bytes)
+        self._total = _wire.total_timeout(timeout)
         self._owns_client = http_client is None
         self._client = http_client or httpx2.AsyncClient(timeout=_wire.make_timeout(timeout))
 
@@ -182,20 +214,37 @@ class AsyncMemkvMemoryTool(BetaAsyncAbstractMemoryTool):
         body = _wire.encode(input)
         for attempt in range(self.max_retries + 1):
             try:
-                response = await self._client.post(self._url, content=body, headers=self._headers)
+                answer = await self._exchange("POST", self._url, body)
             except httpx2.HTTPError as exc:
-                error: MemkvError = _wire.transport_error(exc)
+                error: MemkvError = _wire.transport_error(exc, self._url, self._total)
                 error.__cause__ = exc
                 retry = _wire.retryable_transport(exc)
             else:
-                if response.status_code == 200:
-                    return _wire.content_of(response)
-                error = _wire.http_error(response)
+                if answer.status == 200:
+                    return _wire.content_of(answer)
+                error = _wire.http_error(answer)
                 retry = _wire.retryable_status(error)
             if not retry or attempt == self.max_retries:
                 raise error
             await anyio.sleep(_wire.retry_wait(attempt, error))
         raise AssertionError("unreachable")
+
+    async def _exchange(self, method: str, url: str, content: bytes | None = None) -> _wire.Answer:
+        """As `MemkvMemoryTool._exchange`; the timeout is a cancel scope around the whole request."""
+        try:
+            with anyio.fail_after(self._total):
+                async with self._client.stream(method, url, content=content, headers=self._headers) as response:
+                    _wire.check_answer_head(response, url, self.max_answer_bytes)
+                    chunks: list[bytes] = []
+                    size = 0
+                    async for chunk in response.aiter_raw():
+                        size += len(chunk)
+                        if size > self.max_answer_bytes:
+                            raise _wire.too_large(url, self.max_answer_bytes, None, response.status_code)
+                        chunks.append(chunk)
+                    return _wire.Answer(response.status_code, response.reason_phrase, response.headers, b"".join(chunks))
+        except TimeoutError:
+            raise _wire.deadline_passed(url, self._total or 0.0) from None
 
     @override
     async def call(self, input: object) -> str:
@@ -230,10 +279,10 @@ class AsyncMemkvMemoryTool(BetaAsyncAbstractMemoryTool):
         """As `MemkvMemoryTool.clear_all_memory`."""
         url = self.base_url + _wire.store_path(self.store)
         try:
-            response = await self._client.delete(url, headers=self._headers)
+            answer = await self._exchange("DELETE", url)
         except httpx2.HTTPError as exc:
-            raise _wire.transport_error(exc) from exc
-        return _wire.cleared(response)
+            raise _wire.transport_error(exc, url, self._total) from exc
+        return _wire.cleared(answer)
 
     async def aclose(self) -> None:
         """Closes the connection pool (not one passed in as `http_client`)."""

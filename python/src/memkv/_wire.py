@@ -10,7 +10,7 @@ from __future__ import annotations
 import os
 import json
 import random
-from typing import Any, Mapping
+from typing import Any, Mapping, NamedTuple
 from urllib.parse import quote
 
 import httpx2
@@ -21,7 +21,17 @@ from ._errors import MemkvError, MemkvTimeoutError, MemkvConnectionError
 __version__ = "0.1.0"
 
 DEFAULT_TIMEOUT = 30.0
-"""Seconds for connecting, and for each read and write of one request."""
+"""Seconds one request may take in all: connecting, sending it and receiving the whole answer."""
+
+DEFAULT_MAX_ANSWER_BYTES = 8 * 1024 * 1024
+"""The largest answer body the tools read (8 MiB); a larger one is refused as it arrives.
+
+What memkv answers is bounded by its limits: an error quoting the model's `old_str` back is at
+most the request, which memkv caps at `12 * max_file_bytes + 64 KiB` (1.23 MiB with the default
+100 KiB files); a `str_replace` snippet, about ten bytes per byte of a file at the size limit
+(~1 MiB); a `view`, `view_max_chars` (16,000) characters, six bytes each at worst once
+JSON-escaped. 8 MiB leaves room for a server run with `--max-file-bytes` up to about 640 KiB;
+pass `max_answer_bytes=` for one with larger files."""
 
 DEFAULT_MAX_RETRIES = 2
 """Retries of a request memkv refused without acting on it (429, 503) or that never connected."""
@@ -64,18 +74,28 @@ def store_path(store: str) -> str:
 CLEARED = "All memory cleared"
 
 
-def cleared(response: httpx2.Response) -> str:
+class Answer(NamedTuple):
+    """An HTTP answer read in full (at most `max_answer_bytes` of body)."""
+
+    status: int
+    reason: str
+    headers: httpx2.Headers
+    body: bytes
+
+
+def cleared(answer: Answer) -> str:
     """`clear_all_memory`'s answer to memkv's reply to deleting the store: a store that was
     never written (404) has nothing to clear."""
-    if response.status_code in (200, 404):
+    if answer.status in (200, 404):
         return CLEARED
-    raise http_error(response)
+    raise http_error(answer)
 
 
 def headers(api_key: str | None) -> dict[str, str]:
     out = {
         "content-type": "application/json",
         "accept": "application/json",
+        "accept-encoding": "identity",
         "user-agent": f"memkv-python/{__version__}",
     }
     if api_key is not None:
@@ -87,6 +107,48 @@ def make_timeout(timeout: float | httpx2.Timeout | None) -> httpx2.Timeout:
     if isinstance(timeout, httpx2.Timeout):
         return timeout
     return httpx2.Timeout(timeout)
+
+
+def total_timeout(timeout: float | httpx2.Timeout | None) -> float | None:
+    """The bound on a whole request: a number of seconds, or None for an `httpx2.Timeout`
+    (httpx's own per-operation timeouts, nothing more) or for no timeout at all."""
+    if timeout is None or isinstance(timeout, httpx2.Timeout):
+        return None
+    if timeout <= 0:
+        raise ValueError("timeout must be a positive number of seconds")
+    return float(timeout)
+
+
+def check_max_answer_bytes(max_answer_bytes: int) -> int:
+    if not isinstance(max_answer_bytes, int) or max_answer_bytes <= 0:
+        raise ValueError("max_answer_bytes must be a positive integer")
+    return max_answer_bytes
+
+
+def too_large(url: str, cap: int, announced: int | None, status: int) -> MemkvError:
+    size = f"announces {announced:,} bytes" if announced is not None else "goes on past the limit"
+    return MemkvError(
+        f"the answer from {url} {size}, more than max_answer_bytes={cap:,}: it is not a memkv tool "
+        f"result, so the rest was not read; {UNKNOWN_OUTCOME}",
+        status=status,
+        type="answer_too_large",
+    )
+
+
+def check_answer_head(response: httpx2.Response, url: str, cap: int) -> None:
+    """Refuses, before reading its body, an answer that announces more than `cap` bytes or comes
+    compressed (the tools ask for `identity`; memkv never compresses, and a compressed body
+    could unpack to any size)."""
+    value = response.headers.get("content-length", "").strip()
+    if value.isdigit() and int(value) > cap:
+        raise too_large(url, cap, int(value), response.status_code)
+    encoding = response.headers.get("content-encoding", "identity").strip().lower()
+    if encoding not in ("", "identity"):
+        raise MemkvError(
+            f"the answer from {url} is compressed ({encoding}), which memkv never does; {UNKNOWN_OUTCOME}",
+            status=response.status_code,
+            type="protocol_error",
+        )
 
 
 def encode(input: object) -> bytes:
@@ -105,8 +167,8 @@ def command_input(command: object) -> object:
     raise TypeError(f"not a memory command: {type(command).__name__}")
 
 
-def retry_after(response: httpx2.Response) -> float | None:
-    value = response.headers.get("retry-after")
+def retry_after(headers: httpx2.Headers) -> float | None:
+    value = headers.get("retry-after")
     if value is None:
         return None
     try:
@@ -123,10 +185,29 @@ def retry_wait(attempt: int, error: MemkvError) -> float:
     return min(base * (1 + random.random() / 4), MAX_RETRY_WAIT)
 
 
-def transport_error(exc: httpx2.HTTPError) -> MemkvConnectionError:
+UNKNOWN_OUTCOME = "the command may or may not have been applied (wholly or not at all: each memkv command is one transaction)"
+"""What a caller knows of a command whose request was sent but whose answer never came."""
+
+
+def transport_error(exc: httpx2.HTTPError, url: str, total: float | None) -> MemkvConnectionError:
+    """The error for a request that got no (complete) answer, saying where it went and whether
+    anything can have been applied: nothing when no connection was made."""
+    what = f"{type(exc).__name__}: {exc}" if str(exc) else type(exc).__name__
+    if isinstance(exc, (httpx2.ConnectTimeout, httpx2.PoolTimeout)):
+        return MemkvTimeoutError(f"cannot connect to {url} in time ({what}); nothing was sent", type="timeout_error")
     if isinstance(exc, httpx2.TimeoutException):
-        return MemkvTimeoutError(f"{type(exc).__name__}: {exc}", type="timeout_error")
-    return MemkvConnectionError(f"{type(exc).__name__}: {exc}", type="connection_error")
+        within = f" within {total:g} s" if total is not None else " in time"
+        return MemkvTimeoutError(f"no complete answer from {url}{within} ({what}); {UNKNOWN_OUTCOME}", type="timeout_error")
+    if isinstance(exc, httpx2.ConnectError):
+        return MemkvConnectionError(f"cannot reach {url} ({what}); nothing was sent", type="connection_error")
+    return MemkvConnectionError(
+        f"the connection to {url} failed after the request was sent ({what}); {UNKNOWN_OUTCOME}",
+        type="connection_error",
+    )
+
+
+def deadline_passed(url: str, total: float) -> MemkvTimeoutError:
+    return MemkvTimeoutError(f"no complete answer from {url} within {total:g} s; {UNKNOWN_OUTCOME}", type="timeout_error")
 
 
 def retryable_transport(exc: httpx2.HTTPError) -> bool:
@@ -139,11 +220,15 @@ def retryable_status(error: MemkvError) -> bool:
     return error.status in RETRYABLE_STATUS
 
 
-def http_error(response: httpx2.Response) -> MemkvError:
+def _json(body: bytes) -> Any:
+    return json.loads(body.decode("utf-8"))
+
+
+def http_error(answer: Answer) -> MemkvError:
     """A non-200 answer: memkv's Anthropic-style envelope, or whatever else came back."""
-    status = response.status_code
+    status = answer.status
     try:
-        body: Any = response.json()
+        body: Any = _json(answer.body)
     except ValueError:
         body = None
     if isinstance(body, dict) and isinstance(body.get("error"), dict):
@@ -152,18 +237,18 @@ def http_error(response: httpx2.Response) -> MemkvError:
             str(err.get("message", "")),
             status=status,
             type=str(err.get("type", "error")),
-            retry_after=retry_after(response),
+            retry_after=retry_after(answer.headers),
         )
-    text = response.text[:500]
-    return MemkvError(text or response.reason_phrase, status=status, type="http_error", retry_after=retry_after(response))
+    text = answer.body[:500].decode("utf-8", "replace")
+    return MemkvError(text or answer.reason, status=status, type="http_error", retry_after=retry_after(answer.headers))
 
 
-def content_of(response: httpx2.Response) -> str:
+def content_of(answer: Answer) -> str:
     """memkv's content for a successful command; `ToolError(content)` for a model mistake."""
-    if response.status_code != 200:
-        raise http_error(response)
+    if answer.status != 200:
+        raise http_error(answer)
     try:
-        body: Any = response.json()
+        body: Any = _json(answer.body)
     except ValueError as exc:
         raise MemkvError(f"answer is not JSON: {exc}", status=200, type="protocol_error") from None
     if not isinstance(body, dict) or not isinstance(body.get("content"), str) or not isinstance(body.get("is_error"), bool):
