@@ -21,10 +21,40 @@ export interface MemkvClientOptions {
   fetch?: typeof fetch | undefined;
   /** How long one request may take, connection included, in milliseconds. Default: 30,000. */
   timeoutMs?: number | undefined;
+  /**
+   * The largest answer body read, in bytes; a larger one is refused as it arrives, with a
+   * {@link MemkvAPIError} of type `answer_too_large`. Default: {@link DEFAULT_MAX_ANSWER_BYTES}.
+   */
+  maxAnswerBytes?: number | undefined;
 }
 
 /** Default for {@link MemkvClientOptions.timeoutMs}. */
 export const DEFAULT_TIMEOUT_MS = 30_000;
+
+/**
+ * Default for {@link MemkvClientOptions.maxAnswerBytes}: 8 MiB. What memkv answers is bounded by
+ * its limits: an error quoting the model's `old_str` back is at most the request, which memkv caps
+ * at `12 * max_file_bytes + 64 KiB` (1.23 MiB with the default 100 KiB files); a `str_replace`
+ * snippet, about ten bytes per byte of a file at the size limit (~1 MiB); a `view`,
+ * `view_max_chars` (16,000) characters, six bytes each at worst once JSON-escaped. 8 MiB leaves
+ * room for a server run with `--max-file-bytes` up to about 640 KiB.
+ */
+export const DEFAULT_MAX_ANSWER_BYTES = 8 * 1024 * 1024;
+
+/** What is known of a command whose request was sent but whose answer never came (complete). */
+const UNKNOWN_OUTCOME =
+  'the command may or may not have been applied (wholly or not at all: each memkv command is one transaction)';
+
+/** Transport failures that happen before a connection exists: nothing was sent. */
+const NOT_CONNECTED = new Set([
+  'ECONNREFUSED',
+  'ENOTFOUND',
+  'EAI_AGAIN',
+  'EHOSTUNREACH',
+  'ENETUNREACH',
+  'EADDRNOTAVAIL',
+  'UND_ERR_CONNECT_TIMEOUT',
+]);
 
 /**
  * A client for memkv serve's tool route, `POST /v1/memory_stores/{store}/tool`. One client can
@@ -33,6 +63,7 @@ export const DEFAULT_TIMEOUT_MS = 30_000;
 export class MemkvClient {
   readonly baseURL: string;
   readonly timeoutMs: number;
+  readonly maxAnswerBytes: number;
   readonly #apiKey: string;
   readonly #fetch: typeof fetch;
 
@@ -49,8 +80,13 @@ export class MemkvClient {
     if (!Number.isFinite(timeoutMs) || timeoutMs <= 0) {
       throw new MemkvError(`memkv: timeoutMs must be a positive number, got ${timeoutMs}`);
     }
+    const maxAnswerBytes = options.maxAnswerBytes ?? DEFAULT_MAX_ANSWER_BYTES;
+    if (!Number.isSafeInteger(maxAnswerBytes) || maxAnswerBytes <= 0) {
+      throw new MemkvError(`memkv: maxAnswerBytes must be a positive integer, got ${maxAnswerBytes}`);
+    }
     this.baseURL = baseURL.replace(/\/+$/, '');
     this.timeoutMs = timeoutMs;
+    this.maxAnswerBytes = maxAnswerBytes;
     this.#apiKey = apiKey;
     this.#fetch = options.fetch ?? globalThis.fetch;
   }
@@ -87,39 +123,49 @@ export class MemkvClient {
 
   async #post(store: string, payload: unknown, signal?: AbortSignal | null): Promise<unknown> {
     const timeout = AbortSignal.timeout(this.timeoutMs);
-    const signals = signal ? [timeout, signal] : [timeout];
+    // Aborted by the client itself, to drop an answer it refuses (too large) mid-body.
+    const own = new AbortController();
+    const signals = signal ? [timeout, own.signal, signal] : [timeout, own.signal];
     const init = {
       method: 'POST',
       headers: {
         'content-type': 'application/json',
         accept: 'application/json',
+        // memkv never compresses; a compressed body could unpack to any size.
+        'accept-encoding': 'identity',
         'x-api-key': this.#apiKey,
       },
       body: JSON.stringify(payload),
       signal: anySignal(signals),
     };
+    const where = this.toolURL(store);
     let response: { ok: boolean; status: number; retryAfter: string | null };
     let text: string;
     try {
       if (DOT_SEGMENT.test(encodeURIComponent(store))) {
-        ({ response, text } = await this.#rawPost(toolPath(store), init));
+        ({ response, text } = await this.#rawPost(toolPath(store), init, where, own));
       } else {
-        const r = await this.#fetch(this.toolURL(store), init);
-        text = await r.text();
+        const r = await this.#fetch(where, init);
         response = { ok: r.ok, status: r.status, retryAfter: r.headers.get('retry-after') };
+        text = await readCapped(r, this.maxAnswerBytes, where, own);
       }
     } catch (cause) {
+      if (cause instanceof MemkvError) throw cause;
       if (timeout.aborted) {
         throw new MemkvConnectionError(
-          `memkv: no answer from ${this.baseURL} within ${this.timeoutMs} ms`,
+          `memkv: no complete answer from ${this.baseURL} within ${this.timeoutMs} ms; ${UNKNOWN_OUTCOME}`,
           { cause, timedOut: true },
         );
       }
       if (signal?.aborted) {
-        throw new MemkvConnectionError(`memkv: request to ${this.baseURL} aborted`, { cause });
+        throw new MemkvConnectionError(`memkv: request to ${this.baseURL} aborted; ${UNKNOWN_OUTCOME}`, { cause });
+      }
+      const reason = describe(cause);
+      if (NOT_CONNECTED.has(reason)) {
+        throw new MemkvConnectionError(`memkv: cannot reach ${this.baseURL}: ${reason}; nothing was sent`, { cause });
       }
       throw new MemkvConnectionError(
-        `memkv: cannot reach ${this.baseURL}: ${describe(cause)}`,
+        `memkv: the connection to ${this.baseURL} broke before an answer came (${reason}); ${UNKNOWN_OUTCOME}`,
         { cause },
       );
     }
@@ -147,9 +193,12 @@ export class MemkvClient {
   #rawPost(
     path: string,
     init: { method: string; headers: Record<string, string>; body: string; signal: AbortSignal },
+    where: string,
+    own: AbortController,
   ): Promise<{ response: { ok: boolean; status: number; retryAfter: string | null }; text: string }> {
     const base = new URL(this.baseURL);
     const https = base.protocol === 'https:';
+    const cap = this.maxAnswerBytes;
     this.#agent ??= https ? new HttpsAgent({ keepAlive: true }) : new HttpAgent({ keepAlive: true });
     return new Promise((resolve, reject) => {
       const req = (https ? httpsRequest : httpRequest)(
@@ -164,15 +213,29 @@ export class MemkvClient {
           signal: init.signal,
         },
         (res) => {
+          const status = res.statusCode ?? 0;
+          const refuse = (error: MemkvError) => {
+            reject(error);
+            own.abort(error); // destroys the request and its socket: nothing more is read
+          };
+          const head = answerHeadError(res.headers['content-length'], res.headers['content-encoding'], status, cap, where);
+          if (head) {
+            refuse(head);
+            return;
+          }
           const chunks: Buffer[] = [];
-          res.on('data', (c: Buffer) => chunks.push(c));
+          let size = 0;
+          res.on('data', (c: Buffer) => {
+            size += c.length;
+            if (size > cap) refuse(tooLarge(where, cap, null, status));
+            else chunks.push(c);
+          });
           res.on('error', reject);
           res.on('end', () => {
-            const status = res.statusCode ?? 0;
             const retry = res.headers['retry-after'];
             resolve({
               response: { ok: status >= 200 && status < 300, status, retryAfter: typeof retry === 'string' ? retry : null },
-              text: Buffer.concat(chunks).toString('utf8'),
+              text: new TextDecoder().decode(Buffer.concat(chunks)),
             });
           });
         },
@@ -181,6 +244,59 @@ export class MemkvClient {
       req.end(init.body);
     });
   }
+}
+
+/** A `fetch` answer's body as text, refused (and no longer read) past `cap` bytes. */
+async function readCapped(r: Response, cap: number, where: string, own: AbortController): Promise<string> {
+  const head = answerHeadError(r.headers.get('content-length'), r.headers.get('content-encoding'), r.status, cap, where);
+  if (head) {
+    own.abort(head);
+    await r.body?.cancel().catch(() => undefined);
+    throw head;
+  }
+  if (r.body === null) return '';
+  const reader = r.body.getReader();
+  const chunks: Uint8Array[] = [];
+  let size = 0;
+  for (;;) {
+    const { done, value } = await reader.read();
+    if (done) break;
+    size += value.byteLength;
+    if (size > cap) {
+      const error = tooLarge(where, cap, null, r.status);
+      own.abort(error);
+      await reader.cancel().catch(() => undefined);
+      throw error;
+    }
+    chunks.push(value);
+  }
+  return new TextDecoder().decode(Buffer.concat(chunks));
+}
+
+/** The error for an answer refused at its headers: announced larger than `cap`, or compressed. */
+function answerHeadError(
+  length: string | null | undefined,
+  encoding: string | null | undefined,
+  status: number,
+  cap: number,
+  where: string,
+): MemkvError | null {
+  const announced = /^\s*\d+\s*$/.test(length ?? '') ? Number(length) : null;
+  if (announced !== null && announced > cap) return tooLarge(where, cap, announced, status);
+  const coding = (encoding ?? '').trim().toLowerCase();
+  if (coding !== '' && coding !== 'identity') {
+    return new MemkvAPIError(status, 'protocol_error', `the answer from ${where} is compressed (${coding}), which memkv never does; ${UNKNOWN_OUTCOME}`);
+  }
+  return null;
+}
+
+function tooLarge(where: string, cap: number, announced: number | null, status: number): MemkvAPIError {
+  const size = announced !== null ? `announces ${announced} bytes` : 'goes on past the limit';
+  return new MemkvAPIError(
+    status,
+    'answer_too_large',
+    `the answer from ${where} ${size}, more than maxAnswerBytes=${cap}: it is not a memkv tool result, so the rest was not read; ${UNKNOWN_OUTCOME}`,
+  );
 }
 
 /** A path segment a URL parser removes or resolves: `.`, `..` and their `%2E` spellings. */
@@ -207,10 +323,10 @@ function anySignal(signals: AbortSignal[]): AbortSignal {
   return controller.signal;
 }
 
-/** A transport failure's reason: undici puts the system error (ECONNREFUSED, ...) in `cause`. */
+/** A transport failure's reason: undici puts the system error (ECONNREFUSED, ...) in `cause`; `node:http` throws it. */
 function describe(error: unknown): string {
   const inner = (error as { cause?: unknown })?.cause;
-  const code = (inner as { code?: unknown })?.code;
+  const code = (inner as { code?: unknown })?.code ?? (error as { code?: unknown })?.code;
   if (typeof code === 'string') return code;
   if (inner instanceof Error) return inner.message;
   return error instanceof Error ? error.message : String(error);

@@ -9,7 +9,7 @@
  * const runner = client.beta.messages.toolRunner({ model, max_tokens, messages, tools: [memory] });
  * ```
  */
-export { MemkvClient, DEFAULT_TIMEOUT_MS, type MemkvClientOptions, type ToolOutput } from './client.js';
+export { MemkvClient, DEFAULT_MAX_ANSWER_BYTES, DEFAULT_TIMEOUT_MS, type MemkvClientOptions, type ToolOutput } from './client.js';
 export { MemkvError, MemkvAPIError, MemkvConnectionError } from './errors.js';
 export { memkvMemoryHandlers, memkvMemoryTool, type MemkvMemoryOptions } from './memory.js';
 export { serveLocal, type LocalServer, type ServeLocalOptions } from './serve-local.js';

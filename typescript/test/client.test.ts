@@ -197,7 +197,7 @@ describe('MemkvClient', () => {
     const [block] = results[0]!;
     assert.equal(block?.tool_use_id, 't1');
     assert.equal(block?.is_error, true);
-    assert.match(String(block?.content), /^Error: memkv: cannot reach http:\/\/127\.0\.0\.1:\d+: ECONNREFUSED$/);
+    assert.match(String(block?.content), /^Error: memkv: cannot reach http:\/\/127\.0\.0\.1:\d+: ECONNREFUSED; nothing was sent$/);
   });
 });
 
