@@ -1,7 +1,10 @@
 #!/usr/bin/env bash
 # The TypeScript package's tests (typescript/): the real @anthropic-ai/sdk tool runner against a
-# scripted Messages API on loopback and a real `memkv serve`. Needs Node.js >= 20 and npm.
-# MEMKV_BIN, if set, names the memkv binary to test; otherwise the workspace's is built.
+# scripted Messages API on loopback and a real `memkv serve`, and the package installed into
+# projects outside the repository (test/install.test.ts: from the directory and from `npm pack`'s
+# tarball, beside SDK 1.14.0 and the newest 1.x, which needs the npm registry or a warm cache).
+# Needs Node.js >= 20 and npm. MEMKV_BIN, if set, names the memkv binary to test; otherwise the
+# workspace's is built. MEMKV_NPM_CACHE, if set, is npm's cache for those installs.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
