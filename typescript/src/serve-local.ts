@@ -33,7 +33,9 @@ const LISTENING = /^listening on (http:\/\/\S+)$/;
 
 /**
  * Starts `memkv --db DB serve` on a free loopback port with a fresh admin key, for tests and
- * notebooks. Resolves once the server answers `/readyz`.
+ * notebooks. Resolves once the server answers `/readyz`. The server always has that key, so it
+ * checks keys like any other: it is never started keyless (`serve --no-auth`, which memkv refuses
+ * anyway once a key exists).
  *
  * @example
  * const server = await serveLocal('/tmp/memkv.redb');

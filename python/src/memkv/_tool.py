@@ -49,8 +49,9 @@ class MemkvMemoryTool(BetaAbstractMemoryTool):
     `timeout` (seconds) bounds each request in all: connecting, sending and the whole answer
     (an `httpx2.Timeout` instead sets httpx's per-operation timeouts, and no total). An answer
     body over `max_answer_bytes` (default 8 MiB, far above memkv's largest) is refused as it
-    arrives. With an `http_client` of your own, its timeouts apply to each operation and the
-    total is checked as the answer comes in.
+    arrives. The tool's own client connects directly (it does not read `HTTP(S)_PROXY`); with an
+    `http_client` of your own (a proxy, other limits), its timeouts apply to each operation and
+    the total is checked as the answer comes in.
     """
 
     def __init__(
