@@ -10,7 +10,6 @@ import socket
 import asyncio
 import tracemalloc
 from typing import Any, Callable, Awaitable
-from pathlib import Path
 
 import httpx2
 import pytest
@@ -188,7 +187,7 @@ def test_a_connection_closed_after_the_request_leaves_the_outcome_unknown() -> N
     assert requests == 1
 
 
-def test_a_timeout_object_keeps_httpx_per_operation_meaning(tmp_path: Path) -> None:
+def test_a_timeout_object_keeps_httpx_per_operation_meaning() -> None:
     """`httpx2.Timeout` sets httpx's own timeouts and no total: each read waits at most 0.5 s,
     so a server that never answers is a timeout after 0.5 s."""
     with RogueServer(lambda server, conn: server.stop_event.wait(30)) as server:

@@ -13,8 +13,9 @@ class MemkvError(Exception):
     """A request to memkv failed, or memkv could not be reached.
 
     `status` is the HTTP status (None when no response arrived), `type` the error type of
-    memkv's envelope (`authentication_error`, `not_found_error`, ...) or of the transport
-    (`connection_error`, `timeout_error`), `message` the explanation.
+    memkv's envelope (`authentication_error`, `not_found_error`, ...), of the transport
+    (`connection_error`, `timeout_error`) or of an answer that is not memkv's (`protocol_error`,
+    `answer_too_large`), `message` the explanation.
     """
 
     status: int | None
