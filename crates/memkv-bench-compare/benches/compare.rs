@@ -6,6 +6,10 @@
 //! tools/bench-compare.sh            # sets up the Python virtualenv, then runs this
 //! cargo bench -p memkv-bench-compare --bench compare -- [--python PATH] [--seconds N] [--rounds N]
 //! ```
+//!
+//! `cargo bench` runs this binary in the package's directory (crates/memkv-bench-compare), so a
+//! relative `--python` is taken from there; tools/bench-compare.sh passes an absolute one. The
+//! SDK's side is tools/sdk_bench.py at the workspace root, found from `CARGO_MANIFEST_DIR`.
 
 #[path = "../../../benches/common/mod.rs"]
 mod common;
@@ -275,6 +279,74 @@ fn median(mut v: Vec<f64>) -> f64 {
     v[v.len() / 2]
 }
 
+/// tools/sdk_bench.py, at the workspace root (two levels above this package).
+fn sdk_script() -> PathBuf {
+    let package = Path::new(env!("CARGO_MANIFEST_DIR"));
+    let root = package.ancestors().nth(2).unwrap_or(package);
+    root.join("tools/sdk_bench.py")
+}
+
+/// Ends the run with `message` on stderr, without a panic's backtrace noise.
+fn fail(message: String) -> ! {
+    eprintln!("compare: {message}");
+    std::process::exit(2)
+}
+
+/// Before any measurement: the script exists and `python` can be started, so that a wrong path
+/// costs seconds, not the minutes of the throughput rounds.
+fn check_sdk(python: &Path, script: &Path) {
+    if !script.is_file() {
+        fail(format!(
+            "the SDK workload {} does not exist",
+            script.display()
+        ));
+    }
+    if let Err(e) = std::process::Command::new(python).arg("--version").output() {
+        fail(cannot_run(python, &e));
+    }
+}
+
+fn cannot_run(python: &Path, e: &std::io::Error) -> String {
+    let cwd = std::env::current_dir().map_or_else(|_| "?".into(), |d| d.display().to_string());
+    let hint = if python.is_relative() && python.components().count() > 1 {
+        format!(
+            " (a relative --python is taken from the bench's working directory, {cwd}; pass an absolute path)"
+        )
+    } else {
+        String::new()
+    };
+    format!(
+        "cannot run the Python interpreter {}: {e}{hint}",
+        python.display()
+    )
+}
+
+/// Runs tools/sdk_bench.py under `python`: mean seconds per command of the SDK's handler.
+fn sdk_workload(python: &Path, script: &Path, dir: &Path, reps: usize) -> Value {
+    let out = std::process::Command::new(python)
+        .arg(script)
+        .arg(dir)
+        .arg(reps.to_string())
+        .output()
+        .unwrap_or_else(|e| fail(cannot_run(python, &e)));
+    if !out.status.success() {
+        fail(format!(
+            "{} {} failed ({}):\n{}",
+            python.display(),
+            script.display(),
+            out.status,
+            String::from_utf8_lossy(&out.stderr)
+        ));
+    }
+    serde_json::from_slice(&out.stdout).unwrap_or_else(|e| {
+        fail(format!(
+            "{} printed no JSON ({e}): {}",
+            script.display(),
+            String::from_utf8_lossy(&out.stdout)
+        ))
+    })
+}
+
 struct Row {
     measure: String,
     memkv: String,
@@ -286,6 +358,10 @@ struct Row {
 
 fn main() {
     let o = options();
+    let script = sdk_script();
+    if let Some(python) = &o.python {
+        check_sdk(python, &script);
+    }
     let base = tempfile::tempdir_in(env!("CARGO_TARGET_TMPDIR")).unwrap();
     let dir = base.path();
     let s = o.seconds;
@@ -399,21 +475,14 @@ fn main() {
         let reps = 300;
         let sdk_dir = dir.join("sdk");
         std::fs::create_dir_all(&sdk_dir).unwrap();
-        let script = concat!(env!("CARGO_MANIFEST_DIR"), "/tools/sdk_bench.py");
-        let out = std::process::Command::new(python)
-            .arg(script)
-            .arg(&sdk_dir)
-            .arg(reps.to_string())
-            .output()
-            .unwrap();
-        assert!(
-            out.status.success(),
-            "{}",
-            String::from_utf8_lossy(&out.stderr)
-        );
-        let sdk: Value = serde_json::from_slice(&out.stdout).unwrap();
+        let sdk = sdk_workload(python, &script, &sdk_dir, reps);
         for (op, ours) in memkv_sdk_workload(&store, reps) {
-            let theirs = sdk[op].as_f64().unwrap();
+            let theirs = sdk[op].as_f64().unwrap_or_else(|| {
+                fail(format!(
+                    "{} gave no figure for {op}: {sdk}",
+                    script.display()
+                ))
+            });
             let (target, need) = match op {
                 "view_file_4KiB" => (">= 10", 10.0),
                 "view_dir_2000_files" => (">= 100", 100.0),
