@@ -69,6 +69,7 @@ mod error;
 mod exec;
 mod group;
 mod history;
+pub mod json;
 mod layout;
 mod limits;
 pub mod lines;

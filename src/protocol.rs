@@ -117,10 +117,10 @@ impl Message {
     /// Parses one line or request body.
     ///
     /// # Errors
-    /// [`InvalidMessage::Json`] for text that is not JSON, then as [`Self::from_json`].
+    /// [`InvalidMessage::Json`] for text that is not JSON or names a key of an object twice
+    /// ([`crate::json::parse`]), then as [`Self::from_json`].
     pub fn parse(text: &[u8]) -> Result<Message, InvalidMessage> {
-        let value: Value =
-            serde_json::from_slice(text).map_err(|e| InvalidMessage::Json(e.to_string()))?;
+        let value = crate::json::parse(text).map_err(|e| InvalidMessage::Json(e.to_string()))?;
         Message::from_json(value)
     }
 }

@@ -161,15 +161,25 @@ impl<B: Backend> UserHandle<'_, B> {
 
     /// Redacts the version `id`: its content, path, hash and size are erased for good, and
     /// when and by whom (this handle's actor) is recorded. Redacting a redacted version changes
-    /// nothing. Allowed on an archived store.
+    /// nothing. Allowed on an archived store. The current version of a live memory is refused
+    /// (the memory would go on serving the content): update or delete the memory first.
     ///
     /// # Errors
-    /// A storage failure. Refusal: [`ApiRefusal::NotFound`].
+    /// A storage failure. Refusals: [`ApiRefusal::NotFound`], [`ApiRefusal::LiveVersion`].
     pub fn redact(&self, id: VersionId) -> Result<Result<Version, ApiRefusal>, Error> {
         self.write_tree(|tree, _| {
             let now = tree.now_ms();
             let by = self.actor.clone();
             let user = self.id.to_string();
+            if let Some(record) = record::version(tree.txn(), &user, id.0)?
+                && record.redacted.is_none()
+                && record::memory_path_key(tree.txn(), &user, record.memory)?.is_some()
+                && record::latest_version(tree.txn(), &user, record.memory)? == Some(id.0)
+            {
+                return Ok(Err(ApiRefusal::LiveVersion {
+                    memory: MemoryId(record.memory).to_string(),
+                }));
+            }
             match append::redact(tree.txn(), &user, id.0, by, now)? {
                 Some(record) => Ok(Ok(version_of(tree.txn(), &user, id.0, record, false)?)),
                 None => Ok(Err(ApiRefusal::NotFound)),

@@ -340,6 +340,12 @@ pub enum ApiRefusal {
     InvalidPage,
     /// The version cannot be restored: it is redacted or records a deletion.
     NotRestorable(String),
+    /// The version is the current content of a live memory, which would go on serving it:
+    /// redacting it would leave the content readable while its version says it is gone.
+    LiveVersion {
+        /// The memory, `mem_…`.
+        memory: String,
+    },
 }
 
 impl ApiRefusal {
@@ -360,6 +366,9 @@ impl ApiRefusal {
             ApiRefusal::Limit(reason) => format!("{reason}."),
             ApiRefusal::InvalidPage => "Invalid page token.".to_owned(),
             ApiRefusal::NotRestorable(why) => format!("Cannot restore this version: {why}."),
+            ApiRefusal::LiveVersion { memory } => format!(
+                "This version is the current content of memory {memory}, which still serves it: update the memory (a new version) or delete it first, then redact this version."
+            ),
         }
     }
 }

@@ -185,15 +185,33 @@ def test_forwarding_over_stdio(served, tmp_path):
         async with mcp_http(served.url + "/mcp", {"x-api-key": key}) as session:
             r = await session.call_tool("memory", {"command": "view", "path": "/memories/user_profile.md"})
             assert not text_of(r)[1]
-        # A key for another store: the call fails (404 from the server), nothing is answered
-        # as if it had run.
-        async with mcp_stdio(["mcp", "--user", "dana", "--url", served.url, "--api-key", other]) as session:
-            with pytest.raises(Exception, match="404"):
-                await session.call_tool("memory", {"command": "view", "path": "/memories"})
         return got
 
     got = run(body)
     assert got == exec_answers(tmp_path / "exec.redb", "dana", [c for c, _ in COMMANDS])
+
+
+def test_forwarding_checks_the_key_at_start(served):
+    from helpers import run_memkv
+
+    other = served.add_key("--store", "someone-else")
+    args = ["mcp", "--user", "dana", "--url", served.url]
+    # A key for another store, an unknown key, no server: each a clear error at start (exit 1),
+    # before the client could list the tools and show the server as connected.
+    for key, wanted in [
+        (other, "404"),
+        (other, 'is the API key for store "dana"?'),
+        ("mkv_" + "0" * 64, "401"),
+        ("mkv_" + "0" * 64, "invalid API key"),
+    ]:
+        out = run_memkv([*args, "--api-key", key], stdin=b"")
+        assert out.returncode == 1, out
+        assert wanted in out.stderr.decode(), out.stderr
+        assert out.stdout == b""
+    out = run_memkv(["mcp", "--user", "dana", "--url", "http://127.0.0.1:9", "--api-key", other], stdin=b"")
+    assert out.returncode == 1
+    assert "cannot reach the memkv server" in out.stderr.decode(), out.stderr
+    assert other[4:] not in out.stderr.decode()
 
 
 def test_shutdown_ends_open_sessions(tmp_path):

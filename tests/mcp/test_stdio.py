@@ -76,3 +76,44 @@ def test_usage_errors(tmp_path):
     out = run_memkv(["mcp", "--user", "u", "--url", "https://example.invalid", "--api-key", "k"], stdin=b"")
     assert out.returncode == 1
     assert "only http:// URLs are supported" in out.stderr.decode()
+
+
+def test_every_bad_line_gets_an_answer(tmp_path):
+    """A line that is not JSON, one that is not JSON-RPC, one over the cap: each answered with
+    its JSON-RPC error (and id when it can be read), and the session goes on."""
+    import json
+    import subprocess
+
+    from helpers import BIN, TIMEOUT
+
+    init = {"jsonrpc": "2.0", "id": 1, "method": "initialize",
+            "params": {"protocolVersion": "2025-06-18", "capabilities": {}, "clientInfo": {"name": "raw", "version": "0"}}}
+    huge = {"jsonrpc": "2.0", "id": 3, "method": "tools/call",
+            "params": {"name": "memory", "arguments": {"command": "create", "path": "/memories/a.md",
+                                                        "file_text": "x" * (2 * 1024 * 1024)}}}
+    ping = {"jsonrpc": "2.0", "id": 5, "method": "ping"}
+    lines = [
+        json.dumps(init),
+        json.dumps({"jsonrpc": "2.0", "method": "notifications/initialized"}),
+        "this is not json",
+        json.dumps(huge),
+        json.dumps({"id": 4, "neither": "jsonrpc"}),
+        json.dumps(ping),
+    ]
+    out = subprocess.run(
+        [BIN, "--db", str(tmp_path / "m.redb"), "mcp", "--user", "u"],
+        input=("\n".join(lines) + "\n").encode(),
+        capture_output=True,
+        timeout=TIMEOUT,
+    )
+    assert out.returncode == 0, out.stderr
+    answers = [json.loads(line) for line in out.stdout.decode().splitlines()]
+    by_id = {a.get("id"): a for a in answers}
+    assert by_id[1]["result"]["serverInfo"]
+    assert by_id[3]["error"]["code"] == -32600
+    assert "too large" in by_id[3]["error"]["message"]
+    assert by_id[4]["error"]["code"] == -32600
+    assert by_id[5]["result"] == {}
+    [parse] = [a for a in answers if "id" not in a]
+    assert parse["error"]["code"] == -32700
+    assert len(answers) == 5, answers

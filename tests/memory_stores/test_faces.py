@@ -2,10 +2,14 @@
 memory-stores API, each seeing the other's writes; and keys: a store key reaches its own
 store only, creating and listing stores needs an admin key, keyless writes have no author."""
 
+import subprocess
+import time
+
 import anthropic
 import httpx2
 import pytest
-from conftest import Served, sha256
+
+from conftest import BIN, TIMEOUT, Served, sha256
 
 
 def test_tool_and_api_see_each_others_writes(served, admin, store):
@@ -123,8 +127,31 @@ def test_a_store_key_reaches_its_own_store_only(served, admin):
             stranger.beta.memory_stores.retrieve(mine.id)
 
 
-def test_keyless_on_loopback(tmp_path):
-    with Served(tmp_path / "open.redb") as served:
+def test_keyless_only_with_no_auth(tmp_path):
+    # No key and no --no-auth: nothing is served (the SDK sees 401), revoking the last key
+    # included.
+    with Served(tmp_path / "closed.redb") as served:
+        with served.client("unused") as client:
+            with pytest.raises(anthropic.AuthenticationError, match="no API key exists"):
+                client.beta.memory_stores.list()
+        key_id, key = served.add_key("--admin")
+        with served.client(key) as admin:
+            admin.beta.memory_stores.list()
+        subprocess.run(
+            [BIN, "--db", served.db, "keys", "revoke", key_id], check=True, timeout=TIMEOUT, capture_output=True
+        )
+        # The server sees the revocation at its next look at the keys file, within a second.
+        deadline = time.monotonic() + 10
+        with served.client(key) as admin:
+            while True:
+                try:
+                    admin.beta.memory_stores.list()
+                except anthropic.AuthenticationError as e:
+                    assert "no API key exists" in str(e)
+                    break
+                assert time.monotonic() < deadline, "the revoked key still works"
+                time.sleep(0.1)
+    with Served(tmp_path / "open.redb", ["--no-auth"]) as served:
         with served.client("unused") as client:
             s = client.beta.memory_stores.create(name="open")
             m = client.beta.memory_stores.memories.create(s.id, path="/a.md", content="a")

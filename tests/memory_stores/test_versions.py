@@ -94,6 +94,16 @@ def test_redaction(served, admin, store):
     with pytest.raises(anthropic.NotFoundError):
         versions.redact("memver_nope", memory_store_id=store.id)
 
+    # The current version of a live memory: refused (409, nothing changed), since the memory
+    # would go on serving the content through the tool and GET; once the memory is updated or
+    # deleted, that version can be redacted.
+    current = history(admin, store.id, memory_id=m.id)[-1]
+    with pytest.raises(anthropic.ConflictError, match="update the memory .* or delete it first"):
+        versions.redact(current.id, memory_store_id=store.id)
+    assert versions.retrieve(current.id, memory_store_id=store.id).redacted_at is None
+    memories.delete(m.id, memory_store_id=store.id)
+    assert versions.redact(current.id, memory_store_id=store.id).redacted_at is not None
+
 
 def test_an_archived_store_refuses_writes(served, admin, store):
     stores = admin.beta.memory_stores
@@ -119,7 +129,7 @@ def test_an_archived_store_refuses_writes(served, admin, store):
     assert sorted(m.path for m in memories.list(store.id)) == ["/drop.md", "/keep.md"]
     memories.delete(drop.id, memory_store_id=store.id)
     assert [m.path for m in memories.list(store.id)] == ["/keep.md"]
-    v = history(admin, store.id, memory_id=keep.id)[0]
+    v = history(admin, store.id, memory_id=drop.id)[0]
     assert stores.memory_versions.redact(v.id, memory_store_id=store.id).redacted_at is not None
     stores.delete(store.id)
     with pytest.raises(anthropic.NotFoundError):

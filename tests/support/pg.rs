@@ -205,6 +205,24 @@ impl Cluster {
         let mut client = postgres::Client::connect(&self.admin_url(), postgres::NoTls).unwrap();
         client.batch_execute(query).unwrap();
     }
+
+    /// The rows of `query` (a superuser's), as the server's text of each column.
+    pub fn rows(&self, query: &str) -> Vec<Vec<String>> {
+        let mut client = postgres::Client::connect(&self.admin_url(), postgres::NoTls).unwrap();
+        client
+            .simple_query(query)
+            .unwrap()
+            .into_iter()
+            .filter_map(|m| match m {
+                postgres::SimpleQueryMessage::Row(row) => Some(
+                    (0..row.len())
+                        .map(|i| row.get(i).unwrap_or("").to_owned())
+                        .collect(),
+                ),
+                _ => None,
+            })
+            .collect()
+    }
 }
 
 fn free_port() -> u16 {

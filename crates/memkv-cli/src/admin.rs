@@ -31,8 +31,18 @@ pub fn users(global: &Global) -> Result {
 pub fn tree(global: &Global, args: &UserArg) -> Result {
     let store = open_read_only(global)?;
     let user = store.user(&args.user)?;
+    let files = user.files()?;
+    if files.is_empty() && store.store_info(&args.user)?.is_none() {
+        // Nothing printed would look like an empty store: say there is none.
+        return Err(format!(
+            "no user {:?} in {}: it has no files and no store record (`memkv users` lists them)",
+            args.user,
+            store.location()
+        )
+        .into());
+    }
     let mut out = io::stdout().lock();
-    for f in user.files()? {
+    for f in files {
         writeln!(
             out,
             "{:>8}  {}  {}",
@@ -75,12 +85,7 @@ pub fn cat(global: &Global, args: &CatArgs) -> Result {
 /// `memkv init`: creates the database, or checks an existing one.
 pub fn init(global: &Global) -> Result {
     let path = global.db_path()?;
-    if !global.is_url()
-        && let Some(parent) = path.parent().filter(|p| !p.as_os_str().is_empty())
-    {
-        std::fs::create_dir_all(parent)
-            .map_err(|e| format!("cannot create {}: {e}", parent.display()))?;
-    }
+    global.create_db_dir()?;
     let store = global.builder().open(&path)?;
     writeln!(io::stdout().lock(), "ready: {}", store.location())?;
     Ok(())

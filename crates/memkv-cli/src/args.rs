@@ -100,24 +100,9 @@ fn parse_count(text: &str) -> Result<u64, String> {
 
 /// `90s`, `15m`, `12h`, `30d`, `2w`.
 pub fn parse_duration(text: &str) -> Result<Duration, String> {
-    let split = text
-        .find(|c: char| !c.is_ascii_digit())
-        .unwrap_or(text.len());
-    let (number, unit) = text.split_at(split);
-    let n: u64 = number
-        .parse()
-        .map_err(|_| format!("{text:?} is not a duration like 90s, 15m, 12h, 30d or 2w"))?;
-    let secs = match unit {
-        "s" => 1,
-        "m" => 60,
-        "h" => 3600,
-        "d" => 86_400,
-        "w" => 604_800,
-        _ => return Err(format!("{text:?}: the unit must be s, m, h, d or w")),
-    };
-    n.checked_mul(secs)
-        .map(Duration::from_secs)
-        .ok_or_else(|| format!("{text:?} is too long"))
+    // humantime: 90s, 15m, 1h30m, "1h 30m", 30d, 2w, 1y (365.25 days), 500ms.
+    humantime::parse_duration(text)
+        .map_err(|e| format!("{text:?} is not a duration like 90s, 15m, 1h30m, 30d or 2w: {e}"))
 }
 
 fn parse_user_ttl(text: &str) -> Result<(String, Option<Duration>), String> {
@@ -215,6 +200,11 @@ pub struct ServeArgs {
     /// load on a machine given to memkv, less throughput; not for shared hosts (see the README)
     #[arg(long)]
     pub pin_workers: bool,
+    /// Serve without API keys: any local process may use every store. Only on a loopback
+    /// address and while no key exists (a warning is logged); without it, a server with no key
+    /// refuses every request but /healthz
+    #[arg(long)]
+    pub no_auth: bool,
 }
 
 #[derive(Debug, Subcommand)]
@@ -371,6 +361,19 @@ impl Global {
             .is_some_and(memkv::storage::is_postgres_url)
     }
 
+    /// Creates the directory of a database file if it is missing (nothing for a URL).
+    pub fn create_db_dir(&self) -> Result<(), String> {
+        if self.is_url() {
+            return Ok(());
+        }
+        let path = self.db_path()?;
+        if let Some(parent) = path.parent().filter(|p| !p.as_os_str().is_empty()) {
+            std::fs::create_dir_all(parent)
+                .map_err(|e| format!("cannot create {}: {e}", parent.display()))?;
+        }
+        Ok(())
+    }
+
     /// The database path: --db, $MEMKV_DB, or the default location.
     pub fn db_path(&self) -> Result<PathBuf, String> {
         if let Some(db) = &self.db {
@@ -384,10 +387,18 @@ impl Global {
         Ok(data.join("memkv").join("memkv.redb"))
     }
 
-    /// The keys file: --keys, $MEMKV_KEYS, or the database path + `.keys`.
+    /// The keys file: --keys, $MEMKV_KEYS, or the database path + `.keys` (a file; a
+    /// PostgreSQL URL names no file, so it needs --keys: no path is ever derived from a URL,
+    /// which may hold a password).
     pub fn keys_path(&self) -> Result<PathBuf, String> {
         if let Some(keys) = &self.keys {
             return Ok(keys.clone());
+        }
+        if self.is_url() {
+            return Err(
+                "a PostgreSQL database has no keys file beside it: name one with --keys FILE (or MEMKV_KEYS)"
+                    .into(),
+            );
         }
         let mut name = self.db_path()?.into_os_string();
         name.push(".keys");
@@ -444,8 +455,12 @@ mod tests {
         assert_eq!(parse_duration("90s"), Ok(Duration::from_secs(90)));
         assert_eq!(parse_duration("30d"), Ok(Duration::from_secs(30 * 86_400)));
         assert_eq!(parse_duration("2w"), Ok(Duration::from_secs(14 * 86_400)));
-        assert!(parse_duration("1y").is_err());
+        assert_eq!(parse_duration("1h30m"), Ok(Duration::from_secs(5400)));
+        assert_eq!(parse_duration("1h 30m"), Ok(Duration::from_secs(5400)));
+        assert_eq!(parse_duration("1y"), Ok(Duration::from_secs(31_557_600)));
         assert!(parse_duration("d").is_err());
+        assert!(parse_duration("1 fortnight").is_err());
+        assert!(parse_duration("-1s").is_err());
         assert!(parse_duration("99999999999999999999w").is_err());
         assert_eq!(parse_user_ttl("a=b=off"), Ok(("a=b".into(), None)));
         assert_eq!(

@@ -11,12 +11,7 @@ use crate::args::{ExecArgs, Global};
 
 pub fn run(global: &Global, args: &ExecArgs) -> Result<(), Box<dyn std::error::Error>> {
     let path = global.db_path()?;
-    if !global.is_url()
-        && let Some(parent) = path.parent().filter(|p| !p.as_os_str().is_empty())
-    {
-        std::fs::create_dir_all(parent)
-            .map_err(|e| format!("cannot create {}: {e}", parent.display()))?;
-    }
+    global.create_db_dir()?;
     let store = global.builder().open(&path)?;
     // Every version written is recorded as made by this session.
     let session = args

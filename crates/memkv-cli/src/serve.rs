@@ -18,16 +18,18 @@ pub fn serve(global: &Global, args: &ServeArgs) -> Result {
         .with_ansi(false)
         .with_env_filter(
             tracing_subscriber::EnvFilter::try_from_env("MEMKV_LOG")
-                .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("info")),
+                // memkv's own lines at info; rmcp's (whole Debug structs of each MCP session
+                // at info) only from warn.
+                .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("info,rmcp=warn")),
         )
         .init();
     let path = global.db_path()?;
-    if let Some(parent) = path.parent().filter(|p| !p.as_os_str().is_empty()) {
-        std::fs::create_dir_all(parent)
-            .map_err(|e| format!("cannot create {}: {e}", parent.display()))?;
-    }
+    let keys = global.keys_path()?;
+    global.create_db_dir()?;
     let store = Arc::new(global.builder().open(&path)?);
-    let mut config = memkv_server::Config::new(args.listen, global.keys_path()?);
+    // The location, never the URL as given: it may hold a password.
+    let location = store.location().to_owned();
+    let mut config = memkv_server::Config::new(args.listen, keys);
     config.max_in_flight = args.max_in_flight.max(1);
     config.max_connections = args.max_connections.max(1);
     config.max_blocks = args.max_blocks.max(1);
@@ -35,6 +37,7 @@ pub fn serve(global: &Global, args: &ServeArgs) -> Result {
     config.body_timeout = args.body_timeout;
     config.shutdown_grace = args.shutdown_grace;
     config.pin_workers = args.pin_workers;
+    config.no_auth = args.no_auth;
     if !args.mcp_allow_host.is_empty() {
         config.mcp.allowed_hosts = args.mcp_allow_host.clone();
         if args.mcp_allow_host.iter().any(|h| h == "*") {
@@ -48,7 +51,7 @@ pub fn serve(global: &Global, args: &ServeArgs) -> Result {
         let mut out = io::stdout().lock();
         let _ = writeln!(out, "listening on http://{addr}");
         let _ = out.flush();
-        tracing::info!(%addr, db = %path.display(), "serving");
+        tracing::info!(%addr, db = %location, "serving");
     })?;
     Ok(())
 }

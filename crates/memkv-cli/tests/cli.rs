@@ -534,7 +534,7 @@ fn expiry_stats_and_secrets_from_the_command_line() {
             String::from_utf8(users.stdout).unwrap(),
             "   FILES         BYTES  USER\n"
         );
-        let bad = memkv(&db).args(["--ttl", "3y", "users"]).output().unwrap();
+        let bad = memkv(&db).args(["--ttl", "3q", "users"]).output().unwrap();
         assert_eq!(bad.status.code(), Some(2));
     });
 }

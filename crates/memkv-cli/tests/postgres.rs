@@ -228,3 +228,129 @@ fn an_export_crosses_backends_and_comes_back_the_same() {
     assert_eq!(body(&from_redb), body(&from_pg));
     assert_eq!(body(&from_pg), body(&back));
 }
+
+/// No file path is ever derived from a PostgreSQL URL, and its password is never printed:
+/// `keys` needs `--keys FILE` there, `mcp` creates no directory named after the URL.
+#[test]
+fn a_url_names_no_file_and_its_password_is_never_printed() {
+    let dir = tempfile::tempdir().unwrap();
+    // Nothing listens on port 1: the commands that connect fail, after saying so.
+    let url = "postgres://memkv:hunter2secret@127.0.0.1:1/db";
+    let run = |args: &[&str]| {
+        Command::new(env!("CARGO_BIN_EXE_memkv"))
+            .args(["--db", url])
+            .args(args)
+            .current_dir(dir.path())
+            .env_remove("MEMKV_KEYS")
+            .stdin(Stdio::null())
+            .output()
+            .unwrap()
+    };
+    for args in [
+        &["keys", "add", "--admin"][..],
+        &["keys", "list"],
+        &["serve", "--listen", "127.0.0.1:0"],
+        &["mcp", "--user", "dana"],
+    ] {
+        let out = run(args);
+        assert!(!out.status.success(), "{args:?}");
+        let text = format!(
+            "{}{}",
+            String::from_utf8_lossy(&out.stdout),
+            String::from_utf8_lossy(&out.stderr)
+        );
+        assert!(!text.contains("hunter2secret"), "{args:?}: {text}");
+        if args[0] == "keys" || args[0] == "serve" {
+            assert!(text.contains("--keys FILE"), "{args:?}: {text}");
+        }
+        let stray: Vec<_> = std::fs::read_dir(dir.path()).unwrap().collect();
+        assert!(stray.is_empty(), "{args:?} left {stray:?}");
+    }
+    // With --keys, the file named is the one used and printed.
+    let keys = dir.path().join("fleet.keys");
+    let out = run(&["--keys", keys.to_str().unwrap(), "keys", "add", "--admin"]);
+    let text = ok(&out);
+    assert!(text.contains(keys.to_str().unwrap()), "{text}");
+    assert!(!text.contains("hunter2secret"));
+}
+
+/// `serve` and `mcp` on PostgreSQL exit 0 on SIGTERM, SIGINT and (mcp) the end of stdin, with
+/// open connections in their pool, and never panic (a `postgres::Client` closed inside the
+/// async runtime did).
+#[test]
+fn serve_and_mcp_on_postgres_exit_cleanly() {
+    use std::io::{BufRead, BufReader, Read};
+    let Some(cluster) = pg::cluster() else { return };
+    let db = cluster.fresh_url();
+    ok(&memkv(&db, &["init"], b""));
+    let dir = tempfile::tempdir().unwrap();
+    let keys = dir.path().join("keys");
+    let keys = keys.to_str().unwrap();
+    for signal in [libc::SIGTERM, libc::SIGINT] {
+        let mut child = Command::new(env!("CARGO_BIN_EXE_memkv"))
+            .args(["--db", &db, "--keys", keys, "serve", "--no-auth"])
+            .args(["--listen", "127.0.0.1:0"])
+            .stdin(Stdio::null())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .spawn()
+            .unwrap();
+        let mut line = String::new();
+        BufReader::new(child.stdout.take().unwrap())
+            .read_line(&mut line)
+            .unwrap();
+        let addr = line.trim().strip_prefix("listening on http://").unwrap();
+        // Two requests at once, so the pool holds more than one connection when it closes.
+        let answers: Vec<String> = (0..2)
+            .map(|i| {
+                let addr = addr.to_owned();
+                std::thread::spawn(move || {
+                    let body = format!(
+                        r#"{{"command":"create","path":"/memories/{i}.md","file_text":"x"}}"#
+                    );
+                    let mut s = std::net::TcpStream::connect(&addr).unwrap();
+                    write!(
+                        s,
+                        "POST /v1/memory_stores/dana/tool HTTP/1.1\r\nhost: localhost\r\ncontent-type: application/json\r\nconnection: close\r\ncontent-length: {}\r\n\r\n{body}",
+                        body.len()
+                    )
+                    .unwrap();
+                    let mut answer = String::new();
+                    s.read_to_string(&mut answer).unwrap();
+                    answer
+                })
+            })
+            .collect::<Vec<_>>()
+            .into_iter()
+            .map(|t| t.join().unwrap())
+            .collect();
+        for a in &answers {
+            assert!(a.starts_with("HTTP/1.1 200"), "{a}");
+        }
+        // SAFETY: kill(2) on our own child's pid.
+        assert_eq!(
+            unsafe { libc::kill(libc::pid_t::try_from(child.id()).unwrap(), signal) },
+            0
+        );
+        let out = child.wait_with_output().unwrap();
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert_eq!(out.status.code(), Some(0), "signal {signal}: {err}");
+        assert!(!err.contains("panic"), "{err}");
+    }
+    // mcp over stdio: a session that writes, then the end of stdin.
+    let init = r#"{"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":"2025-06-18","capabilities":{},"clientInfo":{"name":"t","version":"0"}}}"#;
+    let call = r#"{"jsonrpc":"2.0","id":2,"method":"tools/call","params":{"name":"memory","arguments":{"command":"view","path":"/memories"}}}"#;
+    let input = format!(
+        "{init}\n{}\n{call}\n",
+        r#"{"jsonrpc":"2.0","method":"notifications/initialized"}"#
+    );
+    let out = memkv(&db, &["mcp", "--user", "dana"], input.as_bytes());
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(0), "{err}");
+    assert!(!err.contains("panic"), "{err}");
+    let stdout = String::from_utf8(out.stdout).unwrap();
+    assert!(
+        stdout.contains("0.md") && stdout.contains("1.md"),
+        "{stdout}"
+    );
+}

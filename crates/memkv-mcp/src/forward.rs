@@ -110,6 +110,30 @@ impl Forwarder {
         &self.store
     }
 
+    /// Checks that the server answers and takes the key for this store (a `view` of
+    /// `/memories`, which changes nothing).
+    ///
+    /// # Errors
+    /// [`ForwardError::Transport`] (the server cannot be reached) or [`ForwardError::Refused`]
+    /// (the key is refused, or is for another store).
+    pub async fn check(&self) -> Result<(), ForwardError> {
+        self.execute(&serde_json::json!({"command": "view", "path": "/memories"}))
+            .await
+            .map(drop)
+            .map_err(|e| match e {
+                ForwardError::Refused { status, message } if status.as_u16() == 404 => {
+                    ForwardError::Refused {
+                        status,
+                        message: format!(
+                            "{message} (is the API key for store {:?}? a store key opens only its own store)",
+                            self.store
+                        ),
+                    }
+                }
+                other => other,
+            })
+    }
+
     /// Sends one command object and returns memkv's answer to it. A 429 or 503 is retried a
     /// few times after its `Retry-After` (at most [`MAX_RETRY_AFTER`] each).
     ///

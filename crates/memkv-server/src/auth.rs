@@ -14,7 +14,7 @@ use crate::keys::{Access, Scope};
 /// What an authenticated request may use.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Allowed {
-    /// No keys exist and the server listens on loopback only.
+    /// `serve --no-auth` (loopback only): keys are not checked.
     Open,
     /// An admin key: every store and the operator routes.
     Admin,
@@ -58,24 +58,31 @@ impl Caller {
     }
 }
 
-/// Authenticates a request: 401 without a known key (unless no key exists at all), 500 when
-/// the keys file cannot be read (nothing is allowed then).
+/// Authenticates a request: 401 without a known key (and for every request while no key
+/// exists), 500 when the keys file cannot be read (nothing is allowed then). Only a server
+/// started with `--no-auth` serves without keys.
 pub fn authenticate(state: &AppState, headers: &HeaderMap) -> Result<Allowed, ApiError> {
     identify(state, headers).map(|c| c.allowed)
 }
 
 /// As [`authenticate`], with the key's id.
 pub fn identify(state: &AppState, headers: &HeaderMap) -> Result<Caller, ApiError> {
+    if state.config.no_auth {
+        // Without keys, only loopback names may reach the server (no DNS rebinding); the
+        // listener is on loopback (checked at bind).
+        if !loopback_host(headers) {
+            return Err(ApiError::forbidden(
+                "without keys (--no-auth), memkv answers only requests addressed to localhost",
+            ));
+        }
+        return Ok(Caller {
+            allowed: Allowed::Open,
+            key_id: None,
+        });
+    }
     let (access, key_id) = state.keys.identify(sent_key(headers));
     let allowed = match access {
-        Access::Open if !state.loopback => Err(ApiError::unauthenticated(
-            "no API key exists: add one with `memkv keys add`",
-        )),
-        // Without keys, only loopback names may reach the server (no DNS rebinding).
-        Access::Open if !loopback_host(headers) => Err(ApiError::forbidden(
-            "without keys, memkv answers only requests addressed to localhost",
-        )),
-        Access::Open => Ok(Allowed::Open),
+        Access::NoKeys => Err(ApiError::unauthenticated(NO_KEYS)),
         Access::Key(Scope::Admin) => Ok(Allowed::Admin),
         Access::Key(Scope::Store(s)) => Ok(Allowed::Store(s)),
         Access::Missing => Err(ApiError::unauthenticated(
@@ -88,6 +95,9 @@ pub fn identify(state: &AppState, headers: &HeaderMap) -> Result<Caller, ApiErro
     }?;
     Ok(Caller { allowed, key_id })
 }
+
+/// The 401 message while no key exists.
+pub const NO_KEYS: &str = "no API key exists on this server: add one with `memkv keys add --store NAME` (or `--admin`) on the same --db; it works at once, without a restart";
 
 /// Whether the `Host` header names this machine's loopback interface.
 fn loopback_host(headers: &HeaderMap) -> bool {

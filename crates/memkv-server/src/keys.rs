@@ -295,8 +295,9 @@ struct Stamp {
 /// What a request's key gives it.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Access {
-    /// No key is configured (loopback only): every request may use every store.
-    Open,
+    /// No key exists: nothing is allowed (keyless serving is `serve --no-auth`, decided at start,
+    /// never by the keys table becoming empty).
+    NoKeys,
     /// A known key.
     Key(Scope),
     /// No key was sent, though keys exist.
@@ -352,6 +353,15 @@ impl Keys {
         table.entries.is_empty() && !table.broken
     }
 
+    /// How many keys exist (as last loaded).
+    pub fn len(&self) -> usize {
+        self.state
+            .read()
+            .expect("no panics under the lock")
+            .entries
+            .len()
+    }
+
     /// What `key` (as sent, if any) may do. Compares hashes in constant time against every
     /// key, so timing tells nothing about which bytes matched.
     pub fn check(&self, key: Option<&str>) -> Access {
@@ -363,10 +373,10 @@ impl Keys {
     pub fn identify(&self, key: Option<&str>) -> (Access, Option<String>) {
         self.refresh(false);
         let found = self.lookup(key);
-        if matches!(found.0, Access::Unknown | Access::Open) {
+        if matches!(found.0, Access::Unknown | Access::NoKeys) {
             // Perhaps a key added a moment ago: look at the file now rather than within a
-            // second (a stat; the file is read only if it changed). Keyless access in
-            // particular ends the moment a first key exists.
+            // second (a stat; the file is read only if it changed), so the first key added
+            // works at once.
             self.refresh(true);
             return self.lookup(key);
         }
@@ -378,17 +388,12 @@ impl Keys {
         if table.broken {
             return (Access::Unavailable, None);
         }
-        let Some(key) = key else {
-            let access = if table.entries.is_empty() {
-                Access::Open
-            } else {
-                Access::Missing
-            };
-            return (access, None);
-        };
         if table.entries.is_empty() {
-            return (Access::Open, None);
+            return (Access::NoKeys, None);
         }
+        let Some(key) = key else {
+            return (Access::Missing, None);
+        };
         let sent = hash(key);
         let mut found: Option<(&Scope, &String)> = None;
         for (stored, scope, id) in &table.entries {
@@ -463,7 +468,9 @@ mod tests {
         assert_eq!(file.path(), dir.path().join("db.redb.keys"));
         let keys = Keys::load(file.clone()).unwrap();
         assert!(keys.is_empty());
-        assert_eq!(keys.check(None), Access::Open);
+        // No key: nothing is allowed, with or without a key sent.
+        assert_eq!(keys.check(None), Access::NoKeys);
+        assert_eq!(keys.check(Some("mkv_nope")), Access::NoKeys);
 
         let (admin, admin_key) = file.add(&Scope::Admin).unwrap();
         let (alice, alice_key) = file.add(&Scope::Store("alice".into())).unwrap();
@@ -500,6 +507,32 @@ mod tests {
             assert!(Instant::now() < deadline, "revocation not seen");
             std::thread::sleep(Duration::from_millis(50));
         }
+    }
+
+    #[test]
+    fn revoking_the_last_key_or_removing_the_file_opens_nothing() {
+        let dir = tempfile::tempdir().unwrap();
+        let file = KeyFile::new(dir.path().join("k"));
+        let (record, key) = file.add(&Scope::Store("alice".into())).unwrap();
+        let keys = Keys::load(file.clone()).unwrap();
+        assert_eq!(
+            keys.check(Some(&key)),
+            Access::Key(Scope::Store("alice".into()))
+        );
+        assert!(file.revoke(&record.id).unwrap());
+        // The revoked key is known until the next look, at most a second later; then it and
+        // no key are both refused.
+        let deadline = Instant::now() + Duration::from_secs(5);
+        while keys.check(Some(&key)) != Access::NoKeys {
+            assert!(Instant::now() < deadline, "revocation not seen");
+            std::thread::sleep(Duration::from_millis(50));
+        }
+        assert_eq!(keys.check(None), Access::NoKeys);
+        let (_, other) = file.add(&Scope::Admin).unwrap();
+        assert_eq!(keys.check(Some(&other)), Access::Key(Scope::Admin));
+        fs::rename(file.path(), dir.path().join("moved")).unwrap();
+        assert_eq!(keys.check(Some("mkv_unknown")), Access::NoKeys);
+        assert_eq!(keys.check(None), Access::NoKeys);
     }
 
     #[test]

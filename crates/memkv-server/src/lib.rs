@@ -72,6 +72,10 @@ pub struct Config {
     /// The MCP endpoint at `/mcp`: allowed `Host` and `Origin` values (loopback by default);
     /// its sessions end when shutdown starts.
     pub mcp: memkv_mcp::http::HttpOptions,
+    /// Serve without keys (`serve --no-auth`): every request may use every store. Allowed only
+    /// on a loopback address and while no key exists; requests must name a loopback `Host`.
+    /// Off by default: then a server with no key refuses every request but `/healthz` (401).
+    pub no_auth: bool,
     /// One async worker per CPU the process may use, each pinned to its CPU (Linux; see
     /// [`sched`]); for [`run`]. Off by default.
     pub pin_workers: bool,
@@ -91,6 +95,7 @@ impl Config {
             shutdown_grace: Duration::from_secs(30),
             mcp: memkv_mcp::http::HttpOptions::default(),
             pin_workers: false,
+            no_auth: false,
         }
     }
 }
@@ -104,8 +109,6 @@ pub struct AppState {
     pub config: Config,
     /// The keys requests are checked against.
     pub keys: keys::Keys,
-    /// Whether the server listens on loopback only (keyless access is allowed only then).
-    pub loopback: bool,
     /// The largest request body.
     pub max_body: usize,
     /// For an embedded store, the write queue: views are answered on the async workers and

@@ -37,16 +37,7 @@ impl Server {
     /// address cannot be bound.
     pub async fn bind(store: Arc<Store>, config: Config) -> io::Result<Server> {
         let keys = Keys::load(KeyFile::new(&config.keys)).map_err(io::Error::other)?;
-        let loopback = config.listen.ip().is_loopback();
-        if !loopback && keys.is_empty() {
-            return Err(io::Error::new(
-                io::ErrorKind::PermissionDenied,
-                format!(
-                    "refusing to listen on {} without an API key: add one with `memkv keys add --admin` (or `--store NAME`), or listen on 127.0.0.1",
-                    config.listen
-                ),
-            ));
-        }
+        check_auth(&config, &keys)?;
         let listener = TcpListener::bind(config.listen).await?;
         let max_body = tool::max_body(&store);
         let state = Arc::new(AppState {
@@ -60,7 +51,6 @@ impl Server {
             },
             store,
             keys,
-            loopback,
             metrics: Arc::default(),
             ready: AtomicBool::new(false),
             started: SystemTime::now()
@@ -152,6 +142,56 @@ impl Server {
             tracing::warn!("commands still running after the grace period");
         }
     }
+}
+
+/// Refuses what cannot be served safely and says at start how requests will be authenticated:
+/// `--no-auth` only on loopback and with no key; no key at all off loopback is refused too (a
+/// server that would refuse every request); no key on loopback starts, refusing every request
+/// (401) until one is added.
+fn check_auth(config: &Config, keys: &Keys) -> io::Result<()> {
+    let loopback = config.listen.ip().is_loopback();
+    let path = config.keys.display();
+    if config.no_auth {
+        if !loopback {
+            return Err(io::Error::new(
+                io::ErrorKind::PermissionDenied,
+                format!(
+                    "--no-auth is allowed only on a loopback address (127.0.0.1, ::1), not {}; add a key with `memkv keys add` instead",
+                    config.listen
+                ),
+            ));
+        }
+        if !keys.is_empty() {
+            return Err(io::Error::new(
+                io::ErrorKind::PermissionDenied,
+                format!(
+                    "--no-auth, but {path} holds {} API key(s): drop --no-auth to require them, or revoke them first",
+                    keys.len()
+                ),
+            ));
+        }
+        tracing::warn!(
+            listen = %config.listen,
+            "--no-auth: serving WITHOUT API keys; any local process can read and write every store"
+        );
+        return Ok(());
+    }
+    if keys.is_empty() {
+        if !loopback {
+            return Err(io::Error::new(
+                io::ErrorKind::PermissionDenied,
+                format!(
+                    "refusing to listen on {} without an API key: add one with `memkv keys add --admin` (or `--store NAME`), or listen on 127.0.0.1",
+                    config.listen
+                ),
+            ));
+        }
+        tracing::warn!(
+            keys = %path,
+            "no API key exists: every request but /healthz is refused (401) until one is added with `memkv keys add --store NAME` (or --admin); `serve --no-auth` serves keyless on loopback"
+        );
+    }
+    Ok(())
 }
 
 /// Runs a server on its own tokio runtime until SIGTERM or SIGINT: binds, calls `on_listening`

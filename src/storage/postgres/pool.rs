@@ -73,6 +73,7 @@ impl Pool {
             while let Some((client, prepared)) = state.idle.pop() {
                 if client.is_closed() {
                     state.open -= 1;
+                    close([client]);
                     continue;
                 }
                 return Ok(Conn {
@@ -114,13 +115,16 @@ impl Pool {
     }
 
     fn put(&self, client: Client, prepared: Option<Prepared>, broken: bool) {
+        let mut closing = None;
         self.release(|state| {
             if broken || client.is_closed() {
                 state.open -= 1;
+                closing = Some(client);
             } else {
                 state.idle.push((client, prepared));
             }
         });
+        close(closing);
     }
 
     /// Applies `change` (a connection returned, or a place freed), then wakes a caller waiting
@@ -133,6 +137,35 @@ impl Pool {
         if waiting {
             self.freed.notify_one();
         }
+    }
+}
+
+impl Drop for Pool {
+    fn drop(&mut self) {
+        let state = self.state.get_mut().unwrap_or_else(PoisonError::into_inner);
+        close(state.idle.drain(..).map(|(client, _)| client));
+    }
+}
+
+/// Closes connections on a thread of their own, and waits for it. A `postgres::Client` runs
+/// its own runtime to close, which panics on a thread inside another async runtime (an async
+/// server dropping its store at shutdown, say); a plain thread has none.
+fn close(clients: impl IntoIterator<Item = Client>) {
+    let clients: Vec<Client> = clients.into_iter().collect();
+    if clients.is_empty() {
+        return;
+    }
+    let handed = Arc::new(Mutex::new(Some(clients)));
+    let theirs = Arc::clone(&handed);
+    let closer = std::thread::Builder::new()
+        .name("memkv-pg-close".into())
+        .spawn(move || drop(theirs.lock().map(|mut c| c.take())));
+    match closer {
+        // A panic there is the client's own; the connections are gone either way.
+        Ok(thread) => drop(thread.join()),
+        // No thread to be had (at a process limit): never close them here; their sockets
+        // close with the process.
+        Err(_) => std::mem::forget(handed.lock().ok().and_then(|mut c| c.take())),
     }
 }
 

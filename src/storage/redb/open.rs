@@ -114,7 +114,26 @@ pub(super) fn open_error(e: DatabaseError, path: &Path) -> Error {
             location: path.display().to_string(),
             reason: format!("it was written by an old redb (file format {v})"),
         },
-        DatabaseError::Storage(redb::StorageError::Io(io)) => Error::storage(io),
+        // A writer stopped mid-write (a crash, or a full disk): redb's repair rewrites the
+        // file's allocator state, which needs free pages on the disk.
+        DatabaseError::RepairAborted => Error::storage(format!(
+            "{}: the database needs redb's repair (a writer stopped mid-write), which could not finish: it needs free space on the file's disk; free some and open it again (e.g. `memkv check`)",
+            path.display()
+        )),
+        DatabaseError::Storage(redb::StorageError::Io(io)) => {
+            Error::storage(format!("{}: {io}", path.display()))
+        }
+        DatabaseError::Storage(redb::StorageError::Corrupted(reason))
+            if reason.contains("magic number") =>
+        {
+            Error::NotMemkv {
+                location: path.display().to_string(),
+                reason: format!("not a redb file ({reason})"),
+            }
+        }
+        DatabaseError::Storage(redb::StorageError::Corrupted(reason)) => {
+            Error::storage(format!("{}: {reason}", path.display()))
+        }
         other => Error::NotMemkv {
             location: path.display().to_string(),
             reason: other.to_string(),

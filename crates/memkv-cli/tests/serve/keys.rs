@@ -12,27 +12,32 @@ fn keys_are_checked_and_take_effect_without_a_restart() {
     let (_dir, db) = temp_db();
     let mut server = Served::start(&db, &[]);
     let mut anyone = Client::new(server.addr);
-    // No key exists, and the server listens on loopback: it answers without one.
-    assert_eq!(anyone.tool("alice", VIEW).status, 200);
-    // Not when the request names another host (a browser tricked by DNS rebinding).
-    let r = anyone
-        .send(
-            "POST",
-            "/v1/memory_stores/alice/tool",
-            &[
-                ("content-type", "application/json"),
-                ("host", "evil.example"),
-            ],
-            VIEW,
-        )
-        .unwrap();
+    // No key exists and no --no-auth: every request but /healthz is refused, saying how to add
+    // a key; the server said so at start.
+    let r = anyone.tool("alice", VIEW);
     assert_eq!(
         (r.status, r.error_type().as_str()),
-        (403, "permission_error")
+        (401, "authentication_error")
+    );
+    assert!(r.message().contains("memkv keys add --store NAME"), "{r:?}");
+    assert_eq!(anyone.get("/healthz").status, 200);
+    assert_eq!(anyone.get("/metrics").status, 401);
+    assert_eq!(
+        Client::with_key(server.addr, "mkv_0000")
+            .tool("alice", VIEW)
+            .status,
+        401
+    );
+    assert!(
+        server
+            .log_with(|l| l.contains("no API key exists"))
+            .contains("WARN"),
+        "{}",
+        server.log()
     );
 
     let alice_key = add_key(&db, &["--store", "alice"]);
-    // From the first key on, a key is required: at once, without a restart.
+    // The first key works at once, without a restart; a request without it is still refused.
     let r = anyone.tool("alice", VIEW);
     assert_eq!(
         (r.status, r.error_type().as_str()),
@@ -117,6 +122,116 @@ fn keys_are_checked_and_take_effect_without_a_restart() {
     let log = server.log();
     assert!(log.contains("status=401"), "{log}");
     assert!(!log.contains(&admin_key[4..]) && !log.contains(&alice_key[4..]));
+}
+
+/// Keyless serving only when asked for at start, on loopback, with no key, and said in the log.
+#[test]
+fn no_auth_is_explicit_loopback_only_and_keyless_only() {
+    let (_dir, db) = temp_db();
+    let mut server = Served::start(&db, &["--no-auth"]);
+    let mut anyone = Client::new(server.addr);
+    assert_eq!(anyone.tool("alice", VIEW).status, 200);
+    // Not when the request names another host (a browser tricked by DNS rebinding).
+    let r = anyone
+        .send(
+            "POST",
+            "/v1/memory_stores/alice/tool",
+            &[
+                ("content-type", "application/json"),
+                ("host", "evil.example"),
+            ],
+            VIEW,
+        )
+        .unwrap();
+    assert_eq!(
+        (r.status, r.error_type().as_str()),
+        (403, "permission_error")
+    );
+    assert!(server.stop_with(libc::SIGTERM).success());
+    let log = server.log();
+    assert!(
+        log.lines()
+            .any(|l| l.contains("WARN") && l.contains("WITHOUT API keys")),
+        "{log}"
+    );
+
+    for (args, wanted) in [
+        (
+            &["--listen", "0.0.0.0:0", "--no-auth"][..],
+            "--no-auth is allowed only on a loopback address",
+        ),
+        (
+            &["--listen", "127.0.0.1:0", "--no-auth"][..],
+            "holds 1 API key(s)",
+        ),
+    ] {
+        if wanted.contains("API key(s)") {
+            add_key(&db, &["--admin"]);
+        }
+        let out = memkv(&db).arg("serve").args(args).output().unwrap();
+        assert_eq!(out.status.code(), Some(1), "{args:?}");
+        assert!(out.stdout.is_empty());
+        let err = String::from_utf8(out.stderr).unwrap();
+        assert!(err.contains(wanted), "{err}");
+    }
+}
+
+/// Revoking the last key, or moving the keys file away, never widens access.
+#[test]
+fn revoking_the_last_key_refuses_everyone() {
+    let (_dir, db) = temp_db();
+    let alice_key = add_key(&db, &["--store", "alice"]);
+    let mut server = Served::start(&db, &[]);
+    let mut alice = Client::with_key(server.addr, &alice_key);
+    assert_eq!(alice.tool("alice", VIEW).status, 200);
+    let out = memkv(&db).args(["keys", "list"]).output().unwrap();
+    let list = String::from_utf8(out.stdout).unwrap();
+    let id = list
+        .lines()
+        .nth(1)
+        .unwrap()
+        .split_whitespace()
+        .next()
+        .unwrap();
+    assert!(
+        memkv(&db)
+            .args(["keys", "revoke", id])
+            .status()
+            .unwrap()
+            .success()
+    );
+    let mut anyone = Client::new(server.addr);
+    // The revoked key works until the server's next look at the file, within a second.
+    let deadline = Instant::now() + Duration::from_secs(10);
+    let r = loop {
+        let r = alice.tool("alice", VIEW);
+        if r.status != 200 {
+            break r;
+        }
+        assert!(Instant::now() < deadline, "the revoked key still works");
+        std::thread::sleep(Duration::from_millis(100));
+    };
+    assert_eq!(r.status, 401, "{r:?}");
+    assert!(r.message().contains("no API key exists"), "{r:?}");
+    for store in ["alice", "bob"] {
+        let r = anyone.tool(store, VIEW);
+        assert_eq!(r.status, 401, "{r:?}");
+    }
+    // A new key, then the file moved away: refused again, with or without a key.
+    let admin_key = add_key(&db, &["--admin"]);
+    let mut admin = Client::with_key(server.addr, &admin_key);
+    assert_eq!(admin.tool("alice", VIEW).status, 200);
+    let keys = db.with_extension("redb.keys");
+    std::fs::rename(&keys, keys.with_extension("moved")).unwrap();
+    let deadline = Instant::now() + Duration::from_secs(10);
+    while admin.tool("alice", VIEW).status == 200 {
+        assert!(Instant::now() < deadline, "the moved keys still work");
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    assert_eq!(admin.tool("alice", VIEW).status, 401);
+    assert_eq!(anyone.tool("alice", VIEW).status, 401);
+    assert_eq!(anyone.get("/healthz").status, 200);
+    assert!(server.stop_with(libc::SIGTERM).success());
 }
 
 #[test]

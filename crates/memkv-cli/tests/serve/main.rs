@@ -55,7 +55,7 @@ pub(crate) fn data(path: &str) -> String {
 #[test]
 fn recorded_sessions_are_byte_identical_through_exec_and_http() {
     let (_dir, db) = temp_db();
-    let server = Served::start(&db, &[]);
+    let server = Served::start(&db, &["--no-auth"]);
     let mut client = Client::new(server.addr);
     let session = data("examples/session.jsonl");
     assert_eq!(
@@ -73,7 +73,7 @@ fn recorded_sessions_are_byte_identical_through_exec_and_http() {
 #[test]
 fn health_and_readiness_and_errors_in_the_envelope() {
     let (_dir, db) = temp_db();
-    let server = Served::start(&db, &[]);
+    let server = Served::start(&db, &["--no-auth"]);
     let mut c = Client::new(server.addr);
     let r = c.get("/healthz");
     assert_eq!((r.status, r.text()), (200, "ok\n"));
@@ -338,7 +338,7 @@ fn isolation_by_every_path_id_and_encoding_trick() {
 #[test]
 fn the_openapi_document_matches_the_router() {
     let (_dir, db) = temp_db();
-    let server = Served::start(&db, &[]);
+    let server = Served::start(&db, &["--no-auth"]);
     let mut c = Client::new(server.addr);
     let doc = c.get("/openapi.json").json();
     assert_eq!(doc["openapi"], "3.1.0");

@@ -55,7 +55,7 @@ fn my_cpus() -> BTreeSet<String> {
 #[test]
 fn pinned_workers_each_have_a_cpu_and_answer_as_exec_does() {
     let (_dir, db) = temp_db();
-    let server = Served::start(&db, &["--pin-workers"]);
+    let server = Served::start(&db, &["--no-auth", "--pin-workers"]);
     let mut client = Client::new(server.addr);
     let agent = data("benches/data/agent-session.jsonl");
     let http = over_http(&mut client, "agent", &agent);

@@ -39,7 +39,7 @@ fn closed_within(stream: &mut TcpStream, limit: Duration) -> (bool, Vec<u8>) {
 #[test]
 fn bodies_over_the_cap_and_too_many_blocks_are_413() {
     let (_dir, db) = temp_db();
-    let server = Served::start(&db, &["--max-blocks", "3"]);
+    let server = Served::start(&db, &["--no-auth", "--max-blocks", "3"]);
     let mut c = Client::new(server.addr);
     let cap = memkv::protocol::max_message_bytes(&memkv::Limits::DEFAULT);
     // The largest valid command fits (and is answered by memkv, not refused by HTTP).
@@ -103,6 +103,7 @@ fn slow_clients_are_cut_off_and_hold_no_worker() {
     let server = Served::start(
         &db,
         &[
+            "--no-auth",
             "--header-timeout",
             "1s",
             "--body-timeout",
@@ -167,7 +168,7 @@ type Outcome = (String, u16, Option<String>, String);
 #[test]
 fn overload_is_refused_with_retry_after() {
     let (_dir, db) = temp_db();
-    let server = Served::start(&db, &["--max-in-flight", "1"]);
+    let server = Served::start(&db, &["--no-auth", "--max-in-flight", "1"]);
     let addr = server.addr;
     let clients = 16;
     let barrier = Arc::new(Barrier::new(clients));
@@ -243,7 +244,7 @@ fn overload_is_refused_with_retry_after() {
 #[test]
 fn sigterm_during_100_writes_loses_no_answered_write() {
     let (_dir, db) = temp_db();
-    let mut server = Served::start(&db, &[]);
+    let mut server = Served::start(&db, &["--no-auth"]);
     let addr = server.addr;
     let writers = 100;
     let barrier = Arc::new(Barrier::new(writers + 1));
@@ -297,7 +298,7 @@ fn sigterm_during_100_writes_loses_no_answered_write() {
         "{results:?}"
     );
     // After a restart, every answered write is there.
-    let server = Served::start(&db, &[]);
+    let server = Served::start(&db, &["--no-auth"]);
     let mut c = Client::new(server.addr);
     for (path, _) in &answered {
         let r = c.tool(

@@ -57,6 +57,7 @@ pub fn refused(refusal: &ApiRefusal, store_update: bool) -> ApiError {
         ApiRefusal::Archived if store_update => ApiError::invalid(message),
         ApiRefusal::PreconditionFailed { .. }
         | ApiRefusal::PathExists { .. }
+        | ApiRefusal::LiveVersion { .. }
         | ApiRefusal::Archived => ApiError::new(StatusCode::CONFLICT, message),
         // InvalidPath, ParentIsFile, Limit, InvalidPage, NotRestorable: the request is wrong.
         _ => ApiError::invalid(message),

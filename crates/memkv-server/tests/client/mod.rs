@@ -47,6 +47,14 @@ impl Reply {
         assert_eq!(v.as_object().unwrap().len(), 2, "{v}");
         v["error"]["type"].as_str().unwrap().to_owned()
     }
+
+    /// The envelope's `error.message`.
+    pub fn message(&self) -> String {
+        self.json()["error"]["message"]
+            .as_str()
+            .unwrap_or_default()
+            .to_owned()
+    }
 }
 
 /// One keep-alive connection (reopened when the server closes it).

@@ -36,7 +36,8 @@ impl Session {
     pub fn new(store: Store) -> Self {
         let store = Arc::new(store);
         let dir = tempfile::tempdir().unwrap();
-        let config = Config::new("127.0.0.1:0".parse().unwrap(), dir.path().join("keys"));
+        let mut config = Config::new("127.0.0.1:0".parse().unwrap(), dir.path().join("keys"));
+        config.no_auth = true;
         let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
         let (bound, addr) = std::sync::mpsc::channel();
         let served = Arc::clone(&store);

@@ -42,7 +42,8 @@ impl Session {
     pub fn new(store: Store) -> Self {
         let store = Arc::new(store);
         let dir = tempfile::tempdir().unwrap();
-        let config = Config::new("127.0.0.1:0".parse().unwrap(), dir.path().join("keys"));
+        let mut config = Config::new("127.0.0.1:0".parse().unwrap(), dir.path().join("keys"));
+        config.no_auth = true;
         let runtime = tokio::runtime::Builder::new_multi_thread()
             .worker_threads(2)
             .enable_all()
