@@ -241,6 +241,18 @@ mod tests {
     use std::sync::Arc;
     use std::sync::atomic::AtomicUsize;
 
+    /// Waits (at most 10 s, else fails) until `done` holds.
+    fn wait_until(done: impl Fn() -> bool) {
+        let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);
+        while !done() {
+            assert!(
+                std::time::Instant::now() < deadline,
+                "the awaited state never came"
+            );
+            std::thread::yield_now();
+        }
+    }
+
     #[test]
     fn concurrent_callers_share_batches_and_get_their_own_results() {
         let group = Arc::new(GroupCommit::default());
@@ -254,9 +266,11 @@ mod tests {
                     };
                     let out = group
                         .submit("u", &command, None, 1, |batch| {
-                            batches.fetch_add(1, Ordering::SeqCst);
-                            // A slow "flush", so that callers pile up behind it.
-                            std::thread::sleep(std::time::Duration::from_millis(20));
+                            // The first "flush" lasts until every other caller is queued
+                            // behind it (an event, not a time).
+                            if batches.fetch_add(1, Ordering::SeqCst) == 0 {
+                                wait_until(|| group.lock().pending.len() == 15);
+                            }
                             batch
                                 .iter()
                                 .map(|r| match &r.command {
@@ -276,8 +290,9 @@ mod tests {
         for t in threads {
             t.join().unwrap();
         }
+        // The first caller's batch, then one batch of the 15 queued behind it.
         let n = batches.load(Ordering::SeqCst);
-        assert!(n < 16, "16 callers took {n} batches: no batching happened");
+        assert_eq!(n, 2, "16 callers took {n} batches");
     }
 
     #[test]
@@ -285,18 +300,27 @@ mod tests {
         for lanes in [1, 3] {
             let group = Arc::new(GroupCommit::default());
             let (running, most) = (Arc::new(AtomicUsize::new(0)), Arc::new(AtomicUsize::new(0)));
+            let submitted = Arc::new(AtomicUsize::new(0));
             let threads: Vec<_> = (0..24)
                 .map(|i| {
                     let (group, running, most) = (group.clone(), running.clone(), most.clone());
+                    let submitted = submitted.clone();
                     std::thread::spawn(move || {
                         let command = Command::Delete {
                             path: format!("/memories/{i}"),
                         };
+                        submitted.fetch_add(1, Ordering::SeqCst);
                         let out = group
                             .submit("u", &command, None, lanes, |batch| {
                                 let now = running.fetch_add(1, Ordering::SeqCst) + 1;
                                 most.fetch_max(now, Ordering::SeqCst);
-                                std::thread::sleep(std::time::Duration::from_millis(50));
+                                // A batch lasts until every lane runs one, or no other batch
+                                // can come (every caller queued, and the queue empty).
+                                wait_until(|| {
+                                    running.load(Ordering::SeqCst) >= lanes
+                                        || (submitted.load(Ordering::SeqCst) == 24
+                                            && group.lock().pending.is_empty())
+                                });
                                 running.fetch_sub(1, Ordering::SeqCst);
                                 batch
                                     .iter()
@@ -319,12 +343,7 @@ mod tests {
             }
             let most = most.load(Ordering::SeqCst);
             assert!(most <= lanes, "{most} batches at once with {lanes} lanes");
-            if lanes > 1 {
-                assert!(
-                    most > 1,
-                    "24 callers never ran two batches at once with {lanes} lanes"
-                );
-            }
+            assert_eq!(most, lanes, "24 callers never filled {lanes} lanes");
             assert_eq!(group.commands.load(Ordering::SeqCst), 24);
         }
     }

@@ -37,8 +37,15 @@ def exec_inputs(memkv_bin: str, db: Path, user: str, inputs: Sequence[object]) -
 
 
 def tree_paths(memkv_bin: str, db: Path, user: str) -> list[str]:
-    """The paths `memkv tree` lists (its last column)."""
-    return [line.split()[-1] for line in cli(memkv_bin, db, "tree", "--user", user).splitlines() if line.strip()]
+    """The paths `memkv tree` lists (its last column); none for a user with nothing stored
+    (which `tree` refuses with "no user …")."""
+    done = subprocess.run(
+        [memkv_bin, "--db", str(db), "tree", "--user", user], capture_output=True, timeout=60
+    )
+    if done.returncode != 0 and f'no user "{user}"' in done.stderr.decode("utf-8", "replace"):
+        return []
+    assert done.returncode == 0, done.stderr.decode("utf-8", "replace")
+    return [line.split()[-1] for line in done.stdout.decode("utf-8").splitlines() if line.strip()]
 
 
 def cat(memkv_bin: str, db: Path, user: str, path: str) -> str:

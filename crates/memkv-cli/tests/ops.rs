@@ -45,6 +45,41 @@ impl Drop for Reaper {
 }
 
 #[track_caller]
+/// Waits (at most 20 s) until `/proc/PID/FILE` of the running `child` satisfies `wanted`.
+fn wait_for_proc(child: &mut Child, file: &str, wanted: impl Fn(&str) -> bool) {
+    let path = format!("/proc/{}/{file}", child.id());
+    let deadline = Instant::now() + Duration::from_secs(20);
+    loop {
+        assert!(child.try_wait().unwrap().is_none(), "the process exited");
+        let text = std::fs::read_to_string(&path).unwrap_or_default();
+        if wanted(text.trim()) {
+            return;
+        }
+        assert!(Instant::now() < deadline, "{path}: {text:?}");
+        std::thread::sleep(Duration::from_millis(10));
+    }
+}
+
+/// Waits (at most 20 s) until the running `child` has a file open whose link (`/proc/PID/fd/N`)
+/// satisfies `wanted`.
+fn wait_for_open_file(child: &mut Child, wanted: impl Fn(&str) -> bool) {
+    let dir = format!("/proc/{}/fd", child.id());
+    let deadline = Instant::now() + Duration::from_secs(20);
+    loop {
+        assert!(child.try_wait().unwrap().is_none(), "the process exited");
+        let found = std::fs::read_dir(&dir)
+            .into_iter()
+            .flatten()
+            .flatten()
+            .any(|e| std::fs::read_link(e.path()).is_ok_and(|t| wanted(&t.display().to_string())));
+        if found {
+            return;
+        }
+        assert!(Instant::now() < deadline, "no such file open in {dir}");
+        std::thread::sleep(Duration::from_millis(10));
+    }
+}
+
 fn wait_within(child: &mut Child, limit: Duration) -> ExitStatus {
     let start = Instant::now();
     loop {
@@ -293,7 +328,11 @@ fn import_reads_pipes_before_locking_the_database() {
             .spawn()
             .unwrap(),
     );
-    std::thread::sleep(Duration::from_millis(300));
+    // The import is blocked opening its pipe (the kernel says where it sleeps), before any
+    // writer: the moment to look at the database.
+    wait_for_proc(&mut import.0, "wchan", |w| {
+        matches!(w, "wait_for_partner" | "fifo_open")
+    });
     // While the import waits for a writer on its pipe, the database is not locked.
     let out = run_with_input(
         memkv(&target).args(["exec", "--user", "other"]),
@@ -370,9 +409,13 @@ fn a_killed_stdin_import_leaves_no_copy_behind() {
         let mut stdin = child.0.stdin.take().unwrap();
         writeln!(stdin, r#"{{"type":"header","format":"memkv-export","version":1,"created_ms":0,"created":"1970-01-01T00:00:00Z","memkv_version":"x"}}"#).unwrap();
         stdin.flush().unwrap();
-        std::thread::sleep(Duration::from_millis(300));
+        // The copy is open (an anonymous file in TMPDIR, `#… (deleted)` to the kernel): it is
+        // being written (every user's data, in real use), yet has no name.
+        let anonymous = tmp.display().to_string();
+        wait_for_open_file(&mut child.0, |target| {
+            target.starts_with(&anonymous) && target.ends_with("(deleted)")
+        });
         assert!(child.0.try_wait().unwrap().is_none());
-        // The copy is being written (every user's data, in real use), yet has no name.
         assert_eq!(std::fs::read_dir(&tmp).unwrap().count(), 0);
         child.0.kill().unwrap();
         child.0.wait().unwrap();

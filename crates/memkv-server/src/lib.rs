@@ -29,6 +29,7 @@
 mod api;
 pub mod app;
 mod auth;
+mod conns;
 pub mod error;
 pub mod keys;
 pub mod metrics;

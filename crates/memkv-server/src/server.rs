@@ -1,6 +1,7 @@
-//! The listener: accepts connections (at most `max_connections` at once), serves each with
-//! hyper's HTTP/1 (headers must arrive within `header_timeout`), and shuts down gracefully:
-//! stop accepting, let every request in flight finish and be answered, then return.
+//! The listener: accepts connections (at most `max_connections` at once; at the limit an idle
+//! one gives way, see `conns`), serves each with hyper's HTTP/1 (headers must arrive within
+//! `header_timeout`, a new connection's first byte included), and shuts down gracefully: stop
+//! accepting, let every request in flight finish and be answered, then return.
 
 use std::future::Future;
 use std::io;
@@ -12,11 +13,13 @@ use std::time::{Duration, SystemTime};
 
 use hyper_util::rt::{TokioIo, TokioTimer};
 use hyper_util::server::graceful::GracefulShutdown;
-use hyper_util::service::TowerToHyperService;
 use memkv::Store;
 use tokio::net::TcpListener;
 use tokio::sync::Semaphore;
 
+use tower::ServiceExt;
+
+use crate::conns::{Connections, Place};
 use crate::keys::{KeyFile, Keys};
 use crate::sched::{self, Pinning};
 use crate::writer::Writer;
@@ -83,17 +86,11 @@ impl Server {
         http.timer(TokioTimer::new())
             .header_read_timeout(state.config.header_timeout)
             .max_buf_size(64 * 1024);
-        let connections = Arc::new(Semaphore::new(state.config.max_connections));
+        let connections = Connections::new(state.config.max_connections);
         let graceful = GracefulShutdown::new();
         state.ready.store(true, SeqCst);
         tokio::pin!(shutdown);
         loop {
-            let permit = tokio::select! {
-                () = &mut shutdown => break,
-                permit = Arc::clone(&connections).acquire_owned() => {
-                    permit.expect("the semaphore is never closed")
-                }
-            };
             let (stream, _peer) = tokio::select! {
                 () = &mut shutdown => break,
                 accepted = listener.accept() => match accepted {
@@ -106,17 +103,38 @@ impl Server {
                     }
                 },
             };
+            // A place once a connection has come: at the limit an idle one gives way to it.
+            let place = tokio::select! {
+                () = &mut shutdown => break,
+                place = connections.admit() => place,
+            };
             let _ = stream.set_nodelay(true);
-            let service = TowerToHyperService::new(app.clone());
+            let (router, busy) = (app.clone(), place.busy());
+            // Each request counts as in flight on its connection until it is answered: a
+            // connection with none may be closed to admit another at the limit.
+            let service = hyper::service::service_fn(move |request| {
+                let request_in_flight = Place::request(&busy);
+                let answer = router.clone().oneshot(request);
+                async move {
+                    let response = answer.await;
+                    drop(request_in_flight);
+                    response
+                }
+            });
             let connection = graceful.watch(http.serve_connection(TokioIo::new(stream), service));
             let metrics = Arc::clone(&state.metrics);
             metrics.connections.fetch_add(1, Relaxed);
             tokio::spawn(async move {
-                if let Err(e) = connection.await {
-                    tracing::debug!(error = %e, "connection ended with an error");
+                tokio::select! {
+                    ended = connection => if let Err(e) = ended {
+                        tracing::debug!(error = %e, "connection ended with an error");
+                    },
+                    () = place.closing() => {
+                        tracing::debug!("an idle connection closed to admit a new one");
+                    }
                 }
                 metrics.connections.fetch_sub(1, Relaxed);
-                drop(permit);
+                drop(place);
             });
         }
         state.ready.store(false, SeqCst);

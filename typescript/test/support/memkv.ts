@@ -73,7 +73,14 @@ function run(args: string[]): Promise<string> {
 
 /** Every file of `user`, path to content, read with `memkv tree` and `memkv cat` (the server must be stopped). */
 export async function storeFiles(db: string, user: string): Promise<Record<string, string>> {
-  const tree = await run(['--db', db, 'tree', '--user', user]);
+  let tree: string;
+  try {
+    tree = await run(['--db', db, 'tree', '--user', user]);
+  } catch (e) {
+    // `tree` refuses a user with nothing stored ("no user …"): no files.
+    if (e instanceof Error && e.message.includes(`no user ${JSON.stringify(user)}`)) return {};
+    throw e;
+  }
   const files: Record<string, string> = {};
   for (const line of tree.split('\n')) {
     const at = line.indexOf('  /memories');

@@ -318,3 +318,48 @@ fn sigterm_during_100_writes_loses_no_answered_write() {
         answered.len()
     );
 }
+
+/// Connections that never send a byte are closed within the header timeout, and at
+/// `--max-connections` an idle one gives way at once to a new client.
+#[test]
+fn idle_connections_never_keep_a_client_out() {
+    let (_dir, db) = temp_db();
+    let server = Served::start(
+        &db,
+        &[
+            "--no-auth",
+            "--max-connections",
+            "4",
+            "--header-timeout",
+            "2s",
+        ],
+    );
+    let view = br#"{"command":"view","path":"/memories"}"#;
+    let mut idle: Vec<TcpStream> = (0..4)
+        .map(|_| TcpStream::connect(server.addr).unwrap())
+        .collect();
+    // Every place is taken by a connection that sent nothing; a real client is served at once
+    // (not after the header timeout), several times over.
+    for _ in 0..3 {
+        let t = Instant::now();
+        let r = Client::new(server.addr).tool("v", view);
+        assert_eq!(r.status, 200);
+        assert!(t.elapsed() < Duration::from_secs(1), "{:?}", t.elapsed());
+    }
+    let mut cut = 0;
+    for s in &mut idle {
+        cut += usize::from(closed_within(s, Duration::from_millis(300)).0);
+    }
+    assert!(cut >= 1, "no idle connection gave way");
+    // The rest are closed by the header timeout, though they never sent a byte.
+    let started = Instant::now();
+    for s in &mut idle {
+        let (closed, got) = closed_within(s, Duration::from_secs(10));
+        assert!(closed && got.is_empty(), "{got:?}");
+    }
+    assert!(
+        started.elapsed() < Duration::from_secs(5),
+        "{:?}",
+        started.elapsed()
+    );
+}
