@@ -99,7 +99,13 @@ where
     ) {
         tracing::warn!(code = code.0, id = ?id, "{message}");
         let error = ServerJsonRpcMessage::error(ErrorData::new(code, message, None), id);
-        if let Err(e) = Self::write(&writer, &error).await {
+        Self::answer(&writer, &error).await;
+    }
+
+    /// Writes an answer of the transport's own; a failure to write is only logged (the
+    /// client has gone, and the next read ends the session).
+    async fn answer(writer: &Mutex<W>, message: &ServerJsonRpcMessage) {
+        if let Err(e) = Self::write(writer, message).await {
             tracing::warn!(error = %e, "cannot write to standard output");
         }
     }
@@ -211,9 +217,7 @@ where
                             let output = memkv::protocol::InvalidMessage::Json(reason).output();
                             let result = ServerResult::CallToolResult(crate::tool::result(output));
                             let answer = ServerJsonRpcMessage::response(result, id);
-                            if let Err(e) = Self::write(&self.writer, &answer).await {
-                                tracing::warn!(error = %e, "cannot write to standard output");
-                            }
+                            Self::answer(&self.writer, &answer).await;
                         }
                         id => {
                             Self::refuse(
@@ -238,11 +242,13 @@ where
                     continue;
                 }
             };
-            match serde_json::from_value::<ClientJsonRpcMessage>(value.clone()) {
+            match serde_json::from_value::<ClientJsonRpcMessage>(value) {
                 Ok(message) => return Some(message),
                 Err(_) => {
                     // A notification (no id) that is not understood gets no answer, as
-                    // JSON-RPC says; anything else is an invalid request.
+                    // JSON-RPC says; anything else is an invalid request. (Parsed again:
+                    // rare, and it spares every good message a copy.)
+                    let value: Value = serde_json::from_slice(&bytes).unwrap_or_default();
                     let id = id_of(&value);
                     if id.is_none() && value.get("method").is_some() {
                         tracing::warn!("an unknown notification was ignored");
