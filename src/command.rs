@@ -128,6 +128,12 @@ impl Command {
         matches!(self, Command::View { .. })
     }
 
+    /// Whether the command frees space or needs little more than it frees (`delete`, `rename`):
+    /// on a full disk it may use the disk reserve ([`crate::storage::Backend::write_freeing`]).
+    pub fn frees_space(&self) -> bool {
+        matches!(self, Command::Delete { .. } | Command::Rename { .. })
+    }
+
     /// Parses the `input` object of a `tool_use` block. Unknown extra fields are ignored.
     ///
     /// # Errors

@@ -137,6 +137,16 @@ pub enum Error {
     /// refuses (or panics on), data edited by hand.
     #[error("the database is damaged: {0}")]
     Corrupt(String),
+    /// The disk holding the database is full; the write was not applied. Writes that free
+    /// space still commit: a redb file keeps a reserve of the disk for them (see
+    /// [`crate::StoreBuilder::disk_reserve`]).
+    #[error(
+        "{location}: the disk is full; nothing was changed. Writes that free space still work (delete or rename memories, `memkv expire`, `memkv prune`, redact versions), or free space on the disk"
+    )]
+    DiskFull {
+        /// The database (a path, or a URL without credentials).
+        location: String,
+    },
     /// The storage engine or the disk failed.
     #[error("storage error: {0}")]
     Storage(#[source] Box<dyn std::error::Error + Send + Sync>),

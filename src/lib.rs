@@ -43,7 +43,8 @@
 //! - `group`: group commit, so that concurrent writers share transactions and flushes;
 //!   `access`: access times noted by views, written with the next writes.
 //! - [`storage`]: the narrow transactional seam; [`storage::redb`] is the embedded default and
-//!   holds every table definition and its [arrangement version](storage::redb::REDB_FORMAT);
+//!   holds every table definition, its [arrangement version](storage::redb::REDB_FORMAT) and
+//!   the disk reserve that lets writes which free space commit on a full disk;
 //!   `postgres` (feature `postgres`) the same in PostgreSQL; the logical layout version is
 //!   `layout::LAYOUT_VERSION`;
 //!   `migrate` upgrades older formats on open; `check` verifies every invariant.
@@ -107,8 +108,8 @@ pub use path::{MemoryPath, PathError};
 pub use protocol::{InvalidMessage, Message, Response};
 pub use secrets::SecretPolicy;
 pub use store::{
-    ExpiredFile, FileInfo, MAX_USER_ID_BYTES, OwnedUserHandle, Store, StoreBuilder, UserHandle,
-    UserSummary,
+    ExpiredFile, FileInfo, MAX_USER_ID_BYTES, OwnedUserHandle, PrunedHistory, Store, StoreBuilder,
+    UserHandle, UserSummary,
 };
 pub use time::utc;
 pub use versions::VersionFilter;

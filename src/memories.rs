@@ -125,6 +125,29 @@ impl<B: Backend> UserHandle<'_, B> {
     /// commits only when it returns `Ok(Ok(_))`.
     pub(crate) fn write_tree<R>(
         &self,
+        f: impl FnMut(
+            &mut Tree<'_, dyn WriteTxn + '_>,
+            &Settings,
+        ) -> Result<Result<R, ApiRefusal>, Error>,
+    ) -> Result<Result<R, ApiRefusal>, Error> {
+        self.write_tree_as(false, f)
+    }
+
+    /// [`Self::write_tree`] for a write that frees space (see
+    /// [`crate::storage::Backend::write_freeing`]).
+    pub(crate) fn write_tree_freeing<R>(
+        &self,
+        f: impl FnMut(
+            &mut Tree<'_, dyn WriteTxn + '_>,
+            &Settings,
+        ) -> Result<Result<R, ApiRefusal>, Error>,
+    ) -> Result<Result<R, ApiRefusal>, Error> {
+        self.write_tree_as(true, f)
+    }
+
+    fn write_tree_as<R>(
+        &self,
+        frees_space: bool,
         mut f: impl FnMut(
             &mut Tree<'_, dyn WriteTxn + '_>,
             &Settings,
@@ -133,7 +156,7 @@ impl<B: Backend> UserHandle<'_, B> {
         let store = self.store;
         let settings = store.settings(&self.id);
         let now = store.now_ms();
-        store.backend.write(&[&self.id], |txn| {
+        let run = |txn: &mut dyn WriteTxn| {
             let rec: Recorder = settings.recorder(now, self.actor.as_ref());
             let mut tree = Tree::new(txn, &self.id, rec);
             exec::sweep(&mut tree, settings.expiry_cutoff(now))?;
@@ -144,7 +167,12 @@ impl<B: Backend> UserHandle<'_, B> {
                 Finish::Abort
             };
             Ok((result, finish))
-        })
+        };
+        if frees_space {
+            store.backend.write_freeing(&[&self.id], run)
+        } else {
+            store.backend.write(&[&self.id], run)
+        }
     }
 
     /// Creates a memory at the model path `path` (`/memories/…`).
@@ -286,7 +314,7 @@ impl<B: Backend> UserHandle<'_, B> {
         id: MemoryId,
         expected_sha256: Option<[u8; 32]>,
     ) -> Result<Result<(), ApiRefusal>, Error> {
-        self.write_tree(|tree, _| {
+        self.write_tree_freeing(|tree, _| {
             let Some((path, meta)) = find(tree.read().txn(), &self.id, id)? else {
                 return Ok(Err(ApiRefusal::NotFound));
             };

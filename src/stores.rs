@@ -196,7 +196,7 @@ impl<B: Backend> Store<B> {
         if validate_user(id).is_err() {
             return Ok(false);
         }
-        self.backend.write(&[id], |txn| {
+        self.backend.write_freeing(&[id], |txn| {
             let exists = record::store_record(txn, id)?.is_some()
                 || txn.get(Space::Totals, id, &[])?.is_some();
             if !exists {

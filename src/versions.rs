@@ -167,7 +167,7 @@ impl<B: Backend> UserHandle<'_, B> {
     /// # Errors
     /// A storage failure. Refusals: [`ApiRefusal::NotFound`], [`ApiRefusal::LiveVersion`].
     pub fn redact(&self, id: VersionId) -> Result<Result<Version, ApiRefusal>, Error> {
-        self.write_tree(|tree, _| {
+        self.write_tree_freeing(|tree, _| {
             let now = tree.now_ms();
             let by = self.actor.clone();
             let user = self.id.to_string();

@@ -54,7 +54,7 @@ pub(crate) fn execute<B: Backend + ?Sized>(
     } else {
         Vec::new()
     };
-    backend.write(&[user], |txn| {
+    let run = |txn: &mut dyn WriteTxn| {
         txn.prefetch(&fetches, false)?;
         let mut tree = Tree::new(txn, user, settings.recorder(now_ms, actor));
         sweep(&mut tree, settings.expiry_cutoff(now_ms))?;
@@ -65,7 +65,12 @@ pub(crate) fn execute<B: Backend + ?Sized>(
             Finish::Commit
         };
         Ok((output, finish))
-    })
+    };
+    if command.frees_space() {
+        backend.write_freeing(&[user], run)
+    } else {
+        backend.write(&[user], run)
+    }
 }
 
 /// Runs a read-only command (`view`) in a read snapshot. `used` are files noted as used but not

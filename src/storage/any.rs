@@ -139,6 +139,18 @@ impl Backend for AnyBackend {
         }
     }
 
+    fn write_freeing<R>(
+        &self,
+        lock: &[&str],
+        f: impl FnMut(&mut dyn WriteTxn) -> Result<(R, Finish), Error>,
+    ) -> Result<R, Error> {
+        match self {
+            AnyBackend::Redb(b) => b.write_freeing(lock, f),
+            #[cfg(feature = "postgres")]
+            AnyBackend::Postgres(b) => b.write_freeing(lock, f),
+        }
+    }
+
     fn wants_prefetch(&self) -> bool {
         match self {
             AnyBackend::Redb(_) => false,

@@ -150,6 +150,18 @@ pub trait Backend: Send + Sync {
         f: impl FnMut(&mut dyn WriteTxn) -> Result<(R, Finish), Error>,
     ) -> Result<R, Error>;
 
+    /// [`Self::write`] for a write that frees space or needs little more than it frees (a
+    /// delete, a rename, expiry, history pruning, a redaction): a backend that keeps a reserve
+    /// of its disk (redb's) spends it on such a write when the disk is full, so that a store
+    /// that filled its disk can always be shrunk. By default, [`Self::write`].
+    fn write_freeing<R>(
+        &self,
+        lock: &[&str],
+        f: impl FnMut(&mut dyn WriteTxn) -> Result<(R, Finish), Error>,
+    ) -> Result<R, Error> {
+        self.write(lock, f)
+    }
+
     /// Whether [`ReadTxn::prefetch`] saves anything (round trips): callers skip working out
     /// their fetches when it does not. By default, no.
     fn wants_prefetch(&self) -> bool {

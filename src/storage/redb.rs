@@ -19,9 +19,11 @@
 mod create;
 mod health;
 mod open;
+mod reserve;
 mod txn;
 mod verify;
 
+pub use self::reserve::DEFAULT_DISK_RESERVE;
 pub use self::txn::{RedbRead, RedbWrite};
 
 use std::path::{Path, PathBuf};
@@ -35,8 +37,9 @@ use redb::{
 use self::health::Health;
 use self::open::{
     check_exists, check_redb_format, check_version, consolidate_legacy_tables, open_error,
-    open_read_only_db,
+    open_read_only_db, open_writable,
 };
+use self::reserve::Reserve;
 use self::txn::ReadTables;
 use super::{Backend, Finish, Space, WriteTxn};
 use crate::error::Error;
@@ -146,6 +149,8 @@ pub struct RedbBackend {
     origin: Origin,
     health: Arc<Health>,
     location: String,
+    /// Space on the disk kept for writes that free space (a file database's; see `reserve`).
+    reserve: Option<Reserve>,
 }
 
 /// The snapshot of the latest commit, and how many commits this process has made: a snapshot
@@ -186,7 +191,7 @@ impl RedbBackend {
     }
 
     fn ensure_and_open(path: &Path, shared: bool, create: bool) -> Result<Self, Error> {
-        let health = Arc::new(Health::default());
+        let health = Arc::new(Health::new(&path.display().to_string()));
         create::ensure(path, create, |tmp| {
             let location = tmp.display().to_string();
             let db = health.guard(|| {
@@ -198,11 +203,7 @@ impl RedbBackend {
             backend.close();
             Ok(())
         })?;
-        let db = health.guard(|| {
-            builder_for(shared)
-                .open(path)
-                .map_err(|e| open_error(e, path))
-        })?;
+        let db = health.guard(|| open_writable(path, shared))?;
         let origin = Origin::File {
             path: path.to_owned(),
             shared,
@@ -224,7 +225,7 @@ impl RedbBackend {
                     .into(),
             });
         }
-        let health = Arc::new(Health::default());
+        let health = Arc::new(Health::new(&location));
         let db = health.guard(|| open_read_only_db(path))?;
         health.guard(|| {
             let txn = db.begin_read().map_err(|e| health.fail(e))?;
@@ -261,6 +262,7 @@ impl RedbBackend {
             },
             health,
             location,
+            reserve: None,
         })
     }
 
@@ -269,7 +271,7 @@ impl RedbBackend {
     /// exclusively by this process. redb owns it, so after an I/O error it is not reopened:
     /// every later transaction fails until the store is opened again.
     pub fn with_storage(storage: impl redb::StorageBackend, location: &str) -> Result<Self, Error> {
-        let health = Health::default();
+        let health = Health::new(location);
         let db = health.guard(|| {
             Database::builder()
                 .create_with_backend(storage)
@@ -280,7 +282,7 @@ impl RedbBackend {
 
     /// A database that lives in memory and is gone when dropped (tests, ephemeral agents).
     pub fn in_memory() -> Result<Self, Error> {
-        let health = Health::default();
+        let health = Health::new("memory");
         let db = Database::builder()
             .create_with_backend(redb::backends::InMemoryBackend::new())
             .map_err(|e| health.fail(e))?;
@@ -290,7 +292,7 @@ impl RedbBackend {
     /// Checks the format version, or stamps it into a new, empty database; converts the table
     /// layout of formats 1 and 2 (the logical migration is `crate::migrate`'s).
     fn init(db: Database, origin: Origin, location: &str) -> Result<Self, Error> {
-        let health = Arc::new(Health::default());
+        let health = Arc::new(Health::new(location));
         let h = &health;
         h.guard(|| {
             let txn = db.begin_write().map_err(|e| h.fail(e))?;
@@ -337,7 +339,56 @@ impl RedbBackend {
             origin,
             health,
             location: location.to_owned(),
+            reserve: None,
         })
+    }
+
+    /// Keeps `bytes` of the disk in reserve beside a database file opened for writing, for
+    /// writes that free space when the disk is full ([`Backend::write_freeing`]; see
+    /// `reserve`). Nothing for memory, a caller's storage or a read-only open.
+    #[must_use]
+    pub fn with_disk_reserve(mut self, bytes: u64) -> Self {
+        if let Origin::File { path, .. } = &self.origin {
+            if bytes > 0 {
+                self.reserve = Some(Reserve::keep(path, bytes));
+            } else {
+                reserve::remove(path);
+            }
+        }
+        self
+    }
+
+    /// Bytes of the disk the reserve holds now (0 without one).
+    pub fn disk_reserve(&self) -> u64 {
+        self.reserve.as_ref().map_or(0, Reserve::held)
+    }
+
+    /// One write transaction (see [`Backend::write`]).
+    fn write_once<R>(
+        &self,
+        f: impl FnMut(&mut dyn WriteTxn) -> Result<(R, Finish), Error>,
+    ) -> Result<R, Error> {
+        let db = self.current()?;
+        let Db::Write(redb) = &*db else {
+            return Err(Error::ReadOnly);
+        };
+        let result = txn::write(redb, &self.health, f);
+        // Before the caller answers anyone: reads from now on see this commit.
+        let commits = self.committed();
+        if let Ok(tables) = self.snapshot(&db) {
+            self.share(commits, &Arc::new(tables));
+        }
+        result
+    }
+
+    /// Takes back the reserve's space when it is short of it (after it was given up, or while
+    /// the disk was full): before any other write may use it.
+    fn top_up(&self) {
+        if let Some(reserve) = &self.reserve
+            && reserve.short()
+        {
+            let _ = reserve.fill();
+        }
     }
 
     /// Closes the file now (and its locks), whatever handles are left.
@@ -414,10 +465,7 @@ impl RedbBackend {
             }
         }
         let db = self.health.guard(|| match writer {
-            Some(shared) => builder_for(shared)
-                .open(path)
-                .map(Db::Write)
-                .map_err(|e| open_error(e, path)),
+            Some(shared) => open_writable(path, shared).map(Db::Write),
             None => open_read_only_db(path).map(Db::Read),
         })?;
         *slot = Some(Arc::new(db));
@@ -473,16 +521,25 @@ impl Backend for RedbBackend {
         _lock: &[&str],
         f: impl FnMut(&mut dyn WriteTxn) -> Result<(R, Finish), Error>,
     ) -> Result<R, Error> {
-        let db = self.current()?;
-        let Db::Write(redb) = &*db else {
-            return Err(Error::ReadOnly);
+        let result = self.write_once(f);
+        self.top_up();
+        result
+    }
+
+    /// On a full disk, gives up the reserve and runs `f` once more; then takes the reserve back,
+    /// as far as the disk allows.
+    fn write_freeing<R>(
+        &self,
+        _lock: &[&str],
+        mut f: impl FnMut(&mut dyn WriteTxn) -> Result<(R, Finish), Error>,
+    ) -> Result<R, Error> {
+        let result = match self.write_once(&mut f) {
+            Err(Error::DiskFull { .. }) if self.reserve.as_ref().is_some_and(Reserve::release) => {
+                self.write_once(&mut f)
+            }
+            other => other,
         };
-        let result = txn::write(redb, &self.health, f);
-        // Before the caller answers anyone: reads from now on see this commit.
-        let commits = self.committed();
-        if let Ok(tables) = self.snapshot(&db) {
-            self.share(commits, &Arc::new(tables));
-        }
+        self.top_up();
         result
     }
 }

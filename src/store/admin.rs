@@ -1,4 +1,4 @@
-//! What operators ask of a whole store: its users, a full check, expiry.
+//! What operators ask of a whole store: its users, a full check, expiry, history pruning.
 
 use std::collections::BTreeSet;
 use std::ops::ControlFlow;
@@ -7,9 +7,23 @@ use super::Store;
 use crate::check;
 use crate::error::Error;
 use crate::exec;
+use crate::history::append;
+use crate::history::record::{put_store_record, store_record};
 use crate::path::MemoryPath;
 use crate::storage::{Backend, Finish, ReadTxn, Space};
 use crate::tree::{Tree, TreeRead};
+
+/// What [`Store::prune_history`] pruned from one store.
+#[derive(Debug, Clone, PartialEq, Eq)]
+#[non_exhaustive]
+pub struct PrunedHistory {
+    /// The store (user) id.
+    pub user: String,
+    /// Versions pruned.
+    pub versions: u64,
+    /// Their bytes (paths and contents).
+    pub bytes: u64,
+}
 
 /// One user's share of a store, as listed by [`Store::users`].
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -134,7 +148,7 @@ impl<B: Backend> Store<B> {
                 let txn = self.backend.begin_read()?;
                 TreeRead::new(&txn, &user.user).unused_since(cutoff)?
             } else {
-                self.backend.write(&[&user.user], |txn| {
+                self.backend.write_freeing(&[&user.user], |txn| {
                     let rec = self.settings(&user.user).recorder(now, None);
                     let swept = exec::sweep(&mut Tree::new(txn, &user.user, rec), Some(cutoff))?;
                     Ok((swept, Finish::Commit))
@@ -150,6 +164,48 @@ impl<B: Backend> Store<B> {
                         last_used_ms,
                     }),
             );
+        }
+        Ok(out)
+    }
+
+    /// Applies the history retention now, to every store: prunes the versions it no longer
+    /// keeps, oldest first. Writes apply retention as they go; this reclaims the space of stores
+    /// not written since, or after retention was tightened. One transaction per store, each of
+    /// which may use the disk reserve on a full disk. Returns the stores that lost versions.
+    ///
+    /// # Errors
+    /// A storage failure; stores pruned before it stay pruned.
+    pub fn prune_history(&self) -> Result<Vec<PrunedHistory>, Error> {
+        let mut users = Vec::new();
+        self.backend.begin_read()?.users(Space::Store, &mut |u| {
+            users.push(u.to_owned());
+            Ok(ControlFlow::Continue(()))
+        })?;
+        let now = self.now_ms();
+        let mut out = Vec::new();
+        for user in users {
+            let retention = self.settings(&user).retention;
+            let pruned = self.backend.write_freeing(&[&user], |txn| {
+                let Some(mut record) = store_record(txn, &user)? else {
+                    return Ok((None, Finish::Abort));
+                };
+                let before = record.history;
+                append::prune(txn, &user, &mut record, &retention, now)?;
+                let versions = record.history.pruned_versions - before.pruned_versions;
+                if versions == 0 {
+                    return Ok((None, Finish::Abort));
+                }
+                put_store_record(txn, &user, &record)?;
+                let bytes = record.history.pruned_bytes - before.pruned_bytes;
+                Ok((Some((versions, bytes)), Finish::Commit))
+            })?;
+            if let Some((versions, bytes)) = pruned {
+                out.push(PrunedHistory {
+                    user,
+                    versions,
+                    bytes,
+                });
+            }
         }
         Ok(out)
     }

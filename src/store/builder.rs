@@ -13,7 +13,7 @@ use crate::history::Retention;
 use crate::limits::{Expiry, Limits};
 use crate::migrate;
 use crate::secrets::SecretPolicy;
-use crate::storage::redb::RedbBackend;
+use crate::storage::redb::{DEFAULT_DISK_RESERVE, RedbBackend};
 use crate::storage::{AnyBackend, Backend, is_postgres_url};
 
 /// Configures a [`Store`]. Every limit defaults to PROTOCOL.md's value ([`Limits::DEFAULT`]);
@@ -26,6 +26,8 @@ pub struct StoreBuilder {
     clock: Clock,
     shared: bool,
     retention: Retention,
+    /// `None`: [`DEFAULT_DISK_RESERVE`].
+    disk_reserve: Option<u64>,
 }
 
 /// Where a store reads the time: the system clock unless [`StoreBuilder::clock`] sets another.
@@ -143,6 +145,17 @@ impl StoreBuilder {
         self
     }
 
+    /// Bytes of the disk to keep in reserve beside a redb file opened for writing (in
+    /// `DB.reserve`), for writes that free space when the disk is full: deletes, renames,
+    /// [`Store::expire`], history pruning and redactions then still commit, while other writes
+    /// fail with [`Error::DiskFull`]. 0 keeps none. Default = [`DEFAULT_DISK_RESERVE`] (32 MiB);
+    /// a reserve made for the first time takes at most half of the disk's free space. Nothing
+    /// for PostgreSQL, whose server owns its disk.
+    pub fn disk_reserve(mut self, bytes: u64) -> Self {
+        self.disk_reserve = Some(bytes);
+        self
+    }
+
     /// Opens the database at `db` for writing, creating it if it does not exist: a redb file at
     /// a path, or a PostgreSQL database at a `postgres://` / `postgresql://` URL (with the
     /// `postgres` feature; its tables are created on first use). Data in an older layout is
@@ -178,9 +191,10 @@ impl StoreBuilder {
             return postgres_backend(url, mode);
         }
         let path = Path::new(db);
+        let reserve = self.disk_reserve.unwrap_or(DEFAULT_DISK_RESERVE);
         Ok(AnyBackend::Redb(match mode {
-            Mode::Create => RedbBackend::create(path, self.shared)?,
-            Mode::Existing => RedbBackend::open(path, self.shared)?,
+            Mode::Create => RedbBackend::create(path, self.shared)?.with_disk_reserve(reserve),
+            Mode::Existing => RedbBackend::open(path, self.shared)?.with_disk_reserve(reserve),
             Mode::ReadOnly => RedbBackend::open_read_only(path)?,
         }))
     }

@@ -4,7 +4,7 @@ mod admin;
 mod builder;
 mod user;
 
-pub use admin::{ExpiredFile, UserSummary};
+pub use admin::{ExpiredFile, PrunedHistory, UserSummary};
 use builder::Clock;
 pub use builder::StoreBuilder;
 pub use user::{OwnedUserHandle, UserHandle};

@@ -74,6 +74,10 @@ pub struct Global {
     /// Keep at most this many bytes of versions (paths and contents) per store, or `off` [default: 268435456]
     #[arg(long, global = true, help_heading = "History options", value_name = "BYTES|off", value_parser = parse_bound(parse_count))]
     pub history_max_bytes: Option<Bound<u64>>,
+    /// Bytes of the disk kept in reserve beside a redb file (DB.reserve) so that deletes,
+    /// renames, expire, prune and redact still commit on a full disk, or `off` [default: 33554432]
+    #[arg(long, global = true, help_heading = "Store options", value_name = "BYTES|off", value_parser = parse_bound(parse_count))]
+    pub disk_reserve: Option<Bound<u64>>,
     /// Keep no history: record no versions (memory ids are still kept)
     #[arg(long, global = true, help_heading = "History options", conflicts_with_all = ["history_max_age", "history_max_versions", "history_max_bytes"])]
     pub no_history: bool,
@@ -148,6 +152,8 @@ pub enum Commands {
     Import(ImportArgs),
     /// Delete expired files and list them (needs --ttl or --user-ttl)
     Expire(ExpireArgs),
+    /// Apply the history retention (--history-max-*) to every store now, freeing the space of the versions it no longer keeps
+    Prune,
     /// Create the database (a redb file, or memkv's tables in PostgreSQL) if it does not exist
     Init,
     /// Verify the database against memkv's invariants
@@ -416,6 +422,9 @@ impl Global {
             .secrets(secrets)
             .shared(self.shared)
             .access_granularity(self.access_granularity);
+        if let Some(Bound(reserve)) = self.disk_reserve {
+            b = b.disk_reserve(reserve.unwrap_or(0));
+        }
         if let Some(ttl) = self.ttl {
             b = b.ttl(ttl);
         }

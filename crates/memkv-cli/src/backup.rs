@@ -213,3 +213,20 @@ pub fn expire(global: &Global, args: &ExpireArgs) -> Result {
     note!("{verb} {} expired files, {bytes} bytes", expired.len());
     Ok(())
 }
+
+pub fn prune(global: &Global) -> Result {
+    let store = open_for_writing(global)?;
+    let pruned = store.prune_history()?;
+    let mut out = io::stdout().lock();
+    for p in &pruned {
+        writeln!(out, "{:>8}  {:>10}  {}", p.versions, p.bytes, p.user)?;
+    }
+    out.flush()?;
+    let versions: u64 = pruned.iter().map(|p| p.versions).sum();
+    let bytes: u64 = pruned.iter().map(|p| p.bytes).sum();
+    note!(
+        "pruned {versions} versions, {bytes} bytes, from {} stores",
+        pruned.len()
+    );
+    Ok(())
+}

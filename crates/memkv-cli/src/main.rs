@@ -88,6 +88,7 @@ fn main() -> ExitCode {
         Commands::Export(a) => backup::export(&cli.global, a),
         Commands::Import(a) => backup::import(&cli.global, a),
         Commands::Expire(a) => backup::expire(&cli.global, a),
+        Commands::Prune => backup::prune(&cli.global),
         Commands::Mcp(a) => mcp::run(&cli.global, a),
         Commands::Serve(a) => serve::serve(&cli.global, a),
         Commands::Keys(k) => serve::keys(&cli.global, k),

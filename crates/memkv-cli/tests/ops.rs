@@ -237,7 +237,15 @@ fn export_output_is_never_the_database() {
         .map(|e| e.unwrap().file_name().into_string().unwrap())
         .collect();
     names.sort();
-    assert_eq!(names, ["hard.jsonl", "link.jsonl", "memkv.redb"]);
+    assert_eq!(
+        names,
+        [
+            "hard.jsonl",
+            "link.jsonl",
+            "memkv.redb",
+            "memkv.redb.reserve"
+        ]
+    );
 }
 
 #[test]

@@ -118,6 +118,11 @@ fn describe(e: &postgres::Error) -> String {
 }
 
 pub(crate) fn query_error(location: &str, e: &postgres::Error) -> Error {
+    if e.code() == Some(&SqlState::DISK_FULL) {
+        return Error::DiskFull {
+            location: location.to_owned(),
+        };
+    }
     Error::storage(format!("{location}: {}", describe(e)))
 }
 

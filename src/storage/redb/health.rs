@@ -20,9 +20,28 @@ use crate::error::Error;
 #[derive(Debug, Default)]
 pub(super) struct Health {
     failed: AtomicBool,
+    /// The last I/O error was a full disk (redb's later "previous I/O error" is that one).
+    full: AtomicBool,
+    /// The database, for messages.
+    location: String,
+}
+
+/// Whether `e` says the disk (or the user's quota on it) is full.
+pub(super) fn is_full(e: &std::io::Error) -> bool {
+    matches!(
+        e.kind(),
+        std::io::ErrorKind::StorageFull | std::io::ErrorKind::QuotaExceeded
+    )
 }
 
 impl Health {
+    pub(super) fn new(location: &str) -> Health {
+        Health {
+            location: location.to_owned(),
+            ..Health::default()
+        }
+    }
+
     /// True once an I/O error or a panic has been seen since the last (re)open.
     pub(super) fn failed(&self) -> bool {
         self.failed.load(Ordering::Acquire)
@@ -36,6 +55,21 @@ impl Health {
     /// Maps a redb error to memkv's, and notes the errors after which redb must be reopened.
     pub(super) fn fail(&self, e: impl Into<redb::Error>) -> Error {
         let e: redb::Error = e.into();
+        let full = match &e {
+            redb::Error::Io(io) => {
+                let full = is_full(io);
+                self.full.store(full, Ordering::Release);
+                full
+            }
+            redb::Error::PreviousIo => self.full.load(Ordering::Acquire),
+            _ => false,
+        };
+        if full {
+            self.failed.store(true, Ordering::Release);
+            return Error::DiskFull {
+                location: self.location.clone(),
+            };
+        }
         match e {
             redb::Error::Corrupted(message) => {
                 return Error::Corrupt(message);

@@ -8,6 +8,7 @@ use std::path::Path;
 use redb::{DatabaseError, ReadOnlyDatabase, ReadableTable, TableDefinition, WriteTransaction};
 
 use super::health::Health;
+use super::reserve;
 use super::txn::{full_key, user_of};
 use super::{DATA, LEGACY, REDB_FORMAT, REDB_FORMAT_KEY, builder_for, reader};
 use crate::error::Error;
@@ -19,16 +20,31 @@ pub(super) fn open_read_only_db(path: &Path) -> Result<ReadOnlyDatabase, Error> 
         // A process died mid-write: the file needs redb's repair, which only a writer can do.
         // Do it now when no other process writes (a running writer repaired it already).
         Err(DatabaseError::RepairAborted) => {
-            drop(
-                builder_for(false)
-                    .open(path)
-                    .map_err(|e| open_error(e, path))?,
-            );
+            drop(open_to_repair(path)?);
             reader().open_read_only(path)
         }
         other => other,
     }
     .map_err(|e| open_error(e, path))
+}
+
+/// Opens `path` for writing, which repairs it if a writer stopped mid-write. A repair needs free
+/// space: on a full disk, the database's reserve (see `reserve`) is given up for it.
+fn open_to_repair(path: &Path) -> Result<redb::Database, Error> {
+    open_writable(path, false)
+}
+
+/// Opens `path` for writing (see [`open_to_repair`] on a full disk).
+pub(super) fn open_writable(path: &Path, shared: bool) -> Result<redb::Database, Error> {
+    let open = || {
+        builder_for(shared)
+            .open(path)
+            .map_err(|e| open_error(e, path))
+    };
+    match open() {
+        Err(Error::DiskFull { .. }) if reserve::release(path) => open(),
+        other => other,
+    }
 }
 
 /// Moves the per-space tables of formats 1 and 2 into `memkv_data`; true if there were any.
@@ -120,6 +136,11 @@ pub(super) fn open_error(e: DatabaseError, path: &Path) -> Error {
             "{}: the database needs redb's repair (a writer stopped mid-write), which could not finish: it needs free space on the file's disk; free some and open it again (e.g. `memkv check`)",
             path.display()
         )),
+        DatabaseError::Storage(redb::StorageError::Io(io)) if super::health::is_full(&io) => {
+            Error::DiskFull {
+                location: path.display().to_string(),
+            }
+        }
         DatabaseError::Storage(redb::StorageError::Io(io)) => {
             Error::storage(format!("{}: {io}", path.display()))
         }

@@ -142,7 +142,7 @@ pub(super) fn pages(path: &Path) -> Result<Vec<String>, Error> {
         path: path.to_owned(),
         source: e,
     })?;
-    let health = Health::default();
+    let health = Health::new(&path.display().to_string());
     let damaged = |what: String| Ok(vec![format!("redb's page check: {what}")]);
     let db = health.guard(|| {
         Database::builder()

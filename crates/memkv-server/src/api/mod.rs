@@ -71,6 +71,10 @@ pub fn failed(e: &Error, store: &str) -> ApiError {
         Error::Busy { .. } => {
             ApiError::overloaded("the database is busy; nothing was changed, try again")
         }
+        Error::DiskFull { .. } => ApiError::new(
+            StatusCode::INSUFFICIENT_STORAGE,
+            "the disk holding the database is full; nothing was changed. Deleting memories, redacting versions and deleting stores still work",
+        ),
         Error::OutcomeUnknown { .. } => ApiError::internal(
             "the connection to the database was lost during the commit; the change may or may not have been applied",
         ),

@@ -1,0 +1,235 @@
+//! The disk reserve: a file beside the database (`DB.reserve`) that holds space on the disk for
+//! writes that free space.
+//!
+//! A redb commit is copy-on-write: even a delete writes new pages before the old ones are free,
+//! and with history kept a delete frees nothing at all. On a full disk every write would fail,
+//! and a store that filled its disk could not be shrunk through memkv. So the backend keeps
+//! [`Reserve::target`] bytes allocated in this file (allocated for real, not a sparse length).
+//! When a write that frees space (`Backend::write_freeing`: a delete, a rename, expiry, pruning,
+//! a redaction) finds the disk full, the reserve is given up (truncated to nothing) and the write
+//! runs again; right after, the reserve takes back what it can. Other writes never touch it, so
+//! they get [`crate::Error::DiskFull`] while the disk is full, and whatever the freeing writes
+//! freed inside the file is theirs to reuse.
+//!
+//! At open, the reserve's goal is its target, but at most what it holds plus half of the disk's
+//! free space, so that a small disk still leaves room for the database. Given up, it takes back
+//! what it can, up to that goal, and nothing beyond it while the process runs.
+
+use std::fs::{File, OpenOptions};
+use std::io;
+use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Mutex, PoisonError};
+
+/// How much a reserve grows in one step; a step the disk refuses is halved, down to
+/// [`MIN_STEP`], so that little free space is left behind on a full disk.
+const STEP: u64 = 1 << 20;
+const MIN_STEP: u64 = 64 << 10;
+
+/// Bytes held back for writes that free space, unless configured otherwise: enough for the
+/// largest delete memkv allows (a directory of 10,000 files with history kept, see
+/// BENCHMARKS.md), small beside any disk a database lives on.
+pub const DEFAULT_DISK_RESERVE: u64 = 32 << 20;
+
+/// The reserve file of one database.
+#[derive(Debug)]
+pub(super) struct Reserve {
+    path: PathBuf,
+    /// What it holds when it is not given up: the target, or less on a small disk.
+    goal: u64,
+    /// Bytes the file holds now (known without a system call on every commit).
+    held: AtomicU64,
+    /// Serializes filling and giving up.
+    lock: Mutex<()>,
+}
+
+/// The reserve file of the database at `db`.
+pub(super) fn path_for(db: &Path) -> PathBuf {
+    let mut name = db.as_os_str().to_owned();
+    name.push(".reserve");
+    PathBuf::from(name)
+}
+
+impl Reserve {
+    /// The reserve of the database at `db`, of `target` bytes (less on a small disk), filled
+    /// now as far as the disk allows. A reserve that cannot be made at all leaves the database
+    /// working without one.
+    pub(super) fn keep(db: &Path, target: u64) -> Reserve {
+        let path = path_for(db);
+        let goal = goal(&path, target).unwrap_or(0);
+        let reserve = Reserve {
+            path,
+            goal,
+            held: AtomicU64::new(0),
+            lock: Mutex::new(()),
+        };
+        let _ = reserve.fill();
+        reserve
+    }
+
+    /// Bytes held now.
+    pub(super) fn held(&self) -> u64 {
+        self.held.load(Ordering::Acquire)
+    }
+
+    /// Whether the reserve holds less than its goal.
+    pub(super) fn short(&self) -> bool {
+        self.held() < self.goal
+    }
+
+    /// Gives the reserve's space back to the disk; false if it held nothing.
+    pub(super) fn release(&self) -> bool {
+        let _guard = self.lock.lock().unwrap_or_else(PoisonError::into_inner);
+        self.held.store(0, Ordering::Release);
+        truncate(&self.path)
+    }
+
+    /// Grows the reserve towards its goal, step by step, until the disk refuses the smallest.
+    pub(super) fn fill(&self) -> io::Result<()> {
+        let _guard = self.lock.lock().unwrap_or_else(PoisonError::into_inner);
+        let file = open(&self.path)?;
+        let mut len = file.metadata()?.len();
+        let goal = self.goal;
+        if len > goal {
+            // A smaller reserve than a run before kept.
+            file.set_len(goal)?;
+            len = goal;
+        }
+        let mut step = STEP;
+        let result = loop {
+            if len >= goal {
+                break Ok(());
+            }
+            let n = step.min(goal - len);
+            match allocate(&file, len, n) {
+                Ok(()) => len += n,
+                Err(_) if step > MIN_STEP => step /= 2,
+                Err(e) => break Err(e),
+            }
+        };
+        // What is held is what the file holds, whatever the last step did.
+        let len = file.metadata().map_or(len, |m| m.len());
+        let synced = file.sync_all();
+        self.held.store(len.min(goal), Ordering::Release);
+        result.and(synced)
+    }
+}
+
+fn open(path: &Path) -> io::Result<File> {
+    OpenOptions::new()
+        .create(true)
+        .truncate(false)
+        .read(true)
+        .write(true)
+        .open(path)
+}
+
+/// `target`, but at most what the file at `path` holds plus half the disk's free space.
+fn goal(path: &Path, target: u64) -> io::Result<u64> {
+    let file = open(path)?;
+    let len = file.metadata()?.len();
+    Ok(target.min(len.saturating_add(available(&file)? / 2)))
+}
+
+/// Gives the reserve of the database at `db` back to the disk, whoever keeps it (a read-only
+/// open that must repair the file, say); false if there was none, or it held nothing.
+pub(super) fn release(db: &Path) -> bool {
+    truncate(&path_for(db))
+}
+
+/// Removes the reserve of the database at `db`, if any (a database that keeps none).
+pub(super) fn remove(db: &Path) {
+    let _ = std::fs::remove_file(path_for(db));
+}
+
+/// Truncates the file at `path` to nothing; true if it held something and now holds nothing.
+fn truncate(path: &Path) -> bool {
+    let Ok(file) = OpenOptions::new().write(true).open(path) else {
+        return false;
+    };
+    let held = file.metadata().is_ok_and(|m| m.len() > 0);
+    held && file.set_len(0).and_then(|()| file.sync_all()).is_ok()
+}
+
+/// Bytes free for this process on the disk holding `file`.
+#[cfg(unix)]
+fn available(file: &File) -> io::Result<u64> {
+    let stat = rustix::fs::fstatvfs(file)?;
+    Ok(stat.f_bavail.saturating_mul(stat.f_frsize))
+}
+
+#[cfg(not(unix))]
+fn available(_file: &File) -> io::Result<u64> {
+    Ok(u64::MAX)
+}
+
+/// Allocates `len` bytes of `file` at `offset` on the disk (blocks, not a sparse length).
+#[cfg(target_os = "linux")]
+fn allocate(file: &File, offset: u64, len: u64) -> io::Result<()> {
+    use rustix::io::Errno;
+    match rustix::fs::fallocate(file, rustix::fs::FallocateFlags::empty(), offset, len) {
+        Ok(()) => Ok(()),
+        // A filesystem without fallocate: write the bytes.
+        Err(Errno::OPNOTSUPP | Errno::INVAL) => write_bytes(file, offset, len),
+        Err(e) => Err(e.into()),
+    }
+}
+
+#[cfg(not(target_os = "linux"))]
+fn allocate(file: &File, offset: u64, len: u64) -> io::Result<()> {
+    write_bytes(file, offset, len)
+}
+
+/// Writes `len` bytes at `offset`, so that the disk allocates them.
+fn write_bytes(file: &File, offset: u64, len: u64) -> io::Result<()> {
+    use std::io::{Seek, SeekFrom, Write};
+    let mut file = file;
+    file.seek(SeekFrom::Start(offset))?;
+    let chunk = vec![0u8; 64 << 10];
+    let mut left = len;
+    while left > 0 {
+        let n = left.min(chunk.len() as u64) as usize;
+        if let Err(e) = file.write_all(&chunk[..n]) {
+            // Keep only whole steps: a partly written step is given back.
+            let _ = file.set_len(offset);
+            return Err(e);
+        }
+        left -= n as u64;
+    }
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_reserve_fills_gives_up_and_takes_back_its_space() {
+        let dir = tempfile::tempdir().unwrap();
+        let db = dir.path().join("memkv.redb");
+        let reserve = Reserve::keep(&db, 3 * STEP + 5);
+        let file = path_for(&db);
+        assert_eq!(reserve.held(), 3 * STEP + 5);
+        assert_eq!(std::fs::metadata(&file).unwrap().len(), 3 * STEP + 5);
+        assert!(!reserve.short());
+        // Allocated for real: the blocks are there, not a sparse length.
+        #[cfg(unix)]
+        {
+            use std::os::unix::fs::MetadataExt;
+            assert!(std::fs::metadata(&file).unwrap().blocks() * 512 >= 3 * STEP);
+        }
+
+        assert!(reserve.release());
+        assert_eq!(reserve.held(), 0);
+        assert!(reserve.short());
+        assert_eq!(std::fs::metadata(&file).unwrap().len(), 0);
+        assert!(!reserve.release(), "nothing left to give up");
+
+        reserve.fill().unwrap();
+        assert_eq!(reserve.held(), 3 * STEP + 5);
+        // A later open finds it full and leaves it so.
+        let again = Reserve::keep(&db, 3 * STEP + 5);
+        assert_eq!(again.held(), 3 * STEP + 5);
+        assert_eq!(std::fs::metadata(&file).unwrap().len(), 3 * STEP + 5);
+    }
+}
