@@ -23,7 +23,7 @@ mod reserve;
 mod txn;
 mod verify;
 
-pub use self::reserve::DEFAULT_DISK_RESERVE;
+pub use self::reserve::default_disk_reserve;
 pub use self::txn::{RedbRead, RedbWrite};
 
 use std::path::{Path, PathBuf};

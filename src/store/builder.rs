@@ -13,7 +13,7 @@ use crate::history::Retention;
 use crate::limits::{Expiry, Limits};
 use crate::migrate;
 use crate::secrets::SecretPolicy;
-use crate::storage::redb::{DEFAULT_DISK_RESERVE, RedbBackend};
+use crate::storage::redb::{RedbBackend, default_disk_reserve};
 use crate::storage::{AnyBackend, Backend, is_postgres_url};
 
 /// Configures a [`Store`]. Every limit defaults to PROTOCOL.md's value ([`Limits::DEFAULT`]);
@@ -26,7 +26,7 @@ pub struct StoreBuilder {
     clock: Clock,
     shared: bool,
     retention: Retention,
-    /// `None`: [`DEFAULT_DISK_RESERVE`].
+    /// `None`: [`default_disk_reserve`] of the byte quota.
     disk_reserve: Option<u64>,
 }
 
@@ -148,7 +148,8 @@ impl StoreBuilder {
     /// Bytes of the disk to keep in reserve beside a redb file opened for writing (in
     /// `DB.reserve`), for writes that free space when the disk is full: deletes, renames,
     /// [`Store::expire`], history pruning and redactions then still commit, while other writes
-    /// fail with [`Error::DiskFull`]. 0 keeps none. Default = [`DEFAULT_DISK_RESERVE`] (32 MiB);
+    /// fail with [`Error::DiskFull`]. 0 keeps none. Default: enough to delete the largest store
+    /// the byte quota allows in one command, 1.25 × [`Self::max_bytes`] + 8 MiB (88 MiB);
     /// a reserve made for the first time takes at most half of the disk's free space. Nothing
     /// for PostgreSQL, whose server owns its disk.
     pub fn disk_reserve(mut self, bytes: u64) -> Self {
@@ -191,7 +192,9 @@ impl StoreBuilder {
             return postgres_backend(url, mode);
         }
         let path = Path::new(db);
-        let reserve = self.disk_reserve.unwrap_or(DEFAULT_DISK_RESERVE);
+        let reserve = self
+            .disk_reserve
+            .unwrap_or_else(|| default_disk_reserve(self.limits.max_bytes));
         Ok(AnyBackend::Redb(match mode {
             Mode::Create => RedbBackend::create(path, self.shared)?.with_disk_reserve(reserve),
             Mode::Existing => RedbBackend::open(path, self.shared)?.with_disk_reserve(reserve),

@@ -75,7 +75,8 @@ pub struct Global {
     #[arg(long, global = true, help_heading = "History options", value_name = "BYTES|off", value_parser = parse_bound(parse_count))]
     pub history_max_bytes: Option<Bound<u64>>,
     /// Bytes of the disk kept in reserve beside a redb file (DB.reserve) so that deletes,
-    /// renames, expire, prune and redact still commit on a full disk, or `off` [default: 33554432]
+    /// renames, expire, prune and redact still commit on a full disk, or `off` [default: 1.25 ×
+    /// --max-bytes + 8 MiB, enough to delete the largest store]
     #[arg(long, global = true, help_heading = "Store options", value_name = "BYTES|off", value_parser = parse_bound(parse_count))]
     pub disk_reserve: Option<Bound<u64>>,
     /// Keep no history: record no versions (memory ids are still kept)

@@ -442,3 +442,41 @@ fn serve_on_a_full_disk_answers_507_and_still_deletes() {
     let (code, out, err) = memkv(&db, &["check"]);
     assert_eq!(code, Some(0), "{out}{err}");
 }
+
+/// The largest delete the default quota allows in one command, on a full disk: a 60 MB
+/// directory, with history kept (its content moves into the history, so the commit writes more
+/// than it removes), commits with the default reserve.
+#[test]
+fn the_default_reserve_covers_deleting_a_whole_store() {
+    let fs = match SmallFs::mount("300m") {
+        Ok(fs) => fs,
+        Err(why) => {
+            eprintln!("SKIPPED disk-full test: {why} (it mounts a small tmpfs)");
+            return;
+        }
+    };
+    let db: PathBuf = fs.path().join("memkv.redb");
+    let mut exec = Exec::start(&db, "u");
+    let text = "y".repeat(100_000) + "\n";
+    for i in 0..600 {
+        let path = format!("/memories/d/f{i}");
+        let out = exec.call(json!({"command": "create", "path": path, "file_text": text}));
+        assert_eq!(out["is_error"], false, "{out}");
+    }
+    // Everything else on the disk fills it up.
+    let mut ballast = std::fs::File::create(fs.path().join("ballast")).unwrap();
+    let chunk = vec![b'z'; 1 << 16];
+    let full = (0..10_000).find_map(|_| ballast.write_all(&chunk).err());
+    assert_eq!(
+        full.map(|e| e.kind()),
+        Some(std::io::ErrorKind::StorageFull)
+    );
+    let out = exec.call(json!({"command": "create", "path": "/memories/x", "file_text": text}));
+    assert_eq!(out["content"], STORAGE_FAILED);
+    let out = exec.call(json!({"command": "delete", "path": "/memories/d"}));
+    assert_eq!(out["content"], "Successfully deleted /memories/d", "{out}");
+    let (code, stderr) = exec.finish();
+    assert_eq!(code, Some(1), "{stderr}");
+    let (code, out, err) = memkv(&db, &["check"]);
+    assert_eq!(code, Some(0), "{out}{err}");
+}

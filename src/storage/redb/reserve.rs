@@ -26,10 +26,17 @@ use std::sync::{Mutex, PoisonError};
 const STEP: u64 = 1 << 20;
 const MIN_STEP: u64 = 64 << 10;
 
-/// Bytes held back for writes that free space, unless configured otherwise: enough for the
-/// largest delete memkv allows (a directory of 10,000 files with history kept, see
-/// BENCHMARKS.md), small beside any disk a database lives on.
-pub const DEFAULT_DISK_RESERVE: u64 = 32 << 20;
+/// Bytes held back for writes that free space, unless configured otherwise, for stores of at
+/// most `max_bytes` each: enough to delete the largest store the quota allows in one command.
+/// With history kept, a deleted file's content moves into the history (a copy), so a delete
+/// writes somewhat more than the content it removes: deleting a directory of 60 MB (600 files
+/// of 100 kB) grew a redb file by 75 MiB. 1.25 × `max_bytes` + 8 MiB covers that; 88 MiB at
+/// the default quota.
+pub fn default_disk_reserve(max_bytes: u64) -> u64 {
+    max_bytes
+        .saturating_add(max_bytes / 4)
+        .saturating_add(8 << 20)
+}
 
 /// The reserve file of one database.
 #[derive(Debug)]
