@@ -15,6 +15,10 @@ const CONNECT_TIMEOUT: Duration = Duration::from_secs(5);
 /// Retries after a 429 or 503 (the server's back-pressure), and the longest wait honoured.
 const RETRIES: u32 = 3;
 const MAX_RETRY_AFTER: Duration = Duration::from_secs(10);
+/// The largest answer read, as the Python and TypeScript clients: far above any tool output a
+/// server sends (a `view` is capped at its output budget), so that a wrong or hostile server
+/// cannot make this process hold an unbounded body.
+pub const MAX_ANSWER_BYTES: usize = 8 << 20;
 
 /// A client for one store of a memkv server.
 #[derive(Clone)]
@@ -61,6 +65,12 @@ pub enum ForwardError {
     /// A 200 answer that is not `{"content", "is_error"}`.
     #[error("the memkv server sent an answer that is not a tool output: {0}")]
     Malformed(String),
+    /// An answer over [`MAX_ANSWER_BYTES`]: not read further. The command may have been
+    /// applied.
+    #[error(
+        "the memkv server's answer is over {MAX_ANSWER_BYTES} bytes, more than any tool output; it was not read (the command may have been applied)"
+    )]
+    TooLarge,
 }
 
 impl Forwarder {
@@ -153,7 +163,7 @@ impl Forwarder {
                 .await?;
             let status = response.status();
             let wait = retry_after(&response);
-            let bytes = response.bytes().await?;
+            let bytes = read_capped(response).await?;
             if status == StatusCode::OK {
                 return serde_json::from_slice::<ToolOutput>(&bytes)
                     .map_err(|e| ForwardError::Malformed(e.to_string()));
@@ -171,6 +181,25 @@ impl Forwarder {
             });
         }
     }
+}
+
+/// The body of `response`, refused as soon as it is over [`MAX_ANSWER_BYTES`] (declared or
+/// sent).
+async fn read_capped(mut response: reqwest::Response) -> Result<Vec<u8>, ForwardError> {
+    if response
+        .content_length()
+        .is_some_and(|n| n > MAX_ANSWER_BYTES as u64)
+    {
+        return Err(ForwardError::TooLarge);
+    }
+    let mut body = Vec::new();
+    while let Some(chunk) = response.chunk().await? {
+        if body.len() + chunk.len() > MAX_ANSWER_BYTES {
+            return Err(ForwardError::TooLarge);
+        }
+        body.extend_from_slice(&chunk);
+    }
+    Ok(body)
 }
 
 fn retry_after(response: &reqwest::Response) -> Duration {
@@ -228,6 +257,53 @@ pub fn decode_segment(text: &str) -> Option<String> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// A server on loopback that answers one request with `head` and then `body_bytes` zero
+    /// bytes (or until the client goes); its address.
+    fn oversized_server(head: &'static str, body_bytes: usize) -> std::net::SocketAddr {
+        use std::io::{Read, Write};
+        let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+        let addr = listener.local_addr().unwrap();
+        std::thread::spawn(move || {
+            let (mut conn, _) = listener.accept().unwrap();
+            let mut request = [0u8; 4096];
+            let _ = conn.read(&mut request);
+            conn.write_all(head.as_bytes()).unwrap();
+            let chunk = vec![b' '; 64 << 10];
+            let mut sent = 0;
+            while sent < body_bytes {
+                if conn.write_all(&chunk).is_err() {
+                    return; // the client stopped reading
+                }
+                sent += chunk.len();
+            }
+        });
+        addr
+    }
+
+    #[tokio::test]
+    async fn an_oversized_answer_is_refused_without_being_read() {
+        // Declared: refused before the body. Undeclared (close-delimited): refused once over.
+        for (head, bytes) in [
+            (
+                "HTTP/1.1 200 OK\r\ncontent-type: application/json\r\ncontent-length: 1073741824\r\n\r\n",
+                1 << 30,
+            ),
+            (
+                "HTTP/1.1 200 OK\r\ncontent-type: application/json\r\nconnection: close\r\n\r\n",
+                MAX_ANSWER_BYTES + (1 << 20),
+            ),
+        ] {
+            let addr = oversized_server(head, bytes);
+            let forwarder = Forwarder::new(&format!("http://{addr}"), "k", "s").unwrap();
+            let err = forwarder
+                .execute(&serde_json::json!({"command": "view", "path": "/memories"}))
+                .await
+                .unwrap_err();
+            assert!(matches!(err, ForwardError::TooLarge), "{err}");
+            assert!(err.to_string().contains("may have been applied"), "{err}");
+        }
+    }
 
     #[test]
     fn segments_round_trip_and_never_keep_a_separator() {
