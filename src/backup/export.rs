@@ -17,6 +17,7 @@ use crate::exec::Expired;
 use crate::history::{MemoryId, VersionId};
 use crate::history::{content, record};
 use crate::layout;
+use crate::storage::redb::reserve;
 use crate::storage::{Backend, ReadTxn, Space};
 use crate::store::Store;
 use crate::tree::TreeRead;
@@ -215,11 +216,17 @@ impl ExportFile {
         match fs::metadata(target) {
             Ok(meta) if meta.is_dir() => return Err(fail(io::Error::other("is a directory"))),
             Ok(meta) => {
-                if let Some(db) = database.and_then(|db| fs::metadata(db).ok())
-                    && (db.dev(), db.ino()) == (meta.dev(), meta.ino())
-                {
+                let same = |file: &Path| {
+                    fs::metadata(file).is_ok_and(|f| (f.dev(), f.ino()) == (meta.dev(), meta.ino()))
+                };
+                if database.is_some_and(same) {
                     return Err(fail(io::Error::other(
                         "is the database itself (export to another file)",
+                    )));
+                }
+                if database.is_some_and(|db| same(&reserve::path_for(db))) {
+                    return Err(fail(io::Error::other(
+                        "is the database's disk reserve (export to another file)",
                     )));
                 }
             }

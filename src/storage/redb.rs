@@ -19,7 +19,7 @@
 mod create;
 mod health;
 mod open;
-mod reserve;
+pub(crate) mod reserve;
 mod txn;
 mod verify;
 

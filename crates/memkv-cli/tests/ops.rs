@@ -231,6 +231,17 @@ fn export_output_is_never_the_database() {
         assert_eq!(std::fs::read(&db).unwrap(), before);
     }
     assert_eq!(cat(&db, "u", "/memories/a"), "precious");
+    // Nor its disk reserve, which the next open would cut back or grow.
+    let reserve = dir.path().join("memkv.redb.reserve");
+    let held = std::fs::metadata(&reserve).unwrap().len();
+    let out = memkv(&db)
+        .arg("export")
+        .arg("-o")
+        .arg(&reserve)
+        .output()
+        .unwrap();
+    fails(&out, 1, "is the database's disk reserve");
+    assert_eq!(std::fs::metadata(&reserve).unwrap().len(), held);
     // Nothing was left beside it either.
     let mut names: Vec<_> = std::fs::read_dir(dir.path())
         .unwrap()

@@ -51,7 +51,7 @@ pub(super) struct Reserve {
 }
 
 /// The reserve file of the database at `db`.
-pub(super) fn path_for(db: &Path) -> PathBuf {
+pub(crate) fn path_for(db: &Path) -> PathBuf {
     let mut name = db.as_os_str().to_owned();
     name.push(".reserve");
     PathBuf::from(name)
