@@ -4,7 +4,7 @@
 # `cargo test` built; then a short run of every fuzz target. A suite that cannot run fails the
 # script.
 #
-# MEMKV_HEAVY=1 adds the heavy suites: the fuzz smoke (cargo-fuzz installed and every target
+# MEMKV_FULL_TESTS=1 adds the heavy suites: the fuzz smoke (cargo-fuzz installed and every target
 # built and run, about 6 minutes on a fresh 2-core machine) and a longer schemathesis run.
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -40,17 +40,17 @@ tools/test-memory-stores.sh
 took "memory stores"
 
 echo "== schemathesis against a live memkv serve (tools/test-schemathesis.sh)"
-if [ "${MEMKV_HEAVY:-}" = 1 ]; then
+if [ "${MEMKV_FULL_TESTS:-}" = 1 ]; then
     SCHEMATHESIS_SECONDS=${SCHEMATHESIS_SECONDS:-300} tools/test-schemathesis.sh
 else
     tools/test-schemathesis.sh
 fi
 took schemathesis
 
-if [ "${MEMKV_HEAVY:-}" = 1 ]; then
+if [ "${MEMKV_FULL_TESTS:-}" = 1 ]; then
     echo "== fuzz smoke (tools/fuzz-smoke.sh)"
     tools/fuzz-smoke.sh
     took "fuzz smoke"
 else
-    echo "== fuzz smoke: not run (MEMKV_HEAVY=1 tools/test.sh runs it, or tools/fuzz-smoke.sh alone)"
+    echo "== fuzz smoke: not run (MEMKV_FULL_TESTS=1 tools/test.sh runs it, or tools/fuzz-smoke.sh alone)"
 fi

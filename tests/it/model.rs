@@ -544,7 +544,7 @@ fn same_as_model(store: &Store, model: &Model, after: &str) -> Result<(), TestCa
 }
 
 proptest! {
-    #![proptest_config(ProptestConfig { cases: 48, ..ProptestConfig::default() })]
+    #![proptest_config(ProptestConfig { cases: crate::util::sample(16, 48), ..ProptestConfig::default() })]
 
     #[test]
     fn memkv_matches_the_model(steps in prop::collection::vec((0..USERS.len(), command()), 1..60)) {
@@ -567,7 +567,7 @@ proptest! {
 }
 
 proptest! {
-    #![proptest_config(ProptestConfig { cases: 32, ..ProptestConfig::default() })]
+    #![proptest_config(ProptestConfig { cases: crate::util::sample(12, 32), ..ProptestConfig::default() })]
 
     /// The same commands in random batches of one transaction each (group commit): every
     /// command's output is what it would be alone, in order, and failures leave no trace.

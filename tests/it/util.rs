@@ -145,6 +145,17 @@ pub fn fresh() -> Result<Store, memkv::Error> {
     Store::builder().fresh()
 }
 
+/// Whether the full, heavy suite runs (`MEMKV_FULL_TESTS=1`); by default the heaviest cases
+/// run a representative sample.
+pub fn full_tests() -> bool {
+    std::env::var_os("MEMKV_FULL_TESTS").is_some_and(|v| v == "1")
+}
+
+/// A count for a heavy case: `full` with `MEMKV_FULL_TESTS=1`, else `sample`.
+pub fn sample<T>(sample: T, full: T) -> T {
+    if full_tests() { full } else { sample }
+}
+
 /// The backends to run on: redb, and PostgreSQL where it is installed (for loops in proptest
 /// bodies, where `prop_assert!` must return from the test function).
 pub fn backends() -> Vec<Backend> {

@@ -4,20 +4,21 @@
 //! **The writer's priority.** A write batch is throughput work that its clients wait
 //! milliseconds for anyway (the flush), while a `view` is answered on an async worker in
 //! microseconds once it has a core. `perf sched` on the server under the session replay
-//! (BENCHMARKS.md) found the writer running during about a third of the workers' waits for a
-//! core of over 1 ms. So the writer runs [`WRITER_NICE`] nice levels below the rest of the
-//! process (at most 19): when both want a core, the workers get it first; when they are idle,
-//! the writer has the core to itself. Lowering one's own priority needs no privilege; a
-//! failure leaves the thread as it was. (Tried and not kept: a 0.1 ms time slice for the async
-//! workers, `sched_setattr`: views did no better.)
+//! (docs/perf-log.md, HTTP server) found the writer running during about a third of the
+//! workers' waits for a core of over 1 ms. So the writer runs [`WRITER_NICE`] nice levels below
+//! the rest of the process (at most 19): when both want a core, the workers get it first; when
+//! they are idle, the writer has the core to itself. Lowering one's own priority needs no
+//! privilege; a failure leaves the thread as it was. The async workers keep the kernel's default
+//! time slice and priority: only the writer is moved.
 //!
 //! **Pinned workers.** Left to the kernel, a woken async worker is placed beside the other
 //! one whenever the second core runs the writer, and waits out its time slice: on a 2-core
-//! machine that is most of a `view`'s p99 (BENCHMARKS.md). [`Pinning`] gives each worker a CPU
-//! of its own from those the process may use, so the workers always run side by side. The cost
-//! is that the kernel can no longer move a worker away from a busy CPU: the writer and
-//! everything else on the machine share CPUs with pinned workers. Hence opt-in, for a machine
-//! (or a cpuset) given to memkv; never the default.
+//! machine that is most of a `view`'s p99 (BENCHMARKS.md, HTTP server; the `perf sched`
+//! measurements in docs/perf-log.md). [`Pinning`] gives each worker a CPU of its own from those
+//! the process may use, so the workers always run side by side. The cost is that the kernel can
+//! no longer move a worker away from a busy CPU: the writer and everything else on the machine
+//! share CPUs with pinned workers. Hence opt-in, for a machine (or a cpuset) given to memkv;
+//! never the default.
 
 use std::cell::Cell;
 use std::sync::atomic::{AtomicUsize, Ordering::Relaxed};

@@ -12,10 +12,12 @@
 //! It stays within [`MAX_BYTES`] by forgetting the entries no transaction touched lately
 //! (generations of learning: an entry survives if it was learned in the current generation or
 //! the one before). A forgotten key leaves its hash behind: a write that needs it reads it
-//! rather than assume it absent, so forgetting never turns into a failed check. (Forgetting
-//! everything at once, as the memo did first, made a busy process's every store assume a
-//! directory it had not relearned absent, fail its check and run cold for a while, every few
-//! seconds: BENCHMARKS.md, PostgreSQL.)
+//! rather than assume it absent, so forgetting never turns into a failed check. That is why
+//! the memo forgets by age, entry by entry: a store whose memo is emptied relearns only what its
+//! next writes read, then assumes absent the directories it has not relearned, fails its check
+//! and runs without assumptions for a while; in a busy process, every few seconds
+//! (docs/perf-log.md, PostgreSQL). Only if what is left (the recent entries and the hashes)
+//! still fills three quarters of [`MAX_BYTES`] are all stores forgotten whole.
 
 use std::collections::{HashMap, HashSet};
 use std::hash::{BuildHasher, BuildHasherDefault, DefaultHasher};
