@@ -51,7 +51,8 @@
 //! - `backup`: export, import, and plain-directory migration ([`Store::export`] into an
 //!   [`ExportFile`] or any writer, [`Store::import_from`] an [`ImportSource`],
 //!   [`Store::import_dir`], [`Store::export_dir`]).
-//! - [`Store`] / [`UserHandle`]: the API; `src/bin/memkv` is a thin CLI over it.
+//! - [`Store`] / [`UserHandle`]: the API; `crates/memkv-cli` (the `memkv` binary) is a thin CLI
+//!   over it, as are the server (`crates/memkv-server`) and MCP (`crates/memkv-mcp`) faces.
 //!
 //! `docs/design.md` describes the storage format and the reasoning; `BENCHMARKS.md` the
 //! measured performance.
