@@ -11,8 +11,8 @@
 //! they get [`crate::Error::DiskFull`] while the disk is full, and whatever the freeing writes
 //! freed inside the file is theirs to reuse.
 //!
-//! At open, the reserve's goal is its target, but at most what it holds plus half of the disk's
-//! free space, so that a small disk still leaves room for the database. Given up, it takes back
+//! At open, the reserve's goal is its target, but at most half of what it holds and the disk's
+//! free space make together, so that a small disk still leaves room for the database. Given up, it takes back
 //! what it can, up to that goal, and nothing beyond it while the process runs.
 
 use std::fs::{File, OpenOptions};
@@ -131,11 +131,12 @@ fn open(path: &Path) -> io::Result<File> {
         .open(path)
 }
 
-/// `target`, but at most what the file at `path` holds plus half the disk's free space.
+/// `target`, but at most half of what the reserve and the disk's free space make together, so
+/// that the goal stays put from one open to the next instead of taking half again each time.
 fn goal(path: &Path, target: u64) -> io::Result<u64> {
     let file = open(path)?;
     let len = file.metadata()?.len();
-    Ok(target.min(len.saturating_add(available(&file)? / 2)))
+    Ok(target.min(len.saturating_add(available(&file)?) / 2))
 }
 
 /// Gives the reserve of the database at `db` back to the disk, whoever keeps it (a read-only
