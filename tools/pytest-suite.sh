@@ -20,6 +20,7 @@ fi
 
 if [ -z "${MEMKV_BIN:-}" ]; then
     cargo build --quiet --locked -p memkv-cli
-    export MEMKV_BIN="$PWD/$target/debug/memkv"
+    MEMKV_BIN="$(cargo metadata --format-version 1 --no-deps | python3 -c 'import json,sys; print(json.load(sys.stdin)["target_directory"])')/debug/memkv"
+    export MEMKV_BIN
 fi
 "$venv/bin/python" -m pytest -q -p no:cacheprovider "tests/$suite" "$@"

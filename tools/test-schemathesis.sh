@@ -15,8 +15,12 @@ if [ ! -x "$VENV/bin/schemathesis" ] || ! "$VENV/bin/schemathesis" --version 2>/
     "$VENV/bin/pip" install --quiet "schemathesis==$VERSION"
 fi
 
-cargo build --quiet -p memkv-cli
-MEMKV=target/debug/memkv
+if [ -n "${MEMKV_BIN:-}" ]; then
+    MEMKV=$MEMKV_BIN
+else
+    cargo build --quiet --locked -p memkv-cli
+    MEMKV="$(cargo metadata --format-version 1 --no-deps | python3 -c 'import json,sys; print(json.load(sys.stdin)["target_directory"])')/debug/memkv"
+fi
 WORK=$(mktemp -d)
 SERVER_PID=
 cleanup() {
