@@ -122,30 +122,9 @@ fn written<T: ReadTxn + ?Sized>(
 
 impl<B: Backend> UserHandle<'_, B> {
     /// Runs `f` over this store's tree in one write transaction (after the expiry sweep), and
-    /// commits only when it returns `Ok(Ok(_))`.
-    pub(crate) fn write_tree<R>(
-        &self,
-        f: impl FnMut(
-            &mut Tree<'_, dyn WriteTxn + '_>,
-            &Settings,
-        ) -> Result<Result<R, ApiRefusal>, Error>,
-    ) -> Result<Result<R, ApiRefusal>, Error> {
-        self.write_tree_as(false, f)
-    }
-
-    /// [`Self::write_tree`] for a write that frees space (see
+    /// commits only when it returns `Ok(Ok(_))`. `frees_space`: a write that frees space (see
     /// [`crate::storage::Backend::write_freeing`]).
-    pub(crate) fn write_tree_freeing<R>(
-        &self,
-        f: impl FnMut(
-            &mut Tree<'_, dyn WriteTxn + '_>,
-            &Settings,
-        ) -> Result<Result<R, ApiRefusal>, Error>,
-    ) -> Result<Result<R, ApiRefusal>, Error> {
-        self.write_tree_as(true, f)
-    }
-
-    fn write_tree_as<R>(
+    pub(crate) fn write_tree<R>(
         &self,
         frees_space: bool,
         mut f: impl FnMut(
@@ -190,7 +169,7 @@ impl<B: Backend> UserHandle<'_, B> {
             Ok(path) => path,
             Err(refusal) => return Ok(Err(refusal)),
         };
-        self.write_tree(|tree, settings| {
+        self.write_tree(false, |tree, settings| {
             if tree.archived()? {
                 return Ok(Err(ApiRefusal::Archived));
             }
@@ -253,7 +232,7 @@ impl<B: Backend> UserHandle<'_, B> {
             Ok(to) => to,
             Err(refusal) => return Ok(Err(refusal)),
         };
-        self.write_tree(|tree, settings| {
+        self.write_tree(false, |tree, settings| {
             if tree.archived()? {
                 return Ok(Err(ApiRefusal::Archived));
             }
@@ -314,7 +293,7 @@ impl<B: Backend> UserHandle<'_, B> {
         id: MemoryId,
         expected_sha256: Option<[u8; 32]>,
     ) -> Result<Result<(), ApiRefusal>, Error> {
-        self.write_tree_freeing(|tree, _| {
+        self.write_tree(true, |tree, _| {
             let Some((path, meta)) = find(tree.read().txn(), &self.id, id)? else {
                 return Ok(Err(ApiRefusal::NotFound));
             };

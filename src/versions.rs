@@ -167,7 +167,7 @@ impl<B: Backend> UserHandle<'_, B> {
     /// # Errors
     /// A storage failure. Refusals: [`ApiRefusal::NotFound`], [`ApiRefusal::LiveVersion`].
     pub fn redact(&self, id: VersionId) -> Result<Result<Version, ApiRefusal>, Error> {
-        self.write_tree_freeing(|tree, _| {
+        self.write_tree(true, |tree, _| {
             let now = tree.now_ms();
             let by = self.actor.clone();
             let user = self.id.to_string();
@@ -195,7 +195,7 @@ impl<B: Backend> UserHandle<'_, B> {
     /// (redacted, or a deletion), [`ApiRefusal::PathExists`], [`ApiRefusal::ParentIsFile`],
     /// [`ApiRefusal::Limit`], [`ApiRefusal::Archived`].
     pub fn restore(&self, id: VersionId) -> Result<Result<Memory, ApiRefusal>, Error> {
-        self.write_tree(|tree, settings| {
+        self.write_tree(false, |tree, settings| {
             if tree.archived()? {
                 return Ok(Err(ApiRefusal::Archived));
             }
