@@ -23,16 +23,19 @@ def sha256(text):
 
 class Served:
     """`memkv serve` on a free loopback port; stopped (SIGTERM, exit 0 required) by `stop` or at
-    the end of a `with` block."""
+    the end of a `with` block. With `log`, its stderr (a line per request) goes to that file,
+    complete once the server has stopped."""
 
-    def __init__(self, db, extra_args=()):
+    def __init__(self, db, extra_args=(), log=None):
         self.db = str(db)
-        self.proc = subprocess.Popen(
-            [BIN, "--db", self.db, "serve", "--listen", "127.0.0.1:0", *extra_args],
-            stdout=subprocess.PIPE,
-            stderr=subprocess.DEVNULL,
-            stdin=subprocess.DEVNULL,
-        )
+        self.log = log
+        with open(log, "wb") if log else open(os.devnull, "wb") as stderr:
+            self.proc = subprocess.Popen(
+                [BIN, "--db", self.db, "serve", "--listen", "127.0.0.1:0", *extra_args],
+                stdout=subprocess.PIPE,
+                stderr=stderr,
+                stdin=subprocess.DEVNULL,
+            )
         line = self.proc.stdout.readline().decode()
         assert line.startswith("listening on http://127.0.0.1:"), line
         self.url = line.strip().removeprefix("listening on ")
@@ -58,6 +61,11 @@ class Served:
             body=command,
             cast_to=object,
         )
+
+    def requests(self, status=None):
+        """The request lines of the log (the server must be stopped), or those with `status`."""
+        lines = [line for line in Path(self.log).read_text().splitlines() if " request " in line]
+        return [line for line in lines if status is None or f" status={status} " in line]
 
     def stop(self):
         if self.proc.poll() is None:

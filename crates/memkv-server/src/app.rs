@@ -109,10 +109,18 @@ pub fn router(state: Arc<AppState>) -> Router {
         .fallback(not_found)
         .method_not_allowed_fallback(method_not_allowed)
         .layer(middleware::from_fn_with_state(Arc::clone(&state), observe))
+        .layer(middleware::map_response(retry_advice))
         .layer(CatchPanicLayer::custom(|_| {
             ApiError::internal("internal error").into_response()
         }))
         .with_state(state)
+}
+
+/// Every answer says whether a client may retry it ([`crate::error::should_retry`]).
+async fn retry_advice(mut response: Response) -> Response {
+    let status = response.status();
+    crate::error::advise_retry(status, response.headers_mut());
+    response
 }
 
 async fn healthz() -> &'static str {

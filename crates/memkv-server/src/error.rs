@@ -4,12 +4,42 @@
 //! Only requests memkv cannot answer get one. A model's mistake (a bad path, a missing file) is
 //! a tool result with `is_error: true` and status 200.
 
-use axum::http::{HeaderValue, StatusCode, header};
+use axum::http::{HeaderMap, HeaderValue, StatusCode, header};
 use axum::response::{IntoResponse, Response};
 use serde::Serialize;
 
 /// Seconds a client is told to wait before retrying a 429 or 503.
 pub const RETRY_AFTER_SECS: u64 = 1;
+
+/// Whether a client may send the same request again, for the `x-should-retry` header that the
+/// anthropic SDKs obey before their own rules (which retry every 408, 409, 429 and 5xx).
+///
+/// A busy server (429, 503) or a timed-out request (408) may answer differently in a moment:
+/// retry. Every other 4xx is about the request or the stored state, which a retry sends
+/// unchanged: a failed precondition, a taken path, an archived store (409), a bad or missing
+/// key. A full disk (507) stays full until an operator frees space. Other 5xx get no advice, so
+/// the SDK's own rule (retry) holds: a 500 may be a lost connection to PostgreSQL.
+pub fn should_retry(status: StatusCode) -> Option<bool> {
+    match status.as_u16() {
+        408 | 429 | 503 => Some(true),
+        400..=499 | 507 => Some(false),
+        _ => None,
+    }
+}
+
+/// Adds the retry advice to any answer, whoever made it (a handler, a fallback, the MCP
+/// service): `x-should-retry` from [`should_retry`], and `Retry-After` on 429 and 503.
+pub fn advise_retry(status: StatusCode, headers: &mut HeaderMap) {
+    if let Some(retry) = should_retry(status) {
+        headers.insert(
+            "x-should-retry",
+            HeaderValue::from_static(if retry { "true" } else { "false" }),
+        );
+    }
+    if matches!(status.as_u16(), 429 | 503) && !headers.contains_key(header::RETRY_AFTER) {
+        headers.insert(header::RETRY_AFTER, HeaderValue::from(RETRY_AFTER_SECS));
+    }
+}
 
 /// An HTTP error answer.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -110,11 +140,7 @@ impl IntoResponse for ApiError {
             self.body(),
         )
             .into_response();
-        if matches!(self.status.as_u16(), 429 | 503) {
-            response
-                .headers_mut()
-                .insert(header::RETRY_AFTER, HeaderValue::from(RETRY_AFTER_SECS));
-        }
+        advise_retry(self.status, response.headers_mut());
         response
     }
 }
@@ -144,5 +170,36 @@ mod tests {
         }
         let r = ApiError::overloaded("busy").into_response();
         assert_eq!(r.headers()[header::RETRY_AFTER], "1");
+    }
+
+    #[test]
+    fn only_answers_that_may_change_are_retryable() {
+        for (status, advice, retry_after) in [
+            (200, None, false),
+            (400, Some("false"), false),
+            (401, Some("false"), false),
+            (404, Some("false"), false),
+            (408, Some("true"), false),
+            (409, Some("false"), false),
+            (413, Some("false"), false),
+            (429, Some("true"), true),
+            (500, None, false),
+            (503, Some("true"), true),
+            (507, Some("false"), false),
+        ] {
+            let mut headers = HeaderMap::new();
+            advise_retry(StatusCode::from_u16(status).unwrap(), &mut headers);
+            let got = headers.get("x-should-retry").map(|v| v.to_str().unwrap());
+            assert_eq!(got, advice, "{status}");
+            assert_eq!(
+                headers.contains_key(header::RETRY_AFTER),
+                retry_after,
+                "{status}"
+            );
+        }
+        let mut headers = HeaderMap::new();
+        headers.insert(header::RETRY_AFTER, HeaderValue::from(7));
+        advise_retry(StatusCode::TOO_MANY_REQUESTS, &mut headers);
+        assert_eq!(headers[header::RETRY_AFTER], "7");
     }
 }

@@ -5,6 +5,7 @@
 use serde_json::{Value, json};
 
 use crate::app::TOOL_ROUTE;
+use stores::final_error;
 
 mod stores;
 
@@ -19,9 +20,9 @@ fn mcp() -> Value {
     };
     let common = json!({
         "400": plain("Not a valid MCP request (a session id missing or unknown), or the x-memkv-store header is not a store id"),
-        "401": error("No API key, or an unknown one"),
+        "401": final_error("No API key, or an unknown one"),
         "403": plain("A Host or Origin that is not allowed"),
-        "404": error("Not a store this key may use"),
+        "404": final_error("Not a store this key may use"),
         "406": plain("An Accept header without application/json and text/event-stream"),
         "415": plain("Not a JSON-RPC message"),
         "500": error("The keys file cannot be read")
@@ -61,11 +62,8 @@ pub fn document(max_blocks: usize, max_body: usize) -> Value {
             "content": {"application/json": {"schema": {"$ref": "#/components/schemas/Error"}}}
         })
     };
-    let overloaded = json!({
-        "description": "The in-flight limit is reached; retry after the given seconds",
-        "headers": {"Retry-After": {"schema": {"type": "string", "pattern": "^[0-9]+$"}}},
-        "content": {"application/json": {"schema": {"$ref": "#/components/schemas/Error"}}}
-    });
+    let overloaded =
+        stores::overloaded("The in-flight limit is reached; retry after the given seconds");
     let text = |description: &str| json!({"description": description, "content": {"text/plain": {"schema": {"type": "string"}}}});
     let tool = json!({
         "post": {
@@ -99,12 +97,12 @@ pub fn document(max_blocks: usize, max_body: usize) -> Value {
                         {"type": "array", "items": {"$ref": "#/components/schemas/ToolResult"}}
                     ]}}}
                 },
-                "400": error("The message is refused whole (not JSON, a block without an id, an empty array), the content type is not application/json, the store id is not one memkv accepts, or the body was not received in time"),
-                "401": error("No API key, or an unknown one (authentication_error)"),
-                "403": error("Keyless access from a host name other than localhost (permission_error)"),
-                "404": error("Not a store this key may use; the same answer whether it exists or not (not_found_error)"),
-                "405": error("Another method than POST"),
-                "413": error("The body is over the cap, or holds too many blocks (request_too_large)"),
+                "400": final_error("The message is refused whole (not JSON, a block without an id, an empty array), the content type is not application/json, the store id is not one memkv accepts, or the body was not received in time"),
+                "401": final_error("No API key, or an unknown one (authentication_error)"),
+                "403": final_error("Keyless access from a host name other than localhost (permission_error)"),
+                "404": final_error("Not a store this key may use; the same answer whether it exists or not (not_found_error)"),
+                "405": final_error("Another method than POST"),
+                "413": final_error("The body is over the cap, or holds too many blocks (request_too_large)"),
                 "500": error("The keys file cannot be read (api_error)"),
                 "503": overloaded
             }
@@ -115,12 +113,12 @@ pub fn document(max_blocks: usize, max_body: usize) -> Value {
     paths.insert(
         "/healthz".into(),
         json!({"get": {"operationId": "healthz", "summary": "Liveness",
-            "responses": {"200": text("Up"), "405": error("Another method than GET")}}}),
+            "responses": {"200": text("Up"), "405": final_error("Another method than GET")}}}),
     );
     paths.insert(
         "/readyz".into(),
         json!({"get": {"operationId": "readyz", "summary": "Readiness: the store is open and the server is serving",
-            "responses": {"200": text("Ready"), "503": overloaded.clone(), "405": error("Another method than GET")}}}),
+            "responses": {"200": text("Ready"), "503": overloaded.clone(), "405": final_error("Another method than GET")}}}),
     );
     paths.insert(
         "/metrics".into(),
@@ -128,9 +126,9 @@ pub fn document(max_blocks: usize, max_body: usize) -> Value {
         "security": [{"apiKey": []}, {"bearer": []}, {}],
         "responses": {
             "200": text("Prometheus text exposition format 0.0.4"),
-            "401": error("No API key, or an unknown one"),
-            "403": error("A store key, or keyless access from another host name"),
-            "405": error("Another method than GET"),
+            "401": final_error("No API key, or an unknown one"),
+            "403": final_error("A store key, or keyless access from another host name"),
+            "405": final_error("Another method than GET"),
             "500": error("The keys file cannot be read")
         }}}),
     );
@@ -139,7 +137,7 @@ pub fn document(max_blocks: usize, max_body: usize) -> Value {
         json!({"get": {"operationId": "openapi", "summary": "This document",
             "responses": {"200": {"description": "OpenAPI 3.1",
                 "content": {"application/json": {"schema": {"type": "object"}}}},
-                "405": error("Another method than GET")}}}),
+                "405": final_error("Another method than GET")}}}),
     );
     paths.insert(memkv_mcp::http::PATH.to_owned(), mcp());
     for (path, item) in stores::paths() {

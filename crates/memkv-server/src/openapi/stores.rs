@@ -10,6 +10,24 @@ fn error(description: &str) -> Value {
         "content": {"application/json": {"schema": {"$ref": "#/components/schemas/Error"}}}})
 }
 
+/// An error a client must not send again unchanged: `x-should-retry: false`.
+pub fn final_error(description: &str) -> Value {
+    let mut e = error(description);
+    e["headers"] = json!({"x-should-retry": {
+        "description": "`false`: the same request gets the same answer, so the anthropic SDKs do not retry it",
+        "schema": {"type": "string", "enum": ["false"]}}});
+    e
+}
+
+/// 503 with `Retry-After` and `x-should-retry: true`.
+pub fn overloaded(description: &str) -> Value {
+    let mut e = error(description);
+    e["headers"] = json!({
+        "Retry-After": {"schema": {"type": "string", "pattern": "^[0-9]+$"}},
+        "x-should-retry": {"schema": {"type": "string", "enum": ["true"]}}});
+    e
+}
+
 fn ok(schema: &str, description: &str) -> Value {
     json!({"description": description,
         "content": {"application/json": {"schema": {"$ref": format!("#/components/schemas/{schema}")}}}})
@@ -80,19 +98,16 @@ fn op(
         "parameters": parameters,
         "responses": {
             "200": ok,
-            "400": error("A parameter or body memkv does not accept (invalid_request_error): a name, description, metadata, path, limit, view, page or hash outside its rules; content over the size limit; updating an archived store"),
-            "401": error("No API key, or an unknown one (authentication_error)"),
-            "403": error("A store key on a route that needs an admin key, or keyless access from a host name other than localhost (permission_error)"),
-            "404": error("No such store, memory or version, or a store this key may not use: the same answer either way (not_found_error)"),
-            "405": error("A method the route does not have"),
-            "409": error("A conflict (invalid_request_error): the precondition's content_sha256 is not the memory's, a memory exists at the path, or the store is archived"),
-            "413": error("The body is over the cap (request_too_large)"),
+            "400": final_error("A parameter or body memkv does not accept (invalid_request_error): a name, description, metadata, path, limit, view, page or hash outside its rules; content over the size limit; updating an archived store"),
+            "401": final_error("No API key, or an unknown one (authentication_error)"),
+            "403": final_error("A store key on a route that needs an admin key, or keyless access from a host name other than localhost (permission_error)"),
+            "404": final_error("No such store, memory or version, or a store this key may not use: the same answer either way (not_found_error)"),
+            "405": final_error("A method the route does not have"),
+            "409": final_error("A conflict (invalid_request_error): the precondition's content_sha256 is not the memory's, a memory exists at the path, or the store is archived"),
+            "413": final_error("The body is over the cap (request_too_large)"),
             "500": error("The keys file cannot be read, or the storage failed; nothing was changed (api_error)"),
-            "503": {
-                "description": "The in-flight limit is reached, or the database is busy; retry after the given seconds",
-                "headers": {"Retry-After": {"schema": {"type": "string", "pattern": "^[0-9]+$"}}},
-                "content": {"application/json": {"schema": {"$ref": "#/components/schemas/Error"}}}
-            }
+            "503": overloaded("The in-flight limit is reached, or the database is busy; retry after the given seconds"),
+            "507": final_error("The disk holding the database is full; nothing was changed. Deletes, redactions and store deletions still work")
         }
     });
     if let Some(body) = body {
