@@ -2,6 +2,7 @@
 # Runs one pytest suite of tests/ against the memkv binary: `tools/pytest-suite.sh DIR [ARGS]`.
 # Creates target/DIR-venv from tests/DIR/requirements.txt (pinned) when it is missing or stale;
 # the binary under test is $MEMKV_BIN (tools/test.sh sets it), else the debug build, built now.
+# MEMKV_PREPARE_ONLY=1 stops once the virtualenv is ready (tools/test.sh, while cargo builds).
 # Extra arguments go to pytest. tools/test-mcp.sh and tools/test-memory-stores.sh call it.
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -17,6 +18,7 @@ if ! cmp -s "$req" "$venv/requirements.txt"; then
     "$venv/bin/pip" install --quiet --disable-pip-version-check -r "$req"
     cp "$req" "$venv/requirements.txt"
 fi
+[ "${MEMKV_PREPARE_ONLY:-}" = 1 ] && exit 0
 
 if [ -z "${MEMKV_BIN:-}" ]; then
     cargo build --quiet --locked -p memkv-cli

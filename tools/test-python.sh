@@ -3,6 +3,7 @@
 # real `memkv serve` on loopback. Creates or reuses a virtualenv (MEMKV_PY_VENV, default .venv),
 # installs the exact pins of python/requirements-test.txt and ./python, builds the memkv binary
 # (unless MEMKV_BIN names one) and runs pytest. Extra arguments go to pytest.
+# MEMKV_PREPARE_ONLY=1 stops once the virtualenv is ready (tools/test.sh, while cargo builds).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -15,6 +16,7 @@ pip=("$venv/bin/python" -m pip --disable-pip-version-check --quiet)
 "${pip[@]}" install -r python/requirements-test.txt
 "${pip[@]}" install --no-build-isolation --no-deps --force-reinstall ./python
 "${pip[@]}" check
+[ "${MEMKV_PREPARE_ONLY:-}" = 1 ] && exit 0
 
 if [ -z "${MEMKV_BIN:-}" ]; then
     cargo build --release --locked -p memkv-cli

@@ -3,8 +3,9 @@
 # in a venv this script creates): no 5xx, no status, header, content type or body outside the
 # document, and no store changed by a rejected request (tools/schemathesis/memkv_hooks.py).
 # Bounded: SCHEMATHESIS_EXAMPLES cases per operation (default 25), SCHEMATHESIS_SECONDS in all
-# (default 60). /mcp (MCP's own protocol) is left to tools/test-mcp.sh. Loopback only; the
+# (default 30). /mcp (MCP's own protocol) is left to tools/test-mcp.sh. Loopback only; the
 # server is stopped (SIGTERM, exit 0 required) at the end.
+# MEMKV_PREPARE_ONLY=1 stops once the virtualenv is ready (tools/test.sh, while cargo builds).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -14,6 +15,7 @@ if [ ! -x "$VENV/bin/schemathesis" ] || ! "$VENV/bin/schemathesis" --version 2>/
     python3 -m venv "$VENV"
     "$VENV/bin/pip" install --quiet "schemathesis==$VERSION"
 fi
+[ "${MEMKV_PREPARE_ONLY:-}" = 1 ] && exit 0
 
 if [ -n "${MEMKV_BIN:-}" ]; then
     MEMKV=$MEMKV_BIN
@@ -53,7 +55,7 @@ MEMKV_URL="$URL" MEMKV_KEY="$KEY" PYTHONPATH="$ROOT/tools/schemathesis" SCHEMATH
     --exclude-path /mcp \
     --checks not_a_server_error,status_code_conformance,content_type_conformance,response_headers_conformance,response_schema_conformance,rejected_requests_change_nothing \
     --max-examples "${SCHEMATHESIS_EXAMPLES:-25}" \
-    --max-time "${SCHEMATHESIS_SECONDS:-60}" \
+    --max-time "${SCHEMATHESIS_SECONDS:-30}" \
     --request-timeout 30 \
     --workers 1 \
     --generation-database none \

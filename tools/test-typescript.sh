@@ -5,9 +5,20 @@
 # tarball, beside SDK 1.14.0 and the newest 1.x, which needs the npm registry or a warm cache).
 # Needs Node.js >= 20 and npm. MEMKV_BIN, if set, names the memkv binary to test; otherwise the
 # workspace's is built. MEMKV_NPM_CACHE, if set, is npm's cache for those installs.
+# MEMKV_PREPARE_ONLY=1 stops after `npm ci` (tools/test.sh, while cargo builds).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
+cd typescript
+echo "== node $(node --version), npm $(npm --version)"
+# `npm ci` again only when the lock file changed since the last one.
+if ! cmp -s package-lock.json node_modules/.memkv-package-lock.json; then
+  echo "== npm ci"
+  npm ci --no-audit --no-fund
+  cp package-lock.json node_modules/.memkv-package-lock.json
+fi
+[ "${MEMKV_PREPARE_ONLY:-}" = 1 ] && exit 0
+cd ..
 if [ -z "${MEMKV_BIN:-}" ]; then
   echo "== cargo build --release -p memkv-cli (the memkv binary)"
   cargo build --release --locked -p memkv-cli
@@ -18,9 +29,6 @@ fi
 echo "MEMKV_BIN=$MEMKV_BIN"
 
 cd typescript
-echo "== node $(node --version), npm $(npm --version)"
-echo "== npm ci"
-npm ci --no-audit --no-fund
 echo "== tsc (package and tests)"
 npm run --silent build
 npm run --silent build:test  # tests and examples/typescript

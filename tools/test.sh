@@ -1,11 +1,16 @@
 #!/usr/bin/env bash
 # The README's test command: every suite of the repository. Rust first; then the Python and
-# TypeScript packages, the MCP client tests and schemathesis against the `memkv` binary that
-# `cargo test` built; then a short run of every fuzz target. A suite that cannot run fails the
-# script.
+# TypeScript packages, the MCP client tests, the memory-stores API tests and schemathesis
+# against the `memkv` binary that `cargo test` built. A suite that cannot run fails the script.
+#
+# While cargo builds and tests, the suites' virtualenvs and node_modules are installed in the
+# background (MEMKV_PREPARE_ONLY=1 of each script). The suites then run two at a time: each
+# mostly waits on the processes it starts. A suite's output goes to target/test-logs/NAME.log;
+# its last lines are shown when it passes, all of it when it fails.
 #
 # MEMKV_FULL_TESTS=1 adds the heavy suites: the fuzz smoke (cargo-fuzz installed and every target
-# built and run, about 6 minutes on a fresh 2-core machine) and a longer schemathesis run.
+# built and run, about 6 minutes on a fresh 2-core machine), a longer schemathesis run and the
+# heaviest Rust cases at full size.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -13,41 +18,89 @@ cd "$(dirname "$0")/.."
 phase_start=$SECONDS
 took() { echo "== ($1: $((SECONDS - phase_start)) s)"; phase_start=$SECONDS; }
 
+target_dir=$(cargo metadata --format-version 1 --no-deps | python3 -c 'import json,sys; print(json.load(sys.stdin)["target_directory"])')
+logs="$target_dir/test-logs"
+rm -rf "$logs"
+mkdir -p "$logs"
+
+# Everything started here is stopped when the script ends, however it ends.
+background=()
+stop_background() {
+    for pid in "${background[@]}"; do
+        kill -TERM -- "-$pid" 2>/dev/null || kill -TERM "$pid" 2>/dev/null || true
+    done
+}
+trap stop_background EXIT
+
+# Runs `tools/SCRIPT` with its output in $logs/NAME.log; says how it went.
+suite() {
+    local name=$1 start=$SECONDS
+    shift
+    if "$@" >"$logs/$name.log" 2>&1; then
+        # One write, so that the other lane's lines do not come between.
+        printf '%s\n' "== $name: passed in $((SECONDS - start)) s" "$(tail -n 3 "$logs/$name.log" | sed 's/^/   /')"
+    else
+        echo "== $name: FAILED after $((SECONDS - start)) s; its output ($logs/$name.log):"
+        cat "$logs/$name.log"
+        return 1
+    fi
+}
+
+echo "== installing the suites' Python and npm packages in the background ($logs/prepare.log)"
+set -m
+(
+    export MEMKV_PREPARE_ONLY=1
+    tools/test-python.sh
+    tools/test-typescript.sh
+    tools/pytest-suite.sh mcp
+    tools/pytest-suite.sh memory_stores
+    tools/test-schemathesis.sh
+) >"$logs/prepare.log" 2>&1 &
+prepare=$!
+set +m
+background+=("$prepare")
+
 echo "== cargo test --workspace (redb, and PostgreSQL when its binaries are installed:"
 echo "   tools/install-postgres.sh; without them its halves print SKIPPED)"
 cargo test --workspace --locked
 took "cargo test"
 
 # The debug binary is built by the CLI's tests above (dependencies are optimized even in dev).
-target_dir=$(cargo metadata --format-version 1 --no-deps | python3 -c 'import json,sys; print(json.load(sys.stdin)["target_directory"])')
 export MEMKV_BIN="${MEMKV_BIN:-$target_dir/debug/memkv}"
 # `cargo build -p memkv-cli` here would build it again, with other features (no dev-dependencies
 # unified): 100 s on a fresh machine for the same binary.
 [ -x "$MEMKV_BIN" ] || cargo build --locked -p memkv-cli
 
-echo "== Python (tools/test-python.sh)"
-tools/test-python.sh
-took Python
-
-echo "== TypeScript (tools/test-typescript.sh)"
-tools/test-typescript.sh
-took TypeScript
-
-echo "== MCP, with the official Python MCP client (tools/test-mcp.sh)"
-tools/test-mcp.sh
-took MCP
-
-echo "== the memory-stores API, with the real anthropic SDK (tools/test-memory-stores.sh)"
-tools/test-memory-stores.sh
-took "memory stores"
-
-echo "== schemathesis against a live memkv serve (tools/test-schemathesis.sh)"
-if [ "${MEMKV_FULL_TESTS:-}" = 1 ]; then
-    SCHEMATHESIS_SECONDS=${SCHEMATHESIS_SECONDS:-300} tools/test-schemathesis.sh
-else
-    tools/test-schemathesis.sh
+if ! wait "$prepare"; then
+    echo "== installing the suites' packages FAILED; its output:"
+    cat "$logs/prepare.log"
+    exit 1
 fi
-took schemathesis
+took "package installs, after cargo test"
+
+if [ "${MEMKV_FULL_TESTS:-}" = 1 ]; then
+    export SCHEMATHESIS_SECONDS=${SCHEMATHESIS_SECONDS:-300}
+fi
+# Two lanes of about the same length.
+set -m
+(
+    suite Python tools/test-python.sh
+    suite MCP tools/test-mcp.sh
+    suite "memory stores" tools/test-memory-stores.sh
+) &
+lane1=$!
+(
+    suite TypeScript tools/test-typescript.sh
+    suite schemathesis tools/test-schemathesis.sh
+) &
+lane2=$!
+set +m
+background+=("$lane1" "$lane2")
+status=0
+wait "$lane1" || status=1
+wait "$lane2" || status=1
+took "Python, TypeScript, MCP, memory stores and schemathesis"
+[ "$status" = 0 ] || exit 1
 
 if [ "${MEMKV_FULL_TESTS:-}" = 1 ]; then
     echo "== fuzz smoke (tools/fuzz-smoke.sh)"

@@ -8,7 +8,7 @@ use memkv::{Store, UserHandle};
 use serde_json::{Value, json};
 
 use crate::util::{
-    Backend, Fresh, Session, current, each_backend, fresh, fresh_location, snapshot,
+    Backend, Face, Fresh, Session, current, each_backend, fresh, fresh_location, snapshot,
 };
 
 fn s() -> Session {

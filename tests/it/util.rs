@@ -21,10 +21,6 @@ impl Session {
         self.store.user("tester").unwrap()
     }
 
-    pub fn run(&self, input: Value) -> ToolOutput {
-        self.user().execute_json(&input).unwrap()
-    }
-
     /// The answer to any message (input, block, array of blocks), as JSON.
     pub fn answer(&self, message: Value) -> Value {
         let message = Message::from_json(message).unwrap();
@@ -32,23 +28,39 @@ impl Session {
         assert!(errors.is_empty(), "{errors:?}");
         serde_json::to_value(response).unwrap()
     }
+}
 
+impl Face for Session {
+    fn run(&self, input: Value) -> ToolOutput {
+        self.user().execute_json(&input).unwrap()
+    }
+}
+
+/// The assertions of a golden case, over any face's `run` (the library here; HTTP and MCP in
+/// crates/memkv-server/tests): each prints the command on failure.
+pub trait Face {
+    /// One command's answer through this face.
+    fn run(&self, input: Value) -> ToolOutput;
+
+    /// `input` succeeds with exactly `want`.
     #[track_caller]
-    pub fn ok(&self, input: Value, want: &str) {
+    fn ok(&self, input: Value, want: &str) {
         let out = self.run(input.clone());
         assert_eq!(out.content, want, "{input}");
         assert!(!out.is_error, "{input}");
     }
 
+    /// `input` fails with exactly `want`.
     #[track_caller]
-    pub fn err(&self, input: Value, want: &str) {
+    fn err(&self, input: Value, want: &str) {
         let out = self.run(input.clone());
         assert_eq!(out.content, want, "{input}");
         assert!(out.is_error, "{input}");
     }
 
+    /// Creates `path` with `text`, which must succeed.
     #[track_caller]
-    pub fn create(&self, path: &str, text: &str) {
+    fn create(&self, path: &str, text: &str) {
         self.ok(
             json!({"command": "create", "path": path, "file_text": text}),
             &format!("File created successfully at: {path}"),

@@ -7,7 +7,7 @@ use std::sync::Arc;
 use memkv::protocol;
 use memkv::{Response, Store, ToolOutput, ToolResult, UserHandle};
 use memkv_server::{Config, Server};
-use serde_json::{Value, json};
+use serde_json::Value;
 
 use crate::client::Client;
 
@@ -16,7 +16,7 @@ use crate::client::Client;
 #[path = "../../../../tests/it/util.rs"]
 mod library;
 
-pub use library::{Backend, Fresh, current, each_backend, fresh, fresh_location};
+pub use library::{Backend, Face, Fresh, current, each_backend, fresh, fresh_location, snapshot};
 
 /// One user's session against a store served over HTTP.
 pub struct Session {
@@ -90,33 +90,12 @@ impl Session {
         );
         value
     }
+}
 
+impl Face for Session {
     #[track_caller]
-    pub fn run(&self, input: Value) -> ToolOutput {
-        let reply = self.answer(input);
-        serde_json::from_value(reply).unwrap()
-    }
-
-    #[track_caller]
-    pub fn ok(&self, input: Value, want: &str) {
-        let out = self.run(input.clone());
-        assert_eq!(out.content, want, "{input}");
-        assert!(!out.is_error, "{input}");
-    }
-
-    #[track_caller]
-    pub fn err(&self, input: Value, want: &str) {
-        let out = self.run(input.clone());
-        assert_eq!(out.content, want, "{input}");
-        assert!(out.is_error, "{input}");
-    }
-
-    #[track_caller]
-    pub fn create(&self, path: &str, text: &str) {
-        self.ok(
-            json!({"command": "create", "path": path, "file_text": text}),
-            &format!("File created successfully at: {path}"),
-        );
+    fn run(&self, input: Value) -> ToolOutput {
+        serde_json::from_value(self.answer(input)).unwrap()
     }
 }
 
@@ -144,16 +123,4 @@ pub fn canonical(value: &Value) -> String {
         Response::Output(serde_json::from_value(value.clone()).unwrap())
     };
     protocol::to_line(&typed)
-}
-
-/// Every file of a user with its content and times, for before/after comparisons.
-pub fn snapshot(user: &UserHandle<'_>) -> Vec<(String, String, i64, i64)> {
-    user.files()
-        .unwrap()
-        .into_iter()
-        .map(|f| {
-            let content = user.read_file(&f.path.to_string()).unwrap().unwrap();
-            (f.path.to_string(), content, f.created_ms, f.modified_ms)
-        })
-        .collect()
 }

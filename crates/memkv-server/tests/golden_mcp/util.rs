@@ -20,7 +20,7 @@ use serde_json::{Value, json};
 #[path = "../../../../tests/it/util.rs"]
 mod library;
 
-pub use library::{Backend, Fresh, current, each_backend, fresh, fresh_location, snapshot};
+pub use library::{Backend, Face, Fresh, current, each_backend, fresh, fresh_location, snapshot};
 
 const USER: &str = "tester";
 
@@ -97,32 +97,12 @@ impl Session {
         assert_eq!(content[0]["type"], "text", "{value}");
         json!({"content": content[0]["text"], "is_error": result.is_error == Some(true)})
     }
+}
 
+impl Face for Session {
     #[track_caller]
-    pub fn run(&self, input: Value) -> ToolOutput {
+    fn run(&self, input: Value) -> ToolOutput {
         serde_json::from_value(self.answer(input)).unwrap()
-    }
-
-    #[track_caller]
-    pub fn ok(&self, input: Value, want: &str) {
-        let out = self.run(input.clone());
-        assert_eq!(out.content, want, "{input}");
-        assert!(!out.is_error, "{input}");
-    }
-
-    #[track_caller]
-    pub fn err(&self, input: Value, want: &str) {
-        let out = self.run(input.clone());
-        assert_eq!(out.content, want, "{input}");
-        assert!(out.is_error, "{input}");
-    }
-
-    #[track_caller]
-    pub fn create(&self, path: &str, text: &str) {
-        self.ok(
-            json!({"command": "create", "path": path, "file_text": text}),
-            &format!("File created successfully at: {path}"),
-        );
     }
 }
 

@@ -1,6 +1,6 @@
 //! `memkv serve` as a process: started on a free loopback port, driven over real sockets.
 
-#[path = "../../../memkv-server/tests/client/mod.rs"]
+#[path = "../../../../memkv-server/tests/client/mod.rs"]
 mod client;
 mod keys;
 #[cfg(target_os = "linux")]

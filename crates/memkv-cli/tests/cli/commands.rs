@@ -8,9 +8,7 @@ use std::time::{Duration, Instant};
 
 use serde_json::{Value, json};
 
-mod common;
-
-use common::{Backend, Db, each_backend, memkv, run_with_input};
+use crate::common::{Backend, Db, each_backend, memkv, run_with_input};
 
 fn exec(db: impl AsRef<OsStr>, user: &str, input: &str) -> Output {
     run_with_input(memkv(db).args(["exec", "--user", user]), input.as_bytes())

@@ -2,9 +2,9 @@
 
 use std::collections::BTreeSet;
 
-use crate::client::Client;
-use crate::proc::{Served, temp_db};
-use crate::{data, exec, over_http};
+use super::client::Client;
+use super::proc::{Served, temp_db};
+use super::{data, exec, over_http};
 
 /// `Cpus_allowed_list` of each of `pid`'s threads named `name`.
 fn cpus_of_threads(pid: u32, name: &str) -> Vec<String> {

@@ -8,9 +8,7 @@ use std::path::{Path, PathBuf};
 use std::process::{Child, Command, ExitStatus, Output, Stdio};
 use std::time::{Duration, Instant};
 
-mod common;
-
-use common::{Backend, Db, each_backend, memkv, run_with_input};
+use crate::common::{Backend, Db, each_backend, memkv, run_with_input};
 
 /// Runs `command` to its end, and fails the test (killing the process) if that takes longer
 /// than `limit`.

@@ -2,8 +2,8 @@
 
 use std::time::{Duration, Instant};
 
-use crate::client::Client;
-use crate::proc::{Served, add_key, memkv, temp_db};
+use super::client::Client;
+use super::proc::{Served, add_key, memkv, temp_db};
 
 const VIEW: &[u8] = br#"{"command":"view","path":"/memories"}"#;
 

@@ -6,9 +6,7 @@ use std::process::Output;
 
 use serde_json::{Value, json};
 
-mod common;
-
-use common::{Backend, Db, each_backend, memkv, run_with_input};
+use crate::common::{Backend, Db, each_backend, memkv, run_with_input};
 
 fn stderr(out: &Output) -> String {
     String::from_utf8_lossy(&out.stderr).into_owned()

@@ -8,8 +8,8 @@ use std::time::{Duration, Instant};
 
 use serde_json::json;
 
-use crate::client::{self, Client};
-use crate::proc::{Served, memkv, temp_db};
+use super::client::{self, Client};
+use super::proc::{Served, memkv, temp_db};
 
 fn create(path: &str, text: &str) -> Vec<u8> {
     json!({"command": "create", "path": path, "file_text": text})

@@ -5,9 +5,7 @@ use std::process::{Command, Output, Stdio};
 
 use serde_json::{Value, json};
 
-mod common;
-
-use common::pg;
+use crate::common::pg;
 
 fn memkv(db: &str, args: &[&str], input: &[u8]) -> Output {
     let mut child = Command::new(env!("CARGO_BIN_EXE_memkv"))

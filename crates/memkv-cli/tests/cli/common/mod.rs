@@ -1,4 +1,4 @@
-//! Helpers shared by the CLI's process tests (`cli.rs`, `ops.rs`, `history.rs`, `postgres.rs`),
+//! Helpers shared by the CLI's process tests (`commands`, `ops`, `history`, `postgres`),
 //! and their backend factory: a test whose behaviour does not depend on the backend runs its
 //! body on a redb file and then on a fresh PostgreSQL schema ([`each_backend`], [`Db`]).
 
@@ -9,7 +9,7 @@ use std::io::Write;
 use std::path::Path;
 use std::process::{Command, Output, Stdio};
 
-#[path = "../../../../tests/support/pg.rs"]
+#[path = "../../../../../tests/support/pg.rs"]
 pub mod pg;
 
 /// The `memkv` binary on database `db` (a redb path or a `postgres://` URL), with `MEMKV_DB`
