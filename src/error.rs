@@ -156,4 +156,26 @@ impl Error {
     pub(crate) fn storage(e: impl Into<Box<dyn std::error::Error + Send + Sync>>) -> Self {
         Error::Storage(e.into())
     }
+
+    /// The SQLSTATE of a [`Error::Storage`] that a database server reported (PostgreSQL's
+    /// five-character code, such as `40001`), if it is one.
+    pub fn sqlstate(&self) -> Option<&str> {
+        match self {
+            Error::Storage(e) => e.downcast_ref::<DatabaseError>()?.sqlstate.as_deref(),
+            _ => None,
+        }
+    }
+}
+
+/// What a database server or the connection to it reported, as the source of an
+/// [`Error::Storage`]: its text for people, and its SQLSTATE for code ([`Error::sqlstate`]).
+#[derive(Debug, thiserror::Error)]
+#[error("{location}: {text}")]
+pub struct DatabaseError {
+    /// The database (a URL without credentials).
+    pub location: String,
+    /// What happened, with the server's code in parentheses when it sent one.
+    pub text: String,
+    /// The server's SQLSTATE, when the server answered (not when the connection broke).
+    pub sqlstate: Option<String>,
 }

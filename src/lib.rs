@@ -98,7 +98,7 @@ pub use backup::{
 };
 pub use blocks::{TOOL_NAME, ToolOutput, ToolResult, ToolUse};
 pub use command::{Command, InputError, ViewRange};
-pub use error::Error;
+pub use error::{DatabaseError, Error};
 pub use history::{
     Actor, ApiRefusal, HistoryTotals, InvalidId, Memory, MemoryId, Operation, Page, Redaction,
     Retention, StoreInfo, Version, VersionId,

@@ -124,8 +124,3 @@ impl Settings {
         })
     }
 }
-
-/// Milliseconds of a duration, saturating.
-pub(crate) fn millis(d: Duration) -> i64 {
-    i64::try_from(d.as_millis()).unwrap_or(i64::MAX)
-}

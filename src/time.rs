@@ -1,4 +1,11 @@
-//! Time formatting without a calendar dependency.
+//! Time formatting without a calendar dependency, and durations as stored milliseconds.
+
+use std::time::Duration;
+
+/// Milliseconds of a duration, saturating.
+pub(crate) fn millis(d: Duration) -> i64 {
+    i64::try_from(d.as_millis()).unwrap_or(i64::MAX)
+}
 
 /// `YYYY-MM-DDTHH:MM:SSZ` from milliseconds since the epoch (civil-from-days, proleptic Gregorian).
 pub fn utc(ms: i64) -> String {

@@ -14,9 +14,9 @@ use super::record::{
 use super::{Actor, HistoryTotals, Operation, Redaction, Retention};
 use crate::error::Error;
 use crate::layout;
-use crate::limits::millis;
 use crate::path::MemoryPath;
 use crate::storage::{Fetch, ReadTxn, Space, WriteTxn};
+use crate::time::millis;
 
 /// Who writes, when, and how much history the store keeps: what a write transaction's changes
 /// are recorded with.

@@ -19,10 +19,11 @@ use crate::error::Error;
 use crate::exec;
 use crate::group::{GroupCommit, Request};
 use crate::history::{Actor, Retention};
-use crate::limits::{Expiry, Limits, Settings, millis};
+use crate::limits::{Expiry, Limits, Settings};
 use crate::path::MemoryPath;
 use crate::secrets::SecretPolicy;
 use crate::storage::{AnyBackend, Backend, Fetch, Finish};
+use crate::time::millis;
 use crate::tree::Tree;
 
 /// Longest accepted user id, in UTF-8 bytes.

@@ -434,3 +434,26 @@ fn callers_beyond_the_pool_wait_for_a_connection_given_back() {
             .expect("every caller is answered");
     }
 }
+
+#[test]
+fn a_server_refusal_keeps_its_sqlstate() {
+    let Some(cluster) = pg::cluster() else { return };
+    let admin = cluster.admin_url();
+    let missing = format!(
+        "{}/memkv_no_such_database",
+        admin.strip_suffix("/postgres").unwrap()
+    );
+    let e = Store::open(&missing).unwrap_err();
+    assert_eq!(e.sqlstate(), Some("3D000"), "{e}");
+    assert!(e.to_string().contains("memkv_no_such_database"), "{e}");
+    let memkv::Error::Storage(source) = &e else {
+        panic!("{e:?}")
+    };
+    let db = source.downcast_ref::<memkv::DatabaseError>().unwrap();
+    assert_eq!(db.sqlstate.as_deref(), Some("3D000"));
+    // Not a server's answer: no SQLSTATE.
+    let not_a_server = memkv::Error::NotFound {
+        location: "x".into(),
+    };
+    assert_eq!(not_a_server.sqlstate(), None);
+}

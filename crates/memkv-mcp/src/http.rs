@@ -18,14 +18,14 @@ use axum::extract::{Request, State};
 use axum::http::{HeaderMap, StatusCode};
 use axum::middleware::{self, Next};
 use axum::response::Response;
-use memkv::{Actor, OwnedUserHandle, Store};
+use memkv::{Actor, Store};
 use rmcp::transport::streamable_http_server::session::local::LocalSessionManager;
 use rmcp::transport::streamable_http_server::{StreamableHttpServerConfig, StreamableHttpService};
 use tokio::sync::Semaphore;
 use tokio_util::sync::CancellationToken;
 
 use crate::forward::decode_segment;
-use crate::server::MemoryServer;
+use crate::server::{Grant, MemoryServer};
 
 /// The header in which an admin key names its store.
 pub const STORE_HEADER: &str = "x-memkv-store";
@@ -92,10 +92,6 @@ impl Default for HttpOptions {
         }
     }
 }
-
-/// The store granted to one request, read by the tool handler.
-#[derive(Clone)]
-pub(crate) struct Grant(pub(crate) OwnedUserHandle);
 
 /// The header that carries the MCP session id (streamable HTTP).
 const SESSION_HEADER: &str = "mcp-session-id";

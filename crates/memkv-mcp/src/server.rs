@@ -17,6 +17,10 @@ use tokio::sync::Semaphore;
 use crate::forward::Forwarder;
 use crate::tool;
 
+/// The store granted to one request over HTTP (by `http`'s key check), read by the tool handler.
+#[derive(Clone)]
+pub(crate) struct Grant(pub(crate) OwnedUserHandle);
+
 /// Where a tool call is answered.
 #[derive(Debug, Clone)]
 enum Target {
@@ -83,7 +87,7 @@ impl MemoryServer {
                 context
                     .extensions
                     .get::<axum::http::request::Parts>()
-                    .and_then(|parts| parts.extensions.get::<crate::http::Grant>())
+                    .and_then(|parts| parts.extensions.get::<Grant>())
                     .map(|grant| grant.0.clone())
                     .ok_or_else(|| {
                         ErrorData::internal_error("no store granted to this request", None)

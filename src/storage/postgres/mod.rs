@@ -20,6 +20,7 @@ mod session;
 mod sql;
 mod tls;
 mod txn;
+mod write_fn;
 
 use std::cell::RefCell;
 use std::str::FromStr;
@@ -92,7 +93,11 @@ impl std::fmt::Debug for PgBackend {
 
 /// The error for a failed connection attempt, without the password.
 pub(crate) fn connect_error(location: &str, e: postgres::Error) -> Error {
-    Error::storage(format!("{location}: cannot connect: {}", describe(&e)))
+    Error::storage(crate::error::DatabaseError {
+        location: location.to_owned(),
+        text: format!("cannot connect: {}", describe(&e)),
+        sqlstate: e.code().map(|c| c.code().to_owned()),
+    })
 }
 
 /// What went wrong, from the server's message when there is one.
@@ -123,7 +128,11 @@ pub(crate) fn query_error(location: &str, e: &postgres::Error) -> Error {
             location: location.to_owned(),
         };
     }
-    Error::storage(format!("{location}: {}", describe(e)))
+    Error::storage(crate::error::DatabaseError {
+        location: location.to_owned(),
+        text: describe(e),
+        sqlstate: e.code().map(|c| c.code().to_owned()),
+    })
 }
 
 /// Whether the transaction can be run again: the database rolled it back for the sake of
@@ -245,12 +254,15 @@ impl PgBackend {
             if let Err(e) = client.batch_execute(&ddl) {
                 let _ = client.batch_execute("ROLLBACK");
                 if e.code() == Some(&SqlState::INSUFFICIENT_PRIVILEGE) {
-                    return Err(Error::storage(format!(
-                        "{}: cannot create memkv's tables: the role may not create tables here ({}); \
-                         run `memkv init` once as a role that may, or grant CREATE on the schema",
-                        self.location,
-                        describe(&e)
-                    )));
+                    return Err(Error::storage(crate::error::DatabaseError {
+                        location: self.location.clone(),
+                        text: format!(
+                            "cannot create memkv's tables: the role may not create tables here ({}); \
+                             run `memkv init` once as a role that may, or grant CREATE on the schema",
+                            describe(&e)
+                        ),
+                        sqlstate: e.code().map(|c| c.code().to_owned()),
+                    }));
                 }
                 return Err(query_error(&self.location, &e));
             }

@@ -26,7 +26,7 @@ pub(crate) struct Pool {
 /// What a connection has prepared (`sql::prepare_all`), once, before its first transaction.
 #[derive(Clone)]
 pub(crate) struct Prepared {
-    /// The call of `pg_temp.memkv_write` (`call::write_function`), where the server could make it.
+    /// The call of `pg_temp.memkv_write` (`write_fn::write_function`), where the server could make it.
     pub(crate) write: Option<postgres::Statement>,
 }
 

@@ -128,7 +128,7 @@ impl Session {
             }
             let _ = conn.client().batch_execute(sql::INDEX_SCANS);
             conn.prepared = Some(Prepared {
-                write: super::call::prepare_write(conn.client(), merge),
+                write: super::write_fn::prepare_write(conn.client(), merge),
             });
         }
         // A commit that is the transaction's only round trip, with nothing the call cannot

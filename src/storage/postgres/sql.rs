@@ -2,7 +2,7 @@
 //! round trip (that is how a write costs two); every value in them is a hex `bytea` literal
 //! (`'\x…'`) or a number, so no input, however spelled, can change a statement. The usual
 //! write, one whose reads were all assumed, is instead one call of
-//! [`super::call::write_function`] with binary parameters.
+//! [`super::write_fn::write_function`] with binary parameters.
 
 use std::fmt::Write as _;
 

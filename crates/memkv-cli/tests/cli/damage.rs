@@ -6,10 +6,12 @@
 
 use std::io::{Read, Write};
 use std::path::{Path, PathBuf};
-use std::process::{Command, Stdio};
+use std::process::Stdio;
 use std::time::{Duration, Instant};
 
 use serde_json::{Value, json};
+
+use crate::common::memkv;
 
 const PAGE: u64 = 4096;
 /// Corruptions with `MEMKV_FULL_TESTS=1`, and by default.
@@ -44,11 +46,8 @@ struct Run {
 
 /// Runs `memkv --db DB ARGS` with `input` on stdin, killing it past the time bound.
 fn run(db: &Path, args: &[&str], input: &str) -> Run {
-    let mut child = Command::new(env!("CARGO_BIN_EXE_memkv"))
-        .arg("--db")
-        .arg(db)
+    let mut child = memkv(db)
         .args(args)
-        .env_remove("MEMKV_DB")
         .stdin(Stdio::piped())
         .stdout(Stdio::piped())
         .stderr(Stdio::piped())

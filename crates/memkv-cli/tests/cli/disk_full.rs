@@ -59,12 +59,9 @@ impl Exec {
     }
 
     fn with(db: &Path, user: &str, flags: &[&str]) -> Exec {
-        let mut child = Command::new(env!("CARGO_BIN_EXE_memkv"))
-            .arg("--db")
-            .arg(db)
+        let mut child = crate::common::memkv(db)
             .args(flags)
             .args(["exec", "--user", user])
-            .env_remove("MEMKV_DB")
             .stdin(Stdio::piped())
             .stdout(Stdio::piped())
             .stderr(Stdio::piped())
@@ -112,11 +109,8 @@ impl Exec {
 
 /// `memkv --db DB ARGS…`: exit code, stdout, stderr.
 fn memkv(db: &Path, args: &[&str]) -> (Option<i32>, String, String) {
-    let out = Command::new(env!("CARGO_BIN_EXE_memkv"))
-        .arg("--db")
-        .arg(db)
+    let out = crate::common::memkv(db)
         .args(args)
-        .env_remove("MEMKV_DB")
         .stdin(Stdio::null())
         .output()
         .unwrap();
@@ -195,23 +189,13 @@ fn after_a_full_disk_the_same_exec_process_goes_on_once_space_returns() {
     assert!(!stderr.contains("Previous I/O error"), "stderr: {stderr}");
 
     // Every acknowledged write is there, nothing else, and every invariant holds.
-    let out = Command::new(env!("CARGO_BIN_EXE_memkv"))
-        .arg("--db")
-        .arg(&db)
-        .arg("check")
-        .output()
-        .unwrap();
+    let out = crate::common::memkv(&db).arg("check").output().unwrap();
     assert!(
         out.status.success(),
         "{}",
         String::from_utf8_lossy(&out.stderr)
     );
-    let out = Command::new(env!("CARGO_BIN_EXE_memkv"))
-        .arg("--db")
-        .arg(&db)
-        .args(["users"])
-        .output()
-        .unwrap();
+    let out = crate::common::memkv(&db).args(["users"]).output().unwrap();
     let users = String::from_utf8(out.stdout).unwrap();
     // f0 was deleted and `after` added.
     let files: Vec<&str> = users.lines().nth(1).unwrap().split_whitespace().collect();
@@ -344,13 +328,10 @@ fn serve_on_a_full_disk_answers_507_and_still_deletes() {
     };
     let db: PathBuf = fs.path().join("memkv.redb");
     let keys = tempfile::tempdir().unwrap();
-    let mut child = Command::new(env!("CARGO_BIN_EXE_memkv"))
-        .arg("--db")
-        .arg(&db)
+    let mut child = crate::common::memkv(&db)
         .arg("--keys")
         .arg(keys.path().join("keys"))
         .args(["serve", "--no-auth", "--listen", "127.0.0.1:0"])
-        .env_remove("MEMKV_DB")
         .stdin(Stdio::null())
         .stdout(Stdio::piped())
         .stderr(Stdio::piped())

@@ -6,27 +6,7 @@ use std::process::Output;
 
 use serde_json::{Value, json};
 
-use crate::common::{Backend, Db, each_backend, memkv, run_with_input};
-
-fn stderr(out: &Output) -> String {
-    String::from_utf8_lossy(&out.stderr).into_owned()
-}
-
-#[track_caller]
-fn ok(out: &Output) -> String {
-    assert!(out.status.success(), "{}", stderr(out));
-    String::from_utf8(out.stdout.clone()).unwrap()
-}
-
-#[track_caller]
-fn fails(out: &Output, code: i32, message: &str) {
-    assert_eq!(out.status.code(), Some(code), "{}", stderr(out));
-    assert!(
-        stderr(out).contains(message),
-        "{:?} lacks {message:?}",
-        stderr(out)
-    );
-}
+use crate::common::{Backend, Db, each_backend, fails, memkv, ok, run_with_input, stderr};
 
 /// Runs memory-tool commands through `memkv exec` with `flags` before the subcommand and
 /// `extra` after it; every one must succeed.

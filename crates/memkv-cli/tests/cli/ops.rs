@@ -8,7 +8,7 @@ use std::path::{Path, PathBuf};
 use std::process::{Child, Command, ExitStatus, Output, Stdio};
 use std::time::{Duration, Instant};
 
-use crate::common::{Backend, Db, each_backend, memkv, run_with_input};
+use crate::common::{Backend, Db, each_backend, fails, memkv, ok, run_with_input, stderr};
 
 /// Runs `command` to its end, and fails the test (killing the process) if that takes longer
 /// than `limit`.
@@ -87,26 +87,6 @@ fn wait_within(child: &mut Child, limit: Duration) -> ExitStatus {
         assert!(start.elapsed() < limit, "still running after {limit:?}");
         std::thread::sleep(Duration::from_millis(20));
     }
-}
-
-fn stderr(out: &Output) -> String {
-    String::from_utf8_lossy(&out.stderr).into_owned()
-}
-
-#[track_caller]
-fn ok(out: &Output) -> String {
-    assert!(out.status.success(), "{}", stderr(out));
-    String::from_utf8(out.stdout.clone()).unwrap()
-}
-
-#[track_caller]
-fn fails(out: &Output, code: i32, message: &str) {
-    assert_eq!(out.status.code(), Some(code), "{}", stderr(out));
-    assert!(
-        stderr(out).contains(message),
-        "{:?} lacks {message:?}",
-        stderr(out)
-    );
 }
 
 /// A database of `backend` with `files` for each user, and a fresh directory (on redb, the

@@ -20,7 +20,9 @@ pub fn memkv(db: impl AsRef<OsStr>) -> Command {
     c
 }
 
-/// Runs `command` with `input` on its standard input, capturing both outputs.
+/// Runs `command` with `input` on its standard input, capturing both outputs. The input is
+/// written from a thread of its own, so a process that answers while it reads cannot fill its
+/// output pipe and stall both sides.
 pub fn run_with_input(command: &mut Command, input: &[u8]) -> Output {
     let mut child = command
         .stdin(Stdio::piped())
@@ -28,12 +30,39 @@ pub fn run_with_input(command: &mut Command, input: &[u8]) -> Output {
         .stderr(Stdio::piped())
         .spawn()
         .unwrap();
-    // A process that fails at start (a locked database, say) may exit before reading its input.
-    match child.stdin.take().unwrap().write_all(input) {
+    let mut stdin = child.stdin.take().unwrap();
+    let input = input.to_vec();
+    let writer = std::thread::spawn(move || match stdin.write_all(&input) {
+        // A process that fails at start (a locked database, say) may exit before reading it.
         Err(e) if e.kind() == std::io::ErrorKind::BrokenPipe => {}
         other => other.unwrap(),
-    }
-    child.wait_with_output().unwrap()
+    });
+    let out = child.wait_with_output().unwrap();
+    writer.join().unwrap();
+    out
+}
+
+/// A process's standard error, as text.
+pub fn stderr(out: &Output) -> String {
+    String::from_utf8_lossy(&out.stderr).into_owned()
+}
+
+/// The standard output of a process that must have succeeded.
+#[track_caller]
+pub fn ok(out: &Output) -> String {
+    assert!(out.status.success(), "{}", stderr(out));
+    String::from_utf8(out.stdout.clone()).unwrap()
+}
+
+/// The process failed with exit code `code` and a message containing `message`.
+#[track_caller]
+pub fn fails(out: &Output, code: i32, message: &str) {
+    assert_eq!(out.status.code(), Some(code), "{}", stderr(out));
+    assert!(
+        stderr(out).contains(message),
+        "{:?} lacks {message:?}",
+        stderr(out)
+    );
 }
 
 // ---- the backend factory ---------------------------------------------------------------------
