@@ -67,7 +67,41 @@ pub enum Space {
     Memories,
 }
 
+/// A space's number in each backend's stored keys (see [`Space::numbers`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct SpaceNumbers {
+    /// The byte that starts the space's keys in redb's `memkv_data` table.
+    pub redb: u8,
+    /// The `space` column of PostgreSQL's `memkv_entries`.
+    pub postgres: u8,
+}
+
 impl Space {
+    /// The number each backend stores for this space, in every key: changing one is a layout
+    /// change (docs/design.md). redb orders the small, hot records first and the contents last,
+    /// so that the records one write touches share as few pages as they can: the newest access
+    /// entries (the end of `Access`), the user's totals and the top-level directories (the start
+    /// of `Nodes`) side by side, and so the newest versions (the end of `Versions`), the store
+    /// record every write rewrites (`Store`) and the newest memory's entry (the start of
+    /// `Memories`, in descending order). PostgreSQL, whose rows are not kept in key order, has
+    /// `Snapshots` and `Store` the other way round, as layout 6 added them.
+    pub const fn numbers(self) -> SpaceNumbers {
+        let (redb, postgres) = match self {
+            Space::Access => (1, 1),
+            Space::Totals => (2, 2),
+            Space::Nodes => (3, 3),
+            Space::Contents => (4, 4),
+            Space::Meta => (5, 5),
+            Space::Ids => (6, 6),
+            Space::Lineage => (7, 7),
+            Space::Versions => (8, 8),
+            Space::Store => (9, 10),
+            Space::Snapshots => (10, 9),
+            Space::Memories => (11, 11),
+        };
+        SpaceNumbers { redb, postgres }
+    }
+
     /// Every space, in a fixed order.
     pub const ALL: [Space; 11] = [
         Space::Nodes,
@@ -288,7 +322,41 @@ pub fn redact_url(url: &str) -> String {
 
 #[cfg(test)]
 mod tests {
-    use super::redact_url;
+    use super::{Space, redact_url};
+
+    #[test]
+    fn each_backend_numbers_every_space_once_as_stored() {
+        // The numbers are in every stored key: this list changes only with the layout.
+        let stored: Vec<(u8, u8)> = Space::ALL
+            .iter()
+            .map(|s| (s.numbers().redb, s.numbers().postgres))
+            .collect();
+        assert_eq!(
+            stored,
+            [
+                (3, 3),
+                (4, 4),
+                (2, 2),
+                (1, 1),
+                (5, 5),
+                (6, 6),
+                (7, 7),
+                (8, 8),
+                (10, 9),
+                (9, 10),
+                (11, 11)
+            ]
+        );
+        for numbers in [
+            stored
+                .iter()
+                .map(|n| n.0)
+                .collect::<std::collections::BTreeSet<_>>(),
+            stored.iter().map(|n| n.1).collect(),
+        ] {
+            assert_eq!(numbers.len(), Space::ALL.len());
+        }
+    }
 
     #[test]
     fn passwords_never_reach_a_location() {

@@ -69,27 +69,6 @@ const LEGACY: [(&str, Space); 4] = [
     ("memkv_access", Space::Access),
 ];
 
-/// The small, hot records first and the contents last, so that the records one write touches
-/// share as few pages as they can: the newest access entries (the end of `Access`), the user's
-/// totals and the top-level directories (the start of `Nodes`) sit side by side; so do the
-/// newest versions (the end of `Versions`), the store record every write rewrites (`Store`) and
-/// the newest memory's entry (the start of `Memories`, in descending order).
-fn space_byte(space: Space) -> u8 {
-    match space {
-        Space::Access => 1,
-        Space::Totals => 2,
-        Space::Nodes => 3,
-        Space::Contents => 4,
-        Space::Meta => 5,
-        Space::Ids => 6,
-        Space::Lineage => 7,
-        Space::Versions => 8,
-        Space::Store => 9,
-        Space::Snapshots => 10,
-        Space::Memories => 11,
-    }
-}
-
 /// How a writer shares the file with other processes.
 ///
 /// - Exclusive (the default): the writer locks the whole file. One flush per commit.

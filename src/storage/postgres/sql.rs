@@ -31,20 +31,9 @@ CREATE TABLE IF NOT EXISTS memkv_entries (
     PRIMARY KEY (store, space, key)
 );";
 
+/// The `space` column's number for `space`.
 pub(crate) fn space_number(space: Space) -> u8 {
-    match space {
-        Space::Access => 1,
-        Space::Totals => 2,
-        Space::Nodes => 3,
-        Space::Contents => 4,
-        Space::Meta => 5,
-        Space::Ids => 6,
-        Space::Lineage => 7,
-        Space::Versions => 8,
-        Space::Snapshots => 9,
-        Space::Store => 10,
-        Space::Memories => 11,
-    }
+    space.numbers().postgres
 }
 
 /// `'\x…'::bytea`.

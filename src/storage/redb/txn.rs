@@ -7,7 +7,7 @@ use std::sync::Arc;
 use redb::{Database, ReadOnlyTable, ReadTransaction, ReadableTable, Table, TableError};
 
 use super::health::{self, Health};
-use super::{DATA, FORMAT_KEY, META, SNAPSHOTS, space_byte};
+use super::{DATA, FORMAT_KEY, META, SNAPSHOTS};
 use crate::error::Error;
 use crate::storage::{Finish, ReadTxn, Space, Visit, WriteTxn};
 
@@ -22,7 +22,7 @@ pub(super) fn user_prefix(user: &str) -> Vec<u8> {
 /// `len(user) | user | space | key`.
 pub(super) fn full_key(user: &str, space: Space, key: &[u8]) -> Vec<u8> {
     let mut out = user_prefix(user);
-    out.push(space_byte(space));
+    out.push(space.numbers().redb);
     out.extend_from_slice(key);
     out
 }
