@@ -120,7 +120,7 @@ fn written<T: ReadTxn + ?Sized>(
     Ok(memory_of(path, meta, content))
 }
 
-impl<B: Backend> UserHandle<'_, B> {
+impl UserHandle<'_> {
     /// Runs `f` over this store's tree in one write transaction (after the expiry sweep), and
     /// commits only when it returns `Ok(Ok(_))`. `frees_space`: a write that frees space (see
     /// [`crate::storage::Backend::write_freeing`]).

@@ -20,7 +20,6 @@ use crate::command::Command;
 use crate::error::Error;
 use crate::limits::Limits;
 use crate::messages;
-use crate::storage::Backend;
 use crate::store::UserHandle;
 
 /// The answer to one message (see [`answer`]); serializes as the bare object, the block, or
@@ -153,7 +152,7 @@ pub fn max_message_bytes(limits: &Limits) -> usize {
 /// Answers `message` for `user`. A storage failure is answered to the model with
 /// the storage-failure message (nothing was applied) and also returned, for the operator; in
 /// an array, each block is answered on its own, in order.
-pub fn answer<B: Backend>(user: &UserHandle<'_, B>, message: Message) -> (Response, Vec<Error>) {
+pub fn answer(user: &UserHandle<'_>, message: Message) -> (Response, Vec<Error>) {
     let results: Vec<_> = message
         .calls()
         .into_iter()
@@ -168,7 +167,7 @@ pub fn answer<B: Backend>(user: &UserHandle<'_, B>, message: Message) -> (Respon
 /// Answers one line of a JSON Lines stream with one line of JSON (no newline), and the storage
 /// failures beside it for the operator. A line that is not a valid message gets its
 /// [`InvalidMessage::output`].
-pub fn answer_line<B: Backend>(user: &UserHandle<'_, B>, line: &[u8]) -> (String, Vec<Error>) {
+pub fn answer_line(user: &UserHandle<'_>, line: &[u8]) -> (String, Vec<Error>) {
     match Message::parse(line) {
         Ok(message) => {
             let (response, errors) = answer(user, message);
@@ -259,7 +258,7 @@ pub fn to_line(value: &impl Serialize) -> String {
     serde_json::to_string(value).expect("plain structs serialize")
 }
 
-impl<B: Backend> UserHandle<'_, B> {
+impl UserHandle<'_> {
     /// Answers a whole `tool_use` block. A block for another tool gets an error result.
     ///
     /// # Errors

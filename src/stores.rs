@@ -38,7 +38,7 @@ fn new_store_id() -> Result<String, Error> {
 /// most 16 bytes long.
 const ALL_KEYS_END: [u8; 17] = [0xFF; 17];
 
-impl<B: Backend> Store<B> {
+impl Store {
     /// Creates a memory store with a new id (`memstore_…`).
     ///
     /// # Errors

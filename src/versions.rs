@@ -67,7 +67,7 @@ fn version_of<T: ReadTxn + ?Sized>(
     })
 }
 
-impl<B: Backend> UserHandle<'_, B> {
+impl UserHandle<'_> {
     /// The versions kept that `filter` admits, oldest first: at most `limit` from `page` (a
     /// token an earlier call returned), and the next page's token (`None` on the last page).
     /// With `with_content`, each carries its content.

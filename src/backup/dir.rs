@@ -14,7 +14,7 @@ use crate::path::MemoryPath;
 use crate::storage::{Backend, Finish};
 use crate::store::{Store, UserHandle, validate_user};
 
-impl<B: Backend> Store<B> {
+impl Store {
     /// Imports a plain directory tree (such as the SDK handler's `memories/` folder) as `user`'s
     /// `/memories`, in one transaction. Symbolic links, special files, files that are not UTF-8
     /// and names the path rules reject are skipped and reported (or, with `strict`, refuse the
@@ -161,8 +161,8 @@ impl Written {
     }
 }
 
-fn write_tree<B: Backend>(
-    handle: &UserHandle<'_, B>,
+fn write_tree(
+    handle: &UserHandle<'_>,
     dir: &Path,
     written: &mut Written,
     progress: &mut dyn FnMut(Progress),

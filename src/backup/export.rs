@@ -42,7 +42,7 @@ impl<W: Write> Write for Hashing<W> {
     }
 }
 
-impl<B: Backend> Store<B> {
+impl Store {
     /// Writes a consistent snapshot of `users` (every store when empty) to `out`, one read
     /// transaction, streamed: memory stays constant however large the store. Per store: its
     /// record, its files with their memory ids, every version kept (redacted ones and those of

@@ -22,7 +22,7 @@ use crate::storage::{Backend, Finish, Space, WriteTxn};
 use crate::store::Store;
 use crate::tree::Tree;
 
-impl<B: Backend> Store<B> {
+impl Store {
     /// Imports the export file `file`, every user in it: [`Self::import_from`] an
     /// [`ImportSource`] opened with this store's limits.
     ///
@@ -267,7 +267,7 @@ impl<B: Backend> Store<B> {
     }
 }
 
-impl<B: Backend> Store<B> {
+impl Store {
     /// Writes one file of a store a version-2 export restores exactly (it did not exist): with
     /// its memory id and version, recording nothing. Pass one checked its path against the
     /// store's other files, the limits and the quotas (against an empty store), so only the

@@ -16,10 +16,9 @@ use crate::exec;
 use crate::messages;
 use crate::path::MemoryPath;
 use crate::secrets::SecretPolicy;
-use crate::storage::Backend;
 use crate::store::{Store, validate_user};
 
-impl<B: Backend> Store<B> {
+impl Store {
     /// Pass one of [`Self::import_from`], alone: reads and checks everything but the database
     /// (a dry run). Returns what would be imported into an empty store.
     ///

@@ -56,7 +56,7 @@ pub struct ExpiredFile {
     pub last_used_ms: i64,
 }
 
-impl<B: Backend> Store<B> {
+impl Store {
     /// Every user with at least one file (live or expired), with their totals, ordered by id.
     pub fn users(&self) -> Result<Vec<UserSummary>, Error> {
         let now = self.now_ms();

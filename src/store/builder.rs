@@ -14,7 +14,7 @@ use crate::limits::{Expiry, Limits};
 use crate::migrate;
 use crate::secrets::SecretPolicy;
 use crate::storage::redb::{RedbBackend, default_disk_reserve};
-use crate::storage::{AnyBackend, Backend, is_postgres_url};
+use crate::storage::{AnyBackend, is_postgres_url};
 
 /// Configures a [`Store`]. Every limit defaults to PROTOCOL.md's value ([`Limits::DEFAULT`]);
 /// expiry is off and the secrets policy is [`SecretPolicy::Reject`] unless set.
@@ -208,7 +208,7 @@ impl StoreBuilder {
     }
 
     /// A store over any [`Backend`]; migrates older formats when the backend is writable.
-    pub fn backend<B: Backend>(self, backend: B) -> Result<Store<B>, Error> {
+    pub fn backend(self, backend: AnyBackend) -> Result<Store, Error> {
         migrate::upgrade(&backend)?;
         Ok(Store {
             backend,

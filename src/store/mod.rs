@@ -34,8 +34,8 @@ pub const MAX_USER_ID_BYTES: usize = 256;
 /// `Store` is `Sync`: share it between threads by reference or in an `Arc`. Reads run in
 /// parallel; writes are serialized by the backend, one transaction per command.
 #[derive(Debug)]
-pub struct Store<B: Backend = AnyBackend> {
-    pub(crate) backend: B,
+pub struct Store {
+    pub(crate) backend: AnyBackend,
     limits: Limits,
     expiry: Expiry,
     secrets: SecretPolicy,
@@ -48,7 +48,7 @@ pub struct Store<B: Backend = AnyBackend> {
 
 /// Access times that views noted are written before the store goes (best effort: a failure
 /// here can only let those files expire earlier than they would have).
-impl<B: Backend> Drop for Store<B> {
+impl Drop for Store {
     fn drop(&mut self) {
         let _ = self.flush_access_times();
     }
@@ -89,10 +89,10 @@ impl Store {
     }
 }
 
-impl<B: Backend> Store<B> {
+impl Store {
     /// The backend (for its own statistics, such as
     /// [`AnyBackend::round_trips`](crate::storage::AnyBackend::round_trips)).
-    pub fn storage(&self) -> &B {
+    pub fn storage(&self) -> &AnyBackend {
         &self.backend
     }
 
@@ -117,7 +117,7 @@ impl<B: Backend> Store<B> {
     ///
     /// # Errors
     /// [`Error::InvalidUser`] for an id that breaks these rules (see `validate_user`).
-    pub fn user(&self, id: &str) -> Result<UserHandle<'_, B>, Error> {
+    pub fn user(&self, id: &str) -> Result<UserHandle<'_>, Error> {
         validate_user(id)?;
         Ok(UserHandle {
             store: self,
@@ -131,7 +131,7 @@ impl<B: Backend> Store<B> {
     ///
     /// # Errors
     /// As [`Self::user`].
-    pub fn owned_user(self: &Arc<Self>, id: &str) -> Result<OwnedUserHandle<B>, Error> {
+    pub fn owned_user(self: &Arc<Self>, id: &str) -> Result<OwnedUserHandle, Error> {
         validate_user(id)?;
         Ok(OwnedUserHandle {
             store: Arc::clone(self),

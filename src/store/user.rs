@@ -14,13 +14,13 @@ use crate::exec::{self, Expired};
 use crate::history::Actor;
 use crate::layout::Node;
 use crate::path::MemoryPath;
-use crate::storage::{AnyBackend, Backend, ReadTxn};
+use crate::storage::{Backend, ReadTxn};
 use crate::tree::TreeRead;
 
 /// One user's `/memories`. Cheap to create; borrow of the [`Store`].
 #[derive(Debug, Clone)]
-pub struct UserHandle<'s, B: Backend = AnyBackend> {
-    pub(crate) store: &'s Store<B>,
+pub struct UserHandle<'s> {
+    pub(crate) store: &'s Store,
     pub(crate) id: Arc<str>,
     /// Who the changes made through this handle are recorded as made by.
     pub(crate) actor: Option<Actor>,
@@ -30,13 +30,13 @@ pub struct UserHandle<'s, B: Backend = AnyBackend> {
 /// for async tasks and worker threads. [`Self::handle`] gives the borrowed [`UserHandle`] with
 /// every command method.
 #[derive(Debug)]
-pub struct OwnedUserHandle<B: Backend = AnyBackend> {
-    pub(super) store: Arc<Store<B>>,
+pub struct OwnedUserHandle {
+    pub(super) store: Arc<Store>,
     pub(super) id: Arc<str>,
     pub(super) actor: Option<Actor>,
 }
 
-impl<B: Backend> Clone for OwnedUserHandle<B> {
+impl Clone for OwnedUserHandle {
     fn clone(&self) -> Self {
         OwnedUserHandle {
             store: Arc::clone(&self.store),
@@ -46,19 +46,19 @@ impl<B: Backend> Clone for OwnedUserHandle<B> {
     }
 }
 
-impl<B: Backend> OwnedUserHandle<B> {
+impl OwnedUserHandle {
     /// The user id.
     pub fn id(&self) -> &str {
         &self.id
     }
 
     /// The store.
-    pub fn store(&self) -> &Arc<Store<B>> {
+    pub fn store(&self) -> &Arc<Store> {
         &self.store
     }
 
     /// The handle to run commands with.
-    pub fn handle(&self) -> UserHandle<'_, B> {
+    pub fn handle(&self) -> UserHandle<'_> {
         UserHandle {
             store: &self.store,
             id: Arc::clone(&self.id),
@@ -73,7 +73,7 @@ impl<B: Backend> OwnedUserHandle<B> {
     }
 }
 
-impl<B: Backend> UserHandle<'_, B> {
+impl UserHandle<'_> {
     /// The user id.
     pub fn id(&self) -> &str {
         &self.id

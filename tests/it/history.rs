@@ -419,7 +419,7 @@ fn every_version_reads_back_through_deltas_redactions_and_pruning() {
         s(json!({"command":"rename","old_path":"/memories/notes","new_path":"/memories/kept"}));
         let kept_path = "/memories/kept/é.md";
         want.push(want.last().unwrap().clone());
-        let contents = |u: &memkv::UserHandle<'_, _>| -> Vec<Option<String>> {
+        let contents = |u: &memkv::UserHandle<'_>| -> Vec<Option<String>> {
             let at = u.read_file(kept_path).unwrap();
             let id = match at {
                 Some(_) => u.history(Some(kept_path)).unwrap().unwrap()[0].memory,
