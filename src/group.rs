@@ -7,7 +7,7 @@
 //! it in one transaction, commits, and hands every caller its own result. Callers that arrive
 //! while a batch is being flushed queue up and form the next batch, so batches grow exactly as
 //! far as the load needs and a lone caller pays nothing but a mutex. A backend may allow several
-//! batches at once ([`crate::storage::Backend::write_lanes`]: PostgreSQL, whose store locks order
+//! batches at once ([`crate::storage::Capabilities::write_lanes`]: PostgreSQL, whose store locks order
 //! batches that share a store, and which flushes concurrent commits together); each lane has a
 //! leader, and a finishing leader hands the next batch to the oldest waiting caller.
 //!

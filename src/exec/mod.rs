@@ -49,7 +49,7 @@ pub(crate) fn execute<B: Backend + ?Sized>(
     if command.is_read_only() {
         return read(backend, user, settings, command, now_ms, &[]).map(|(output, _)| output);
     }
-    let fetches = if backend.wants_prefetch() {
+    let fetches = if backend.capabilities().prefetch {
         write_fetches(user, settings, command, now_ms)
     } else {
         Vec::new()
@@ -91,7 +91,7 @@ pub(crate) fn read<B: Backend + ?Sized>(
     };
     let txn = backend.begin_read()?;
     let tree = TreeRead::new(&txn, user);
-    if backend.wants_prefetch()
+    if backend.capabilities().prefetch
         && let Ok(parsed) = MemoryPath::parse(path)
     {
         let mut fetches = Vec::new();

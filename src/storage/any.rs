@@ -4,7 +4,7 @@
 use std::ops::ControlFlow;
 
 use super::redb::{RedbBackend, RedbRead};
-use super::{Backend, Fetch, Finish, ReadTxn, Space, Visit, WriteTxn};
+use super::{Backend, Capabilities, Fetch, Finish, ReadTxn, Space, Visit, WriteTxn};
 use crate::error::Error;
 
 #[cfg(feature = "postgres")]
@@ -151,19 +151,11 @@ impl Backend for AnyBackend {
         }
     }
 
-    fn wants_prefetch(&self) -> bool {
+    fn capabilities(&self) -> Capabilities {
         match self {
-            AnyBackend::Redb(_) => false,
+            AnyBackend::Redb(b) => b.capabilities(),
             #[cfg(feature = "postgres")]
-            AnyBackend::Postgres(_) => true,
-        }
-    }
-
-    fn write_lanes(&self) -> usize {
-        match self {
-            AnyBackend::Redb(b) => b.write_lanes(),
-            #[cfg(feature = "postgres")]
-            AnyBackend::Postgres(b) => b.write_lanes(),
+            AnyBackend::Postgres(b) => b.capabilities(),
         }
     }
 

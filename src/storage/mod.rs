@@ -67,6 +67,32 @@ pub enum Space {
     Memories,
 }
 
+/// What a backend declares about itself ([`Backend::capabilities`]), so that its callers choose
+/// how to use it without probing which backend it is.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Capabilities {
+    /// The database lives in this process: a transaction costs no round trip to a server, so
+    /// one thread that runs every write back to back serves writers best (`memkv serve` runs
+    /// one).
+    pub embedded: bool,
+    /// Whether [`ReadTxn::prefetch`] saves anything (round trips): callers skip working out
+    /// their fetches when it does not.
+    pub prefetch: bool,
+    /// How many write transactions group commit may run at once (see `crate::group`). One for
+    /// a database with a single writer; more where the database orders writers of one store
+    /// itself (the store locks of [`Backend::write`]) and flushes concurrent commits together.
+    pub write_lanes: usize,
+}
+
+impl Capabilities {
+    /// A database file in this process with a single writer.
+    pub const EMBEDDED: Capabilities = Capabilities {
+        embedded: true,
+        prefetch: false,
+        write_lanes: 1,
+    };
+}
+
 /// A space's number in each backend's stored keys (see [`Space::numbers`]).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct SpaceNumbers {
@@ -196,17 +222,10 @@ pub trait Backend: Send + Sync {
         self.write(lock, f)
     }
 
-    /// Whether [`ReadTxn::prefetch`] saves anything (round trips): callers skip working out
-    /// their fetches when it does not. By default, no.
-    fn wants_prefetch(&self) -> bool {
-        false
-    }
-
-    /// How many write transactions group commit may run at once (see `crate::group`). One for
-    /// a database with a single writer; more where the database orders writers of one store
-    /// itself (the store locks of [`Backend::write`]) and flushes concurrent commits together.
-    fn write_lanes(&self) -> usize {
-        1
+    /// What this backend is, for the callers that choose how to use it. By default
+    /// [`Capabilities::EMBEDDED`].
+    fn capabilities(&self) -> Capabilities {
+        Capabilities::EMBEDDED
     }
 
     /// Checks the stored bytes beneath the records (page checksums, say) without changing

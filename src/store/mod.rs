@@ -243,7 +243,7 @@ impl Store {
         // command's fetches depend on its arguments alone, not on what the others write; the
         // backend serves later reads from what it fetched, updated by the batch's writes.)
         let nows: Vec<i64> = batch.iter().map(|_| self.now_ms()).collect();
-        let fetches = if self.backend.wants_prefetch() {
+        let fetches = if self.backend.capabilities().prefetch {
             let mut all: Vec<Fetch> = Vec::new();
             for (r, &now) in batch.iter().zip(&nows) {
                 let settings = self.settings(&r.user);

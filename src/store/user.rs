@@ -115,7 +115,7 @@ impl UserHandle<'_> {
             &self.id,
             command,
             self.actor.as_ref(),
-            store.backend.write_lanes(),
+            store.backend.capabilities().write_lanes,
             |batch| store.run_batch(batch),
         )
     }

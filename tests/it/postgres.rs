@@ -457,3 +457,17 @@ fn a_server_refusal_keeps_its_sqlstate() {
     };
     assert_eq!(not_a_server.sqlstate(), None);
 }
+
+#[test]
+fn each_backend_declares_what_it_is() {
+    use memkv::storage::{Backend, Capabilities};
+    let embedded = Store::builder().in_memory().unwrap();
+    assert_eq!(embedded.storage().capabilities(), Capabilities::EMBEDDED);
+    let Some(cluster) = pg::cluster() else { return };
+    let served = Store::open(cluster.fresh_url()).unwrap();
+    let caps = served.storage().capabilities();
+    assert!(
+        !caps.embedded && caps.prefetch && caps.write_lanes > 1,
+        "{caps:?}"
+    );
+}

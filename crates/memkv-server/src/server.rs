@@ -47,10 +47,11 @@ impl Server {
             openapi: crate::openapi::document(config.max_blocks, max_body).to_string(),
             max_body,
             in_flight: Arc::new(Semaphore::new(config.max_in_flight)),
-            // An embedded store counts no round trips: its commands never leave the process.
-            writer: match store.storage().round_trips() {
-                None => Some(Writer::start(Arc::clone(&store))?),
-                Some(_) => None,
+            // An embedded store's commands never leave the process: one writer thread.
+            writer: if memkv::storage::Backend::capabilities(store.storage()).embedded {
+                Some(Writer::start(Arc::clone(&store))?)
+            } else {
+                None
             },
             store,
             keys,

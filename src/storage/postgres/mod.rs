@@ -30,7 +30,7 @@ use std::time::Duration;
 
 use postgres::error::SqlState;
 
-use super::{Backend, Finish, WriteTxn, redact_url};
+use super::{Backend, Capabilities, Finish, WriteTxn, redact_url};
 use crate::error::Error;
 use crate::layout::{LAYOUT_VERSION, OLDEST_MIGRATABLE};
 use memo::Memo;
@@ -348,12 +348,12 @@ impl Backend for PgBackend {
         &self.location
     }
 
-    fn wants_prefetch(&self) -> bool {
-        true
-    }
-
-    fn write_lanes(&self) -> usize {
-        WRITE_LANES
+    fn capabilities(&self) -> Capabilities {
+        Capabilities {
+            embedded: false,
+            prefetch: true,
+            write_lanes: WRITE_LANES,
+        }
     }
 
     fn begin_read(&self) -> Result<PgRead, Error> {
