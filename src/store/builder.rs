@@ -28,6 +28,8 @@ pub struct StoreBuilder {
     retention: Retention,
     /// `None`: [`default_disk_reserve`] of the byte quota.
     disk_reserve: Option<u64>,
+    /// PostgreSQL without its fast path ([`Self::postgres_fast_path`]).
+    no_fast_path: bool,
 }
 
 /// Where a store reads the time: the system clock unless [`StoreBuilder::clock`] sets another.
@@ -157,6 +159,16 @@ impl StoreBuilder {
         self
     }
 
+    /// Whether PostgreSQL writes may take the fast path (default: yes): assume what this process
+    /// last saw of a store instead of reading it, and commit a write whose reads were all
+    /// assumed in one call of a server-side function (docs/postgres.md). Off, every write reads
+    /// what it needs and commits in plain statements: the baseline, slower by a round trip or
+    /// more per write, with the same answers. Nothing for redb.
+    pub fn postgres_fast_path(mut self, on: bool) -> Self {
+        self.no_fast_path = !on;
+        self
+    }
+
     /// Opens the database at `db` for writing, creating it if it does not exist: a redb file at
     /// a path, or a PostgreSQL database at a `postgres://` / `postgresql://` URL (with the
     /// `postgres` feature; its tables are created on first use). Data in an older layout is
@@ -189,7 +201,7 @@ impl StoreBuilder {
 
     fn connect(&self, db: &OsStr, mode: Mode) -> Result<AnyBackend, Error> {
         if let Some(url) = db.to_str().filter(|d| is_postgres_url(d)) {
-            return postgres_backend(url, mode);
+            return postgres_backend(url, mode, !self.no_fast_path);
         }
         let path = Path::new(db);
         let reserve = self
@@ -232,18 +244,20 @@ enum Mode {
 }
 
 #[cfg(feature = "postgres")]
-fn postgres_backend(url: &str, mode: Mode) -> Result<AnyBackend, Error> {
+fn postgres_backend(url: &str, mode: Mode, fast_path: bool) -> Result<AnyBackend, Error> {
     use crate::storage::postgres::{Access, PgBackend};
     let access = match mode {
         Mode::Create => Access::Create,
         Mode::Existing => Access::Existing,
         Mode::ReadOnly => Access::ReadOnly,
     };
-    Ok(AnyBackend::Postgres(PgBackend::connect(url, access)?))
+    let backend = PgBackend::connect(url, access)?;
+    backend.set_fast_path(fast_path);
+    Ok(AnyBackend::Postgres(backend))
 }
 
 #[cfg(not(feature = "postgres"))]
-fn postgres_backend(url: &str, _mode: Mode) -> Result<AnyBackend, Error> {
+fn postgres_backend(url: &str, _mode: Mode, _fast_path: bool) -> Result<AnyBackend, Error> {
     Err(Error::Unsupported {
         location: crate::storage::redact_url(url),
         reason: "this memkv was built without PostgreSQL support (cargo feature `postgres`)".into(),

@@ -471,3 +471,73 @@ fn each_backend_declares_what_it_is() {
         "{caps:?}"
     );
 }
+
+/// The fast path off (`StoreBuilder::postgres_fast_path(false)`): every write reads what it
+/// needs and commits in plain statements, a round trip or more dearer, with the same answers
+/// and the same stored result as with it on.
+#[test]
+fn without_the_fast_path_writes_cost_more_and_answer_the_same() {
+    let Some(cluster) = pg::cluster() else { return };
+    let fast = Store::open(cluster.fresh_url()).unwrap();
+    let slow = Store::builder()
+        .postgres_fast_path(false)
+        .open(cluster.fresh_url())
+        .unwrap();
+    let inputs = [
+        create("/memories/d/a.md"),
+        create("/memories/d/b.md"),
+        create("/memories/d/a.md"),
+        json!({"command": "str_replace", "path": "/memories/d/a.md", "old_str": "x", "new_str": "y"}),
+        json!({"command": "insert", "path": "/memories/d/b.md", "insert_line": 1, "insert_text": "z\n"}),
+        json!({"command": "rename", "old_path": "/memories/d", "new_path": "/memories/e"}),
+        json!({"command": "view", "path": "/memories"}),
+        json!({"command": "delete", "path": "/memories/e/b.md"}),
+    ];
+    let mut trips = (0, 0);
+    for input in &inputs {
+        let answer = |store: &Store, trips: &mut u64| {
+            let u = store.user("same").unwrap();
+            let mut out = None;
+            *trips += count(store, || out = Some(u.execute_json(input).unwrap()));
+            out.unwrap()
+        };
+        let a = answer(&fast, &mut trips.0);
+        let b = answer(&slow, &mut trips.1);
+        assert_eq!(a, b, "{input}");
+    }
+    let files = |store: &Store| {
+        let u = store.user("same").unwrap();
+        u.files()
+            .unwrap()
+            .into_iter()
+            .map(|f| {
+                (
+                    f.path.to_string(),
+                    u.read_file(&f.path.to_string()).unwrap(),
+                )
+            })
+            .collect::<Vec<_>>()
+    };
+    assert_eq!(files(&fast), files(&slow));
+    assert!(
+        trips.1 > trips.0,
+        "fast {} vs baseline {}",
+        trips.0,
+        trips.1
+    );
+    assert!(slow.check().unwrap().is_empty() && fast.check().unwrap().is_empty());
+    // Turned off later, a warm store stops assuming: a create costs more than the one call.
+    let u = fast.user("same").unwrap();
+    let warm = count(&fast, || {
+        assert!(!u.execute_json(&create("/memories/w1.md")).unwrap().is_error)
+    });
+    assert_eq!(warm, 1);
+    let memkv::storage::AnyBackend::Postgres(pg) = fast.storage() else {
+        panic!("a PostgreSQL store")
+    };
+    pg.set_fast_path(false);
+    let cold = count(&fast, || {
+        assert!(!u.execute_json(&create("/memories/w2.md")).unwrap().is_error)
+    });
+    assert!(cold > 1, "{cold}");
+}

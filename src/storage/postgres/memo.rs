@@ -253,6 +253,13 @@ impl Memo {
         }
     }
 
+    /// Forgets every store (the fast path was turned off).
+    pub(crate) fn forget_all(&self) {
+        let mut state = self.lock();
+        state.stores.clear();
+        state.bytes = 0;
+    }
+
     /// A check of `user`'s entries failed: forget them, and assume nothing for a while.
     pub(crate) fn stale(&self, user: &str) {
         let mut state = self.lock();

@@ -81,6 +81,9 @@ pub(crate) struct Shared {
     pub(crate) generic: AtomicBool,
     /// What writes may assume of each store's entries (see [`memo`]).
     pub(crate) memo: Memo,
+    /// Whether writes take the fast path: the memo's assumptions and the one-call commit
+    /// ([`PgBackend::set_fast_path`]).
+    pub(crate) fast_path: AtomicBool,
 }
 
 impl std::fmt::Debug for PgBackend {
@@ -196,6 +199,17 @@ fn backoff(attempt: u32) {
 }
 
 impl PgBackend {
+    /// Turns the fast path of writes on (the default) or off: what the memo knows is assumed
+    /// instead of read, and a write whose reads were all assumed commits in one call
+    /// (`write_fn`). Off, the memo is forgotten and never taught again, and every write runs the
+    /// baseline: reads, then plain statements. The answers are the same either way.
+    pub fn set_fast_path(&self, on: bool) {
+        self.shared.fast_path.store(on, Ordering::Relaxed);
+        if !on {
+            self.shared.memo.forget_all();
+        }
+    }
+
     /// Connects to the database at `url` (`postgres://` or `postgresql://`; `sslmode` and
     /// `sslrootcert` as in libpq's URLs, see the `tls` module), checks memkv's tables and their versions,
     /// and with [`Access::Create`] creates them if they are missing.
@@ -218,6 +232,7 @@ impl PgBackend {
                 merge: AtomicBool::new(false),
                 generic: AtomicBool::new(false),
                 memo: Memo::default(),
+                fast_path: AtomicBool::new(true),
             }),
             location,
             writable: access != Access::ReadOnly,
@@ -382,8 +397,9 @@ impl Backend for PgBackend {
         users.dedup();
         let begin = "BEGIN ISOLATION LEVEL READ COMMITTED;\n";
         let locked: Vec<String> = users.iter().map(|u| (*u).to_owned()).collect();
-        // The first run may assume what the memo knows; a run after a failed check does not.
-        let mut assume = true;
+        // The first run may assume what the memo knows (on the fast path); a run after a failed
+        // check does not.
+        let mut assume = self.shared.fast_path.load(Ordering::Relaxed);
         let mut attempt = 0;
         // After a failed check: its connection, and whether a failed transaction is open on it
         // that the next message ends (saving a round trip of its own).
@@ -437,7 +453,9 @@ impl Backend for PgBackend {
                     committing = true;
                     match session.run("", "COMMIT;") {
                         Ok(_) => {
-                            session.teach_memo();
+                            if self.shared.fast_path.load(Ordering::Relaxed) {
+                                session.teach_memo();
+                            }
                             return Ok(value);
                         }
                         Err(e) => e,
