@@ -10,6 +10,8 @@ use std::process::{Child, ChildStdin, ChildStdout, Command, Stdio};
 
 use serde_json::{Value, json};
 
+use crate::serve::proc::Served;
+
 /// A tmpfs of `size` mounted on a fresh temporary directory, unmounted when dropped.
 struct SmallFs {
     dir: tempfile::TempDir,
@@ -328,27 +330,12 @@ fn serve_on_a_full_disk_answers_507_and_still_deletes() {
     };
     let db: PathBuf = fs.path().join("memkv.redb");
     let keys = tempfile::tempdir().unwrap();
-    let mut child = crate::common::memkv(&db)
-        .arg("--keys")
-        .arg(keys.path().join("keys"))
-        .args(["serve", "--no-auth", "--listen", "127.0.0.1:0"])
-        .stdin(Stdio::null())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .unwrap();
-    let mut line = String::new();
-    BufReader::new(child.stdout.take().unwrap())
-        .read_line(&mut line)
-        .unwrap();
-    let addr = line
-        .trim()
-        .strip_prefix("listening on http://")
-        .unwrap_or_else(|| panic!("{line}"))
-        .to_owned();
+    let keys = keys.path().join("keys");
+    let mut served = Served::start(&db, &["--no-auth", "--keys", keys.to_str().unwrap()]);
+    let addr = served.addr;
     let request = |method: &str, path: &str, body: Option<Value>| -> (u16, Value) {
         let body = body.map(|b| b.to_string()).unwrap_or_default();
-        let mut s = TcpStream::connect(&addr).unwrap();
+        let mut s = TcpStream::connect(addr).unwrap();
         write!(
             s,
             "{method} {path} HTTP/1.1\r\nhost: localhost\r\ncontent-type: application/json\r\nconnection: close\r\ncontent-length: {}\r\n\r\n{body}",
@@ -410,16 +397,8 @@ fn serve_on_a_full_disk_answers_507_and_still_deletes() {
         (200, &json!("Successfully deleted /memories/f1"))
     );
 
-    // SAFETY: kill(2) on our own child's pid.
-    unsafe { libc::kill(child.id() as i32, libc::SIGTERM) };
-    let status = child.wait().unwrap();
-    let mut stderr = String::new();
-    child
-        .stderr
-        .take()
-        .unwrap()
-        .read_to_string(&mut stderr)
-        .unwrap();
+    let status = served.stop_with(libc::SIGTERM);
+    let stderr = served.log();
     assert!(status.success(), "{stderr}");
     assert!(stderr.contains(FULL), "{stderr}");
     let (code, out, err) = memkv(&db, &["check"]);

@@ -253,7 +253,10 @@ fn a_url_names_no_file_and_its_password_is_never_printed() {
 /// async runtime did).
 #[test]
 fn serve_and_mcp_on_postgres_exit_cleanly() {
-    use std::io::{BufRead, BufReader, Read};
+    use std::io::Read;
+    use std::path::Path;
+
+    use crate::serve::proc::Served;
     let Some(cluster) = pg::cluster() else { return };
     let db = cluster.fresh_url();
     ok(&memkv(&db, &["init"], b""));
@@ -261,28 +264,16 @@ fn serve_and_mcp_on_postgres_exit_cleanly() {
     let keys = dir.path().join("keys");
     let keys = keys.to_str().unwrap();
     for signal in [libc::SIGTERM, libc::SIGINT] {
-        let mut child = Command::new(env!("CARGO_BIN_EXE_memkv"))
-            .args(["--db", &db, "--keys", keys, "serve", "--no-auth"])
-            .args(["--listen", "127.0.0.1:0"])
-            .stdin(Stdio::null())
-            .stdout(Stdio::piped())
-            .stderr(Stdio::piped())
-            .spawn()
-            .unwrap();
-        let mut line = String::new();
-        BufReader::new(child.stdout.take().unwrap())
-            .read_line(&mut line)
-            .unwrap();
-        let addr = line.trim().strip_prefix("listening on http://").unwrap();
+        let mut served = Served::start(Path::new(&db), &["--keys", keys, "--no-auth"]);
+        let addr = served.addr;
         // Two requests at once, so the pool holds more than one connection when it closes.
         let answers: Vec<String> = (0..2)
             .map(|i| {
-                let addr = addr.to_owned();
                 std::thread::spawn(move || {
                     let body = format!(
                         r#"{{"command":"create","path":"/memories/{i}.md","file_text":"x"}}"#
                     );
-                    let mut s = std::net::TcpStream::connect(&addr).unwrap();
+                    let mut s = std::net::TcpStream::connect(addr).unwrap();
                     write!(
                         s,
                         "POST /v1/memory_stores/dana/tool HTTP/1.1\r\nhost: localhost\r\ncontent-type: application/json\r\nconnection: close\r\ncontent-length: {}\r\n\r\n{body}",
@@ -301,14 +292,9 @@ fn serve_and_mcp_on_postgres_exit_cleanly() {
         for a in &answers {
             assert!(a.starts_with("HTTP/1.1 200"), "{a}");
         }
-        // SAFETY: kill(2) on our own child's pid.
-        assert_eq!(
-            unsafe { libc::kill(libc::pid_t::try_from(child.id()).unwrap(), signal) },
-            0
-        );
-        let out = child.wait_with_output().unwrap();
-        let err = String::from_utf8_lossy(&out.stderr);
-        assert_eq!(out.status.code(), Some(0), "signal {signal}: {err}");
+        let status = served.stop_with(signal);
+        let err = served.log();
+        assert_eq!(status.code(), Some(0), "signal {signal}: {err}");
         assert!(!err.contains("panic"), "{err}");
     }
     // mcp over stdio: a session that writes, then the end of stdin.

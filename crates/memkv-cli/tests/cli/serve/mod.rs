@@ -5,7 +5,7 @@ mod client;
 mod keys;
 #[cfg(target_os = "linux")]
 mod pinning;
-mod proc;
+pub(crate) mod proc;
 mod protection;
 
 use std::process::Stdio;
