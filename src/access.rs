@@ -16,6 +16,7 @@
 use std::collections::HashMap;
 use std::sync::{Mutex, MutexGuard, PoisonError};
 
+use crate::change::Changes;
 use crate::error::Error;
 use crate::history::Retention;
 use crate::history::append::Recorder;
@@ -89,13 +90,18 @@ impl PendingAccess {
 
 /// Writes `notes` in `txn`: each file that still exists gets the later of its recorded and its
 /// noted time.
-pub(crate) fn apply<T: WriteTxn + ?Sized>(txn: &mut T, notes: &[Note]) -> Result<(), Error> {
+pub(crate) fn apply<T: WriteTxn + ?Sized>(
+    txn: &mut T,
+    notes: &[Note],
+    changes: &Changes,
+) -> Result<(), Error> {
     for (user, path, t) in notes {
-        // A read changes no memory: nothing is recorded.
+        // A read changes no memory: nothing is recorded (a touch appends no version).
         let rec = Recorder {
             actor: None,
             now_ms: *t,
             retention: Retention::NONE,
+            changes,
         };
         let mut tree = Tree::new(txn, user, rec);
         if let Some(Node::File(meta)) = tree.read().node(path)?

@@ -40,7 +40,9 @@
 //! - `messages`: every model-facing string, and nothing else.
 //! - `exec` and `tree`: the commands' semantics and the directory index with its aggregates,
 //!   written once over the seam; `limits` and `secrets`: what every write is checked against.
-//! - `group`: group commit, so that concurrent writers share transactions and flushes;
+//! - `pipeline`: the one path of every write: group commit (concurrent writers, blocking or
+//!   async, share transactions and flushes), the transaction wrapper, and the commit hooks;
+//!   `change`: what a committed write changed ([`Change`]), as [`CommitHook`]s see it;
 //!   `access`: access times noted by views, written with the next writes.
 //! - [`storage`]: the narrow transactional seam; [`storage::redb`] is the embedded default and
 //!   holds every table definition, its [arrangement version](storage::redb::REDB_FORMAT) and
@@ -65,11 +67,11 @@
 mod access;
 mod backup;
 mod blocks;
+mod change;
 mod check;
 pub mod command;
 mod error;
 mod exec;
-mod group;
 mod history;
 pub mod json;
 mod layout;
@@ -79,6 +81,7 @@ mod memories;
 mod messages;
 mod migrate;
 pub mod path;
+mod pipeline;
 pub mod protocol;
 mod secrets;
 pub mod storage;
@@ -97,6 +100,7 @@ pub use backup::{
     Conflict, EXPORT_FORMAT, EXPORT_VERSION, ExportFile, ImportSource, Progress, Skipped, Summary,
 };
 pub use blocks::{TOOL_NAME, ToolOutput, ToolResult, ToolUse};
+pub use change::{Change, ChangeKind, CommitHook};
 pub use command::{Command, InputError, ViewRange};
 pub use error::{DatabaseError, Error};
 pub use history::{

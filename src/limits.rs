@@ -3,6 +3,7 @@
 use std::collections::BTreeMap;
 use std::time::Duration;
 
+use crate::change::Changes;
 use crate::history::append::Recorder;
 use crate::history::{Actor, Retention};
 use crate::secrets::SecretPolicy;
@@ -106,12 +107,18 @@ pub(crate) struct Settings {
 }
 
 impl Settings {
-    /// What a write at `now_ms` by `actor` records its changes with.
-    pub fn recorder(&self, now_ms: i64, actor: Option<&Actor>) -> Recorder {
+    /// What a write at `now_ms` by `actor` records its changes with, noting them in `changes`.
+    pub fn recorder<'c>(
+        &self,
+        now_ms: i64,
+        actor: Option<&Actor>,
+        changes: &'c Changes,
+    ) -> Recorder<'c> {
         Recorder {
             actor: actor.cloned(),
             now_ms,
             retention: self.retention,
+            changes,
         }
     }
 

@@ -4,17 +4,18 @@
 //! policy, and changes nothing when refused.
 
 use std::ops::ControlFlow;
+use std::sync::Arc;
 
 use crate::error::Error;
 use crate::exec;
-use crate::history::append::Recorder;
 use crate::history::record;
 use crate::history::{ApiRefusal, Memory, MemoryId, Page};
 use crate::layout::{self, FileMeta, Node};
 use crate::limits::Settings;
 use crate::messages;
 use crate::path::MemoryPath;
-use crate::storage::{Backend, Finish, ReadTxn, Space, WriteTxn};
+use crate::pipeline::jobs::TreeJob;
+use crate::storage::{Backend, ReadTxn, Space, WriteTxn};
 use crate::store::UserHandle;
 use crate::tree::{Tree, TreeRead};
 
@@ -121,37 +122,26 @@ fn written<T: ReadTxn + ?Sized>(
 }
 
 impl UserHandle<'_> {
-    /// Runs `f` over this store's tree in one write transaction (after the expiry sweep), and
-    /// commits only when it returns `Ok(Ok(_))`. `frees_space`: a write that frees space (see
-    /// [`crate::storage::Backend::write_freeing`]).
-    pub(crate) fn write_tree<R>(
+    /// Runs `f` over this store's tree through the write pipeline (batched with other writes,
+    /// after the expiry sweep); committed only when it returns `Ok(Ok(_))`, and a refusal has
+    /// written nothing (every refusal is found before the first write). `frees_space`: a write
+    /// that frees space (see [`crate::storage::Backend::write_freeing`]).
+    pub(crate) fn write_tree<R: Send + 'static>(
         &self,
         frees_space: bool,
-        mut f: impl FnMut(
+        f: impl FnMut(
             &mut Tree<'_, dyn WriteTxn + '_>,
             &Settings,
-        ) -> Result<Result<R, ApiRefusal>, Error>,
+        ) -> Result<Result<R, ApiRefusal>, Error>
+        + Send
+        + 'static,
     ) -> Result<Result<R, ApiRefusal>, Error> {
-        let store = self.store;
-        let settings = store.settings(&self.id);
-        let now = store.now_ms();
-        let run = |txn: &mut dyn WriteTxn| {
-            let rec: Recorder = settings.recorder(now, self.actor.as_ref());
-            let mut tree = Tree::new(txn, &self.id, rec);
-            exec::sweep(&mut tree, settings.expiry_cutoff(now))?;
-            let result = f(&mut tree, &settings)?;
-            let finish = if result.is_ok() {
-                Finish::Commit
-            } else {
-                Finish::Abort
-            };
-            Ok((result, finish))
-        };
-        if frees_space {
-            store.backend.write_freeing(&[&self.id], run)
-        } else {
-            store.backend.write(&[&self.id], run)
-        }
+        self.store.submit(Box::new(TreeJob {
+            user: Arc::clone(&self.id),
+            actor: self.actor.clone(),
+            frees_space,
+            write: Box::new(f),
+        }))
     }
 
     /// Creates a memory at the model path `path` (`/memories/…`).
@@ -169,7 +159,8 @@ impl UserHandle<'_> {
             Ok(path) => path,
             Err(refusal) => return Ok(Err(refusal)),
         };
-        self.write_tree(false, |tree, settings| {
+        let content = content.to_owned();
+        self.write_tree(false, move |tree, settings| {
             if tree.archived()? {
                 return Ok(Err(ApiRefusal::Archived));
             }
@@ -184,7 +175,7 @@ impl UserHandle<'_> {
                     parent: parent.to_string(),
                 }));
             }
-            if let Err(refusal) = store_content(tree, settings, &path, content, None)? {
+            if let Err(refusal) = store_content(tree, settings, &path, &content, None)? {
                 return Ok(Err(refusal));
             }
             Ok(Ok(written(&tree.read(), &path, false)?))
@@ -232,11 +223,13 @@ impl UserHandle<'_> {
             Ok(to) => to,
             Err(refusal) => return Ok(Err(refusal)),
         };
-        self.write_tree(false, |tree, settings| {
+        let content = content.map(str::to_owned);
+        self.write_tree(false, move |tree, settings| {
             if tree.archived()? {
                 return Ok(Err(ApiRefusal::Archived));
             }
-            let Some((from, meta)) = find(tree.read().txn(), &self.id, id)? else {
+            let user = tree.read().user().to_owned();
+            let Some((from, meta)) = find(tree.read().txn(), &user, id)? else {
                 return Ok(Err(ApiRefusal::NotFound));
             };
             if let Some(expected) = expected_sha256
@@ -261,8 +254,8 @@ impl UserHandle<'_> {
                 }
             }
             let current;
-            let content = match content {
-                Some(content) => content,
+            let content = match &content {
+                Some(content) => content.as_str(),
                 None => {
                     current = tree
                         .read()
@@ -293,8 +286,9 @@ impl UserHandle<'_> {
         id: MemoryId,
         expected_sha256: Option<[u8; 32]>,
     ) -> Result<Result<(), ApiRefusal>, Error> {
-        self.write_tree(true, |tree, _| {
-            let Some((path, meta)) = find(tree.read().txn(), &self.id, id)? else {
+        self.write_tree(true, move |tree, _| {
+            let user = tree.read().user().to_owned();
+            let Some((path, meta)) = find(tree.read().txn(), &user, id)? else {
                 return Ok(Err(ApiRefusal::NotFound));
             };
             if let Some(expected) = expected_sha256

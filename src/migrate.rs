@@ -9,6 +9,7 @@ use std::ops::ControlFlow;
 
 use serde::{Deserialize, Serialize};
 
+use crate::change::Hooks;
 use crate::error::Error;
 use crate::history::body::Body;
 use crate::history::record::{self, IdEntry, StoreRecord, VersionRecord};
@@ -16,16 +17,18 @@ use crate::history::{Actor, Operation, Redaction};
 use crate::layout::LAYOUT_VERSION as FORMAT_VERSION;
 use crate::layout::{self, FileMeta, Node, Totals, UserTotals};
 use crate::path::MemoryPath;
-use crate::storage::{Backend, Finish, ReadTxn, Space, WriteTxn};
+use crate::storage::{AnyBackend, Backend, Finish, ReadTxn, Space, WriteTxn};
 
 /// Brings the data in `backend` to [`FORMAT_VERSION`]. A read-only backend holding older data is
 /// refused with [`Error::NeedsMigration`]. The backend has already refused unknown versions.
-pub(crate) fn upgrade<B: Backend>(backend: &B) -> Result<(), Error> {
+/// Runs through the write pipeline's [`crate::pipeline::transact`]; it changes the layout, not
+/// a memory, so it notes no change for `hooks`.
+pub(crate) fn upgrade(backend: &AnyBackend, hooks: &Hooks) -> Result<(), Error> {
     let found = backend.begin_read()?.layout_version()?;
     if found == FORMAT_VERSION {
         return Ok(());
     }
-    let result = backend.write(&[], |txn| {
+    let result = crate::pipeline::transact(backend, hooks, &[], false, |txn, _| {
         // Re-read inside the write transaction: another process may have migrated meanwhile.
         let mut version = txn.layout_version()?;
         while version < FORMAT_VERSION {

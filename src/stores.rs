@@ -5,6 +5,7 @@ use std::collections::BTreeMap;
 use std::io::Read;
 use std::ops::ControlFlow;
 
+use crate::change::{Change, ChangeKind};
 use crate::error::Error;
 use crate::history::record::{self, StoreRecord};
 use crate::history::{ApiRefusal, StoreInfo};
@@ -55,11 +56,12 @@ impl Store {
         store.name = name.to_owned();
         store.description = description.to_owned();
         store.metadata = metadata.clone().into_iter().collect();
-        self.backend.write(&[&id], |txn| {
+        self.transact(&[&id], false, |txn, changes| {
             if record::store_record(txn, &id)?.is_some() {
                 return Err(Error::Corrupt(format!("store id {id} was drawn twice")));
             }
             record::put_store_record(txn, &id, &store)?;
+            changes.note(Change::of_store(ChangeKind::StoreCreated, &id, now));
             Ok(((), Finish::Commit))
         })?;
         Ok(info_of(&id, store))
@@ -171,7 +173,7 @@ impl Store {
             return Ok(Err(ApiRefusal::NotFound));
         }
         let now = self.now_ms();
-        self.backend.write(&[id], |txn| {
+        self.transact(&[id], false, |txn, changes| {
             let Some(mut r) = record::store_record(txn, id)? else {
                 return Ok((Err(ApiRefusal::NotFound), Finish::Abort));
             };
@@ -184,6 +186,12 @@ impl Store {
             }
             r.updated_ms = now;
             record::put_store_record(txn, id, &r)?;
+            let kind = if before.archived_ms.is_none() && r.archived_ms.is_some() {
+                ChangeKind::StoreArchived
+            } else {
+                ChangeKind::StoreUpdated
+            };
+            changes.note(Change::of_store(kind, id, now));
             Ok((Ok(info_of(id, r)), Finish::Commit))
         })
     }
@@ -196,7 +204,8 @@ impl Store {
         if validate_user(id).is_err() {
             return Ok(false);
         }
-        self.backend.write_freeing(&[id], |txn| {
+        let now = self.now_ms();
+        self.transact(&[id], true, |txn, changes| {
             let exists = record::store_record(txn, id)?.is_some()
                 || txn.get(Space::Totals, id, &[])?.is_some();
             if !exists {
@@ -205,6 +214,7 @@ impl Store {
             for space in Space::ALL {
                 txn.remove_range(space, id, &[], &ALL_KEYS_END)?;
             }
+            changes.note(Change::of_store(ChangeKind::StoreDeleted, id, now));
             Ok((true, Finish::Commit))
         })
     }

@@ -3,9 +3,9 @@
 use std::ops::ControlFlow;
 
 use crate::error::Error;
+use crate::history::content;
 use crate::history::record::{self, VersionRecord};
 use crate::history::{Actor, ApiRefusal, Memory, MemoryId, Operation, Page, Version, VersionId};
-use crate::history::{append, content};
 use crate::layout::Node;
 use crate::memories::{self, store_content};
 use crate::path::MemoryPath;
@@ -167,10 +167,8 @@ impl UserHandle<'_> {
     /// # Errors
     /// A storage failure. Refusals: [`ApiRefusal::NotFound`], [`ApiRefusal::LiveVersion`].
     pub fn redact(&self, id: VersionId) -> Result<Result<Version, ApiRefusal>, Error> {
-        self.write_tree(true, |tree, _| {
-            let now = tree.now_ms();
-            let by = self.actor.clone();
-            let user = self.id.to_string();
+        self.write_tree(true, move |tree, _| {
+            let user = tree.read().user().to_owned();
             if let Some(record) = record::version(tree.txn(), &user, id.0)?
                 && record.redacted.is_none()
                 && record::memory_path_key(tree.txn(), &user, record.memory)?.is_some()
@@ -180,7 +178,7 @@ impl UserHandle<'_> {
                     memory: MemoryId(record.memory).to_string(),
                 }));
             }
-            match append::redact(tree.txn(), &user, id.0, by, now)? {
+            match tree.redact(id.0)? {
                 Some(record) => Ok(Ok(version_of(tree.txn(), &user, id.0, record, false)?)),
                 None => Ok(Err(ApiRefusal::NotFound)),
             }
@@ -195,23 +193,24 @@ impl UserHandle<'_> {
     /// (redacted, or a deletion), [`ApiRefusal::PathExists`], [`ApiRefusal::ParentIsFile`],
     /// [`ApiRefusal::Limit`], [`ApiRefusal::Archived`].
     pub fn restore(&self, id: VersionId) -> Result<Result<Memory, ApiRefusal>, Error> {
-        self.write_tree(false, |tree, settings| {
+        self.write_tree(false, move |tree, settings| {
             if tree.archived()? {
                 return Ok(Err(ApiRefusal::Archived));
             }
-            let Some(record) = record::version(tree.read().txn(), &self.id, id.0)? else {
+            let user = tree.read().user().to_owned();
+            let Some(record) = record::version(tree.read().txn(), &user, id.0)? else {
                 return Ok(Err(ApiRefusal::NotFound));
             };
             if record.redacted.is_some() {
                 return Ok(Err(ApiRefusal::NotRestorable("it is redacted".into())));
             }
-            let content = content::content(tree.read().txn(), &self.id, id.0, &record)?;
+            let content = content::content(tree.read().txn(), &user, id.0, &record)?;
             let (Some(content), Some(path)) = (content, record.path) else {
                 return Ok(Err(ApiRefusal::NotRestorable(
                     "it records a deletion".into(),
                 )));
             };
-            let live = memories::find(tree.read().txn(), &self.id, MemoryId(record.memory))?;
+            let live = memories::find(tree.read().txn(), &user, MemoryId(record.memory))?;
             let path = match live {
                 Some((current, meta)) => {
                     if let Err(refusal) =

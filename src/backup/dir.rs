@@ -11,7 +11,7 @@ use super::{Conflict, Entry, Progress, Skipped, Summary, io_error};
 use crate::error::Error;
 use crate::layout::FileMeta;
 use crate::path::MemoryPath;
-use crate::storage::{Backend, Finish};
+use crate::storage::Finish;
 use crate::store::{Store, UserHandle, validate_user};
 
 impl Store {
@@ -72,11 +72,11 @@ impl Store {
         let total = entries.len() as u64;
         let mut fetches = Vec::new();
         crate::tree::index_fetches(user, &mut fetches);
-        let summary = self.backend.write(&[user], |txn| {
+        let summary = self.transact(&[user], false, |txn, changes| {
             txn.prefetch(&fetches, false)?;
             let mut summary = Summary::default();
             for (i, (rel, entry)) in entries.iter().enumerate() {
-                self.apply(txn, entry, conflict, &mut summary)
+                self.apply(txn, changes, entry, conflict, &mut summary)
                     .map_err(|reason| Error::Io {
                         path: dir.join(rel),
                         source: io::Error::other(reason),

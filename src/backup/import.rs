@@ -9,6 +9,7 @@ use super::history;
 use super::source::{ImportSource, for_each_line};
 use super::verify::{guarded, selected};
 use super::{Conflict, Entry, Line, Progress, Summary, hex, import_error};
+use crate::change::{Change, ChangeKind, Changes};
 use crate::error::Error;
 use crate::exec;
 use crate::history::append;
@@ -18,7 +19,7 @@ use crate::history::{Actor, MemoryId, VersionId};
 use crate::layout::{self, FileMeta, Node};
 use crate::messages;
 use crate::path::MemoryPath;
-use crate::storage::{Backend, Finish, Space, WriteTxn};
+use crate::storage::{Finish, Space, WriteTxn};
 use crate::store::Store;
 use crate::tree::Tree;
 
@@ -59,7 +60,7 @@ impl Store {
         for user in &lock {
             crate::tree::index_fetches(user, &mut fetches);
         }
-        self.backend.write(&lock, |txn| {
+        self.transact(&lock, false, |txn, changes| {
             // One round trip for every read of the import (on a networked backend).
             txn.prefetch(&fetches, false)?;
             let mut digest = Sha256::new();
@@ -129,12 +130,14 @@ impl Store {
                         };
                         imported.insert(entry.user.clone());
                         let applied = if exact {
-                            self.restore_entry(txn, &entry, &mut summary).map(|sha256| {
-                                latest.insert((entry.user.clone(), entry.meta.version), sha256);
-                                chains.insert((entry.user.clone(), entry.meta.memory), (0, true));
-                            })
+                            self.restore_entry(txn, changes, &entry, &mut summary)
+                                .map(|sha256| {
+                                    latest.insert((entry.user.clone(), entry.meta.version), sha256);
+                                    chains
+                                        .insert((entry.user.clone(), entry.meta.memory), (0, true));
+                                })
                         } else {
-                            self.apply(txn, &entry, conflict, &mut summary)
+                            self.apply(txn, changes, &entry, conflict, &mut summary)
                         };
                         applied.map_err(|reason| import_error(n, reason))?;
                         done += 1;
@@ -182,6 +185,8 @@ impl Store {
             for (user, store) in &stores {
                 if let Some(store) = store {
                     record::put_store_record(txn, user, store)?;
+                    let now = self.now_ms();
+                    changes.note(Change::of_store(ChangeKind::StoreCreated, user, now));
                 }
             }
             // The file must not have changed since it was verified.
@@ -201,12 +206,13 @@ impl Store {
     pub(super) fn apply(
         &self,
         txn: &mut dyn WriteTxn,
+        changes: &Changes,
         entry: &Entry,
         conflict: Conflict,
         summary: &mut Summary,
     ) -> Result<(), String> {
         let settings = self.settings(&entry.user);
-        let rec = settings.recorder(self.now_ms(), Some(&Actor::operator()));
+        let rec = settings.recorder(self.now_ms(), Some(&Actor::operator()), changes);
         let mut tree = Tree::new(txn, &entry.user, rec);
         let fail = |e: Error| e.to_string();
         if tree.archived().map_err(fail)? {
@@ -275,11 +281,13 @@ impl Store {
     fn restore_entry(
         &self,
         txn: &mut dyn WriteTxn,
+        changes: &Changes,
         entry: &Entry,
         summary: &mut Summary,
     ) -> Result<[u8; 32], String> {
         let settings = self.settings(&entry.user);
-        let mut tree = Tree::new(txn, &entry.user, settings.recorder(self.now_ms(), None));
+        let rec = settings.recorder(self.now_ms(), Some(&Actor::operator()), changes);
+        let mut tree = Tree::new(txn, &entry.user, rec);
         let (content, _) = exec::guard(settings.secrets, &entry.content).map_err(|why| {
             format!(
                 "{}: {}",

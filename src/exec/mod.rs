@@ -5,19 +5,18 @@
 //! is dropped uncommitted, so an error never changes stored data.
 //!
 //! Invariant: every command finds all of its model errors *before its first write*. Group commit
-//! (`crate::group`) relies on it: a failing command in a shared transaction leaves no trace, so
+//! (`crate::pipeline`) relies on it: a failing command in a shared transaction leaves no trace, so
 //! the others in its batch can commit. The expired-file sweep that precedes a command is not part
 //! of it: it changes nothing visible.
 
 use crate::blocks::ToolOutput;
-use crate::command::Command;
+use crate::command::{Command, ViewRange};
 use crate::error::Error;
-use crate::history::Actor;
 use crate::layout::{Node, Totals};
 use crate::limits::Settings;
 use crate::messages;
 use crate::path::MemoryPath;
-use crate::storage::{Backend, Fetch, Finish, ReadTxn, WriteTxn};
+use crate::storage::{Backend, Fetch, ReadTxn, WriteTxn};
 use crate::tree::{self, Tree, TreeRead};
 
 /// Parses `raw` or returns the model-facing path error from the enclosing function. (Defined
@@ -36,43 +35,6 @@ mod view;
 
 pub(crate) use edit::{check_limits, guard};
 
-/// Runs `command` for `user` in its own transaction (a `view` in a read snapshot, noting
-/// nothing; see [`read`]).
-pub(crate) fn execute<B: Backend + ?Sized>(
-    backend: &B,
-    user: &str,
-    settings: &Settings,
-    command: &Command,
-    now_ms: i64,
-    actor: Option<&Actor>,
-) -> Result<ToolOutput, Error> {
-    if command.is_read_only() {
-        return read(backend, user, settings, command, now_ms, &[]).map(|(output, _)| output);
-    }
-    let fetches = if backend.capabilities().prefetch {
-        write_fetches(user, settings, command, now_ms)
-    } else {
-        Vec::new()
-    };
-    let run = |txn: &mut dyn WriteTxn| {
-        txn.prefetch(&fetches, false)?;
-        let mut tree = Tree::new(txn, user, settings.recorder(now_ms, actor));
-        sweep(&mut tree, settings.expiry_cutoff(now_ms))?;
-        let output = write(&mut tree, settings, command, now_ms)?;
-        let finish = if output.is_error {
-            Finish::Abort
-        } else {
-            Finish::Commit
-        };
-        Ok((output, finish))
-    };
-    if command.frees_space() {
-        backend.write_freeing(&[user], run)
-    } else {
-        backend.write(&[user], run)
-    }
-}
-
 /// Runs a read-only command (`view`) in a read snapshot. `used` are files noted as used but not
 /// yet recorded (`crate::access`): live whatever their recorded time. Also returns the file
 /// viewed when its recorded access time is older than the granularity: the caller notes it.
@@ -81,14 +43,10 @@ pub(crate) fn read<B: Backend + ?Sized>(
     backend: &B,
     user: &str,
     settings: &Settings,
-    command: &Command,
+    (path, view_range): (&str, Option<ViewRange>),
     now_ms: i64,
     used: &[MemoryPath],
 ) -> Result<(ToolOutput, Option<MemoryPath>), Error> {
-    let Command::View { path, view_range } = command else {
-        return execute(backend, user, settings, command, now_ms, None)
-            .map(|output| (output, None));
-    };
     let txn = backend.begin_read()?;
     let tree = TreeRead::new(&txn, user);
     if backend.capabilities().prefetch
@@ -101,7 +59,7 @@ pub(crate) fn read<B: Backend + ?Sized>(
         tree.prefetch(&fetches, false)?;
     }
     let expired = Expired::load(&tree, settings.expiry_cutoff(now_ms))?.except(used);
-    let (output, viewed) = view::view(&tree, &settings.limits, &expired, path, *view_range)?;
+    let (output, viewed) = view::view(&tree, &settings.limits, &expired, path, view_range)?;
     let stale = viewed
         .filter(|(_, meta)| meta.accessed_ms < now_ms.saturating_sub(settings.granularity_ms))
         .map(|(path, _)| path);

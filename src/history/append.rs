@@ -11,20 +11,23 @@ use super::record::{
     put_new_id_entry, put_new_version, put_store_record, put_version, seq_key, store_record,
     version,
 };
-use super::{Actor, HistoryTotals, Operation, Redaction, Retention};
+use super::{Actor, HistoryTotals, MemoryId, Operation, Redaction, Retention, VersionId};
+use crate::change::{self, ChangeKind, Changes};
 use crate::error::Error;
 use crate::layout;
 use crate::path::MemoryPath;
 use crate::storage::{Fetch, ReadTxn, Space, WriteTxn};
 use crate::time::millis;
 
-/// Who writes, when, and how much history the store keeps: what a write transaction's changes
-/// are recorded with.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub(crate) struct Recorder {
+/// Who writes, when, how much history the store keeps, and where the transaction's changes are
+/// noted for the commit hooks (`crate::change`): what a write transaction's changes are
+/// recorded with.
+#[derive(Debug, Clone)]
+pub(crate) struct Recorder<'c> {
     pub actor: Option<Actor>,
     pub now_ms: i64,
     pub retention: Retention,
+    pub changes: &'c Changes,
 }
 
 /// What one change to a memory records.
@@ -37,15 +40,17 @@ pub(crate) struct Change<'a> {
     /// The content after the change; `None` for a deletion.
     pub content: Option<&'a str>,
     pub sha256: Option<[u8; 32]>,
+    /// The content is the memory's previous content (a move that changes nothing else).
+    pub unchanged: bool,
 }
 
-/// A memory before a change: its id, its latest version, that version's content, and whether
-/// the change moves it to another path.
+/// A memory before a change: its id, its latest version, that version's content, and the path
+/// it leaves when the change moves it.
 pub(crate) struct Previous<'a> {
     pub memory: u64,
     pub version: u64,
     pub content: Before<'a>,
-    pub moved: bool,
+    pub moved_from: Option<&'a MemoryPath>,
 }
 
 /// Where the content of a memory's latest version is, before a change.
@@ -59,11 +64,11 @@ pub(crate) enum Before<'a> {
 /// Appends the version of `change` for `user` and returns `(memory, version)` numbers. Takes
 /// the next sequence number from the store's record (creating the record on the store's first
 /// write), retires the memory's previous version (`crate::history::body`), then prunes what
-/// `rec.retention` no longer keeps.
+/// `rec.retention` no longer keeps, and notes the change for the commit hooks.
 pub(crate) fn append<T: WriteTxn + ?Sized>(
     txn: &mut T,
     user: &str,
-    rec: &Recorder,
+    rec: &Recorder<'_>,
     change: Change<'_>,
 ) -> Result<(u64, u64), Error> {
     let mut store = store_record(txn, user)?.unwrap_or_else(|| StoreRecord::new(user, rec.now_ms));
@@ -81,7 +86,7 @@ pub(crate) fn append<T: WriteTxn + ?Sized>(
         (Operation::Deleted, _) => {
             put_id_entry(txn, user, memory, &IdEntry::Deleted { latest: seq })?
         }
-        (_, Some(previous)) if !previous.moved => {} // same path: the entry stands
+        (_, Some(previous)) if previous.moved_from.is_none() => {} // same path: the entry stands
         (_, Some(_)) => {
             let key = layout::content_key(change.path);
             put_id_entry(txn, user, memory, &IdEntry::Live(key))?
@@ -128,6 +133,27 @@ pub(crate) fn append<T: WriteTxn + ?Sized>(
     }
     prune(txn, user, &mut store, &rec.retention, rec.now_ms)?;
     put_store_record(txn, user, &store)?;
+    let moved_from = change.previous.as_ref().and_then(|p| p.moved_from);
+    let kind = match change.operation {
+        Operation::Created => ChangeKind::MemoryCreated,
+        Operation::Deleted => ChangeKind::MemoryDeleted,
+        Operation::Modified if moved_from.is_some() && change.unchanged => {
+            ChangeKind::MemoryRenamed
+        }
+        Operation::Modified => ChangeKind::MemoryModified,
+    };
+    rec.changes.note(change::Change {
+        kind,
+        store: user.to_owned(),
+        memory: Some(MemoryId(memory)),
+        version: Some(VersionId(seq)),
+        path: Some(change.path.to_string()),
+        previous_path: moved_from.map(ToString::to_string),
+        sha256: change.sha256,
+        size: change.content.map(|c| c.len() as u64),
+        actor: rec.actor.clone(),
+        at_ms: rec.now_ms,
+    });
     Ok((memory, seq))
 }
 

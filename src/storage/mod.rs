@@ -78,7 +78,7 @@ pub struct Capabilities {
     /// Whether [`ReadTxn::prefetch`] saves anything (round trips): callers skip working out
     /// their fetches when it does not.
     pub prefetch: bool,
-    /// How many write transactions group commit may run at once (see `crate::group`). One for
+    /// How many write transactions group commit may run at once (see `crate::pipeline`). One for
     /// a database with a single writer; more where the database orders writers of one store
     /// itself (the store locks of [`Backend::write`]) and flushes concurrent commits together.
     pub write_lanes: usize,

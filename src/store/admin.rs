@@ -148,8 +148,8 @@ impl Store {
                 let txn = self.backend.begin_read()?;
                 TreeRead::new(&txn, &user.user).unused_since(cutoff)?
             } else {
-                self.backend.write_freeing(&[&user.user], |txn| {
-                    let rec = self.settings(&user.user).recorder(now, None);
+                self.transact(&[&user.user], true, |txn, changes| {
+                    let rec = self.settings(&user.user).recorder(now, None, changes);
                     let swept = exec::sweep(&mut Tree::new(txn, &user.user, rec), Some(cutoff))?;
                     Ok((swept, Finish::Commit))
                 })?
@@ -185,7 +185,9 @@ impl Store {
         let mut out = Vec::new();
         for user in users {
             let retention = self.settings(&user).retention;
-            let pruned = self.backend.write_freeing(&[&user], |txn| {
+            // Pruning drops versions no one can ask for any more; it changes no memory, so it
+            // notes no change.
+            let pruned = self.transact(&[&user], true, |txn, _| {
                 let Some(mut record) = store_record(txn, &user)? else {
                     return Ok((None, Finish::Abort));
                 };

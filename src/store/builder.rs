@@ -7,18 +7,19 @@ use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use super::Store;
 use crate::access::PendingAccess;
+use crate::change::{CommitHook, Hooks};
 use crate::error::Error;
-use crate::group::GroupCommit;
 use crate::history::Retention;
 use crate::limits::{Expiry, Limits};
 use crate::migrate;
+use crate::pipeline::Pipeline;
 use crate::secrets::SecretPolicy;
 use crate::storage::redb::{RedbBackend, default_disk_reserve};
 use crate::storage::{AnyBackend, is_postgres_url};
 
 /// Configures a [`Store`]. Every limit defaults to PROTOCOL.md's value ([`Limits::DEFAULT`]);
 /// expiry is off and the secrets policy is [`SecretPolicy::Reject`] unless set.
-#[derive(Debug, Clone, Default)]
+#[derive(Clone, Default)]
 pub struct StoreBuilder {
     limits: Limits,
     expiry: Expiry,
@@ -30,6 +31,7 @@ pub struct StoreBuilder {
     disk_reserve: Option<u64>,
     /// PostgreSQL without its fast path ([`Self::postgres_fast_path`]).
     no_fast_path: bool,
+    hooks: Vec<Arc<dyn CommitHook>>,
 }
 
 /// Where a store reads the time: the system clock unless [`StoreBuilder::clock`] sets another.
@@ -57,7 +59,30 @@ impl std::fmt::Debug for Clock {
     }
 }
 
+impl std::fmt::Debug for StoreBuilder {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("StoreBuilder")
+            .field("limits", &self.limits)
+            .field("expiry", &self.expiry)
+            .field("secrets", &self.secrets)
+            .field("clock", &self.clock)
+            .field("shared", &self.shared)
+            .field("retention", &self.retention)
+            .field("disk_reserve", &self.disk_reserve)
+            .field("no_fast_path", &self.no_fast_path)
+            .field("hooks", &self.hooks.len())
+            .finish()
+    }
+}
+
 impl StoreBuilder {
+    /// Adds a hook that sees every committed change, of every face (see [`CommitHook`]);
+    /// hooks are called in the order they were added.
+    pub fn commit_hook(mut self, hook: Arc<dyn CommitHook>) -> Self {
+        self.hooks.push(hook);
+        self
+    }
+
     /// What to do with secrets in content about to be written. Default = [`SecretPolicy::Reject`].
     pub fn secrets(mut self, policy: SecretPolicy) -> Self {
         self.secrets = policy;
@@ -221,7 +246,8 @@ impl StoreBuilder {
 
     /// A store over any [`Backend`]; migrates older formats when the backend is writable.
     pub fn backend(self, backend: AnyBackend) -> Result<Store, Error> {
-        migrate::upgrade(&backend)?;
+        let hooks = Hooks::new(self.hooks);
+        migrate::upgrade(&backend, &hooks)?;
         Ok(Store {
             backend,
             limits: self.limits,
@@ -229,7 +255,7 @@ impl StoreBuilder {
             secrets: self.secrets,
             clock: self.clock,
             retention: self.retention,
-            group: GroupCommit::default(),
+            pipeline: Pipeline::new(hooks),
             access: PendingAccess::default(),
         })
     }

@@ -14,17 +14,17 @@ use std::sync::Arc;
 
 use crate::access::{self, PendingAccess};
 use crate::blocks::ToolOutput;
+use crate::change::Changes;
 use crate::command::Command;
 use crate::error::Error;
-use crate::exec;
-use crate::group::{GroupCommit, Request};
 use crate::history::{Actor, Retention};
 use crate::limits::{Expiry, Limits, Settings};
 use crate::path::MemoryPath;
+use crate::pipeline::jobs::ToolJob;
+use crate::pipeline::{self, Job, Pipeline};
 use crate::secrets::SecretPolicy;
-use crate::storage::{AnyBackend, Backend, Fetch, Finish};
+use crate::storage::{AnyBackend, Backend, Finish, WriteTxn};
 use crate::time::millis;
-use crate::tree::Tree;
 
 /// Longest accepted user id, in UTF-8 bytes.
 pub const MAX_USER_ID_BYTES: usize = 256;
@@ -41,9 +41,9 @@ pub struct Store {
     secrets: SecretPolicy,
     clock: Clock,
     retention: Retention,
-    group: GroupCommit,
+    pub(crate) pipeline: Pipeline,
     /// Access times noted by views, written with the next writes (see [`crate::access`]).
-    access: PendingAccess,
+    pub(crate) access: PendingAccess,
 }
 
 /// Access times that views noted are written before the store goes (best effort: a failure
@@ -155,14 +155,29 @@ impl Store {
         self.clock.now_ms()
     }
 
-    /// Write batches committed by group commit so far, and the commands in them: their ratio is
-    /// the commands per disk flush that concurrent callers achieved.
+    /// Write transactions of the pipeline committed so far, and the writes in them that changed
+    /// something (a refused write is not counted): their ratio is the writes per disk flush that
+    /// concurrent callers achieved.
     pub fn commit_stats(&self) -> (u64, u64) {
-        use std::sync::atomic::Ordering::Relaxed;
-        (
-            self.group.batches.load(Relaxed),
-            self.group.commands.load(Relaxed),
-        )
+        self.pipeline.stats()
+    }
+
+    /// Runs `f` in one write transaction through the write pipeline (see
+    /// [`crate::pipeline::transact`]), with this store's commit hooks.
+    pub(crate) fn transact<R>(
+        &self,
+        lock: &[&str],
+        frees_space: bool,
+        f: impl FnMut(&mut dyn WriteTxn, &Changes) -> Result<(R, Finish), Error>,
+    ) -> Result<R, Error> {
+        pipeline::transact(&self.backend, &self.pipeline.hooks, lock, frees_space, f)
+    }
+
+    /// Runs `setup` first on each writer thread the store starts for async writers (a server
+    /// lowers their priority there). Call it before the first async write; `false` when a setup
+    /// was set already.
+    pub fn on_writer_thread(&self, setup: fn()) -> bool {
+        self.pipeline.writers.set_setup(setup)
     }
 
     /// Runs `commands` (user, command) in order in one write transaction with one commit, and
@@ -198,105 +213,32 @@ impl Store {
     ) -> Vec<Result<ToolOutput, Error>> {
         let mut results: Vec<Option<Result<ToolOutput, Error>>> =
             Vec::with_capacity(commands.len());
-        let mut valid = Vec::new();
+        let mut valid: Vec<Box<dyn Job>> = Vec::new();
         for (user, command, actor) in commands {
             match validate_user(user) {
                 Ok(()) => {
-                    valid.push(Request::unqueued(user, command, actor));
+                    valid.push(Box::new(ToolJob {
+                        user: user.as_str().into(),
+                        command: command.clone(),
+                        actor: actor.cloned(),
+                    }));
                     results.push(None);
                 }
                 Err(e) => results.push(Some(Err(e))),
             }
         }
-        let mut applied = self.run_batch(&valid).into_iter();
+        let mut applied = pipeline::batch::run(self, &mut valid).into_iter();
         results
             .into_iter()
-            .map(|r| r.unwrap_or_else(|| applied.next().expect("one result per valid command")))
+            .map(|r| {
+                r.unwrap_or_else(|| {
+                    let answer = applied.next().expect("one answer per valid command")?;
+                    Ok(*answer
+                        .downcast::<ToolOutput>()
+                        .expect("a command answers with its output"))
+                })
+            })
             .collect()
-    }
-
-    /// Applies a batch of write commands in one transaction (see [`crate::group`]), with the
-    /// access times that views noted meanwhile (written first, so the commands' expiry sweeps
-    /// see them).
-    fn run_batch(&self, batch: &[Request]) -> Vec<Result<ToolOutput, Error>> {
-        let alone = |r: &Request| {
-            exec::execute(
-                &self.backend,
-                &r.user,
-                &self.settings(&r.user),
-                &r.command,
-                self.now_ms(),
-                r.actor.as_ref(),
-            )
-        };
-        let notes = self.access.take();
-        match batch {
-            [] if notes.is_empty() => return Vec::new(),
-            [request] if notes.is_empty() => return vec![alone(request)],
-            _ => {}
-        }
-        let mut lock: Vec<&str> = batch.iter().map(|r| r.user.as_str()).collect();
-        lock.extend(notes.iter().map(|(user, _, _)| user.as_str()));
-        lock.sort_unstable();
-        lock.dedup();
-        // Every command's reads, announced at once: one round trip for the whole batch. (Each
-        // command's fetches depend on its arguments alone, not on what the others write; the
-        // backend serves later reads from what it fetched, updated by the batch's writes.)
-        let nows: Vec<i64> = batch.iter().map(|_| self.now_ms()).collect();
-        let fetches = if self.backend.capabilities().prefetch {
-            let mut all: Vec<Fetch> = Vec::new();
-            for (r, &now) in batch.iter().zip(&nows) {
-                let settings = self.settings(&r.user);
-                for f in exec::write_fetches(&r.user, &settings, &r.command, now) {
-                    if !all.contains(&f) {
-                        all.push(f);
-                    }
-                }
-            }
-            all
-        } else {
-            Vec::new()
-        };
-        let applied = self.backend.write(&lock, |txn| {
-            txn.prefetch(&fetches, false)?;
-            access::apply(txn, &notes)?;
-            let mut outputs = Vec::with_capacity(batch.len());
-            for (r, &now) in batch.iter().zip(&nows) {
-                let settings = self.settings(&r.user);
-                let mut tree = Tree::new(txn, &r.user, settings.recorder(now, r.actor.as_ref()));
-                exec::sweep(&mut tree, settings.expiry_cutoff(now))?;
-                outputs.push(exec::write(&mut tree, &settings, &r.command, now)?);
-                // Give way: a batch is hundreds of commands of tens of microseconds each, and
-                // the scheduler would otherwise let it keep its core for a whole time slice
-                // (milliseconds) while a reader waits (see `group`).
-                std::thread::yield_now();
-            }
-            Ok((outputs, Finish::Commit))
-        });
-        match applied {
-            Ok(outputs) => outputs.into_iter().map(Ok).collect(),
-            // The shared commit may have been applied: re-running a command (an `insert`, say)
-            // could apply it twice. Every caller learns that the outcome is unknown. The notes
-            // are kept (writing one twice changes nothing).
-            Err(Error::OutcomeUnknown { location }) => {
-                self.access.restore(notes);
-                batch
-                    .iter()
-                    .map(|_| {
-                        Err(Error::OutcomeUnknown {
-                            location: location.clone(),
-                        })
-                    })
-                    .collect()
-            }
-            // Any other failure rolled the shared transaction back: give every command a
-            // transaction of its own, so each fails or succeeds alone, and keep the notes for
-            // the next batch.
-            Err(_) => {
-                self.access.restore(notes);
-                batch.iter().map(alone).collect()
-            }
-        }
     }
 
     /// Writes the access times that views noted and that no write batch has written yet (see
@@ -316,8 +258,8 @@ impl Store {
         let mut lock: Vec<&str> = notes.iter().map(|(user, _, _)| user.as_str()).collect();
         lock.sort_unstable();
         lock.dedup();
-        let written = self.backend.write(&lock, |txn| {
-            access::apply(txn, &notes)?;
+        let written = self.transact(&lock, false, |txn, changes| {
+            access::apply(txn, &notes, changes)?;
             Ok(((), Finish::Commit))
         });
         match written {

@@ -14,6 +14,7 @@ use crate::exec::{self, Expired};
 use crate::history::Actor;
 use crate::layout::Node;
 use crate::path::MemoryPath;
+use crate::pipeline::jobs::ToolJob;
 use crate::storage::{Backend, ReadTxn};
 use crate::tree::TreeRead;
 
@@ -71,6 +72,26 @@ impl OwnedUserHandle {
         self.actor = actor;
         self
     }
+
+    /// [`UserHandle::execute`] for async callers: a `view` runs in place (a read snapshot,
+    /// which never waits for a lock or a flush, on an embedded store); a write joins the same
+    /// group commit as blocking callers, and the future resolves once it is durable. The
+    /// batch is led by a blocking caller in it or by one of the store's writer threads, so the
+    /// awaiting task never blocks its executor on a write. No async runtime is needed.
+    ///
+    /// On a backend with round trips (PostgreSQL) a `view` blocks for them: run it where
+    /// blocking is allowed.
+    pub async fn execute_async(&self, command: Command) -> Result<ToolOutput, Error> {
+        if command.is_read_only() {
+            return self.handle().execute(&command);
+        }
+        let job = ToolJob {
+            user: Arc::clone(&self.id),
+            command,
+            actor: self.actor.clone(),
+        };
+        self.store.submit_async(Box::new(job)).await
+    }
 }
 
 impl UserHandle<'_> {
@@ -99,25 +120,23 @@ impl UserHandle<'_> {
     /// concurrent callers are committed together, one disk flush for the lot (group commit).
     /// Each caller gets the result it would have had alone; it returns once that is durable.
     pub fn execute(&self, command: &Command) -> Result<ToolOutput, Error> {
-        if command.is_read_only() {
+        if let Command::View { path, view_range } = command {
             let (store, now) = (self.store, self.store.now_ms());
             let settings = store.settings(&self.id);
             let used = store.used_after(&self.id, settings.expiry_cutoff(now));
+            let view = (path.as_str(), *view_range);
             let (output, stale) =
-                exec::read(&store.backend, &self.id, &settings, command, now, &used)?;
+                exec::read(&store.backend, &self.id, &settings, view, now, &used)?;
             if let Some(path) = stale {
                 store.note_access(&self.id, &path, now);
             }
             return Ok(output);
         }
-        let store = self.store;
-        store.group.submit(
-            &self.id,
-            command,
-            self.actor.as_ref(),
-            store.backend.capabilities().write_lanes,
-            |batch| store.run_batch(batch),
-        )
+        self.store.submit(Box::new(ToolJob {
+            user: Arc::clone(&self.id),
+            command: command.clone(),
+            actor: self.actor.clone(),
+        }))
     }
 
     /// Parses and runs the `input` object of a `tool_use` block.

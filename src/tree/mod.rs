@@ -31,7 +31,7 @@ pub type FileVisit<'v> = &'v mut dyn FnMut(MemoryPath, FileMeta) -> Result<Contr
 pub struct Tree<'t, T: ?Sized> {
     txn: &'t mut T,
     user: &'t str,
-    rec: Recorder,
+    rec: Recorder<'t>,
 }
 
 /// Read access to a user's tree (works over a read or a write transaction).

@@ -6,17 +6,18 @@ use std::collections::HashMap;
 use std::ops::ControlFlow;
 
 use super::{Tree, TreeRead};
+use crate::change::{self, ChangeKind};
 use crate::error::Error;
 use crate::history::append::{self, Before, Change, Previous, Recorder};
-use crate::history::record::{self, IdEntry};
-use crate::history::{Actor, Operation};
+use crate::history::record::{self, IdEntry, VersionRecord};
+use crate::history::{Actor, MemoryId, Operation, VersionId};
 use crate::layout::{self, FileMeta, Node, Totals, UserTotals};
 use crate::path::{MemoryPath, PathError};
 use crate::storage::{Space, WriteTxn};
 
 impl<'t, T: WriteTxn + ?Sized> Tree<'t, T> {
     /// The user's tree in `txn`, for writing; changes are recorded with `rec`.
-    pub fn new(txn: &'t mut T, user: &'t str, rec: Recorder) -> Self {
+    pub fn new(txn: &'t mut T, user: &'t str, rec: Recorder<'t>) -> Self {
         Tree { txn, user, rec }
     }
 
@@ -78,11 +79,8 @@ impl<'t, T: WriteTxn + ?Sized> Tree<'t, T> {
         if from == to {
             return self.write_file(to, content, Some(old), meta);
         }
-        let moved = FileMeta {
-            sha256: [0; 32],
-            ..old
-        }; // the path changed: always a version
-        let meta = self.record_content(to, content, Some((moved, from)), meta)?;
+        // The path changed: always a version (see `record_content`).
+        let meta = self.record_content(to, content, Some((old, from)), meta)?;
         self.remove_entries(from, Node::File(old))?;
         self.place_file(to, content, None, meta)
     }
@@ -99,7 +97,7 @@ impl<'t, T: WriteTxn + ?Sized> Tree<'t, T> {
     ) -> Result<FileMeta, Error> {
         let mut meta = FileMeta::new(content, meta.created_ms, meta.modified_ms, meta.accessed_ms);
         (meta.memory, meta.version) = match lineage {
-            Some((old, _)) if old.sha256 == meta.sha256 => (old.memory, old.version),
+            Some((old, at)) if old.sha256 == meta.sha256 && at == path => (old.memory, old.version),
             _ => append::append(
                 self.txn,
                 self.user,
@@ -109,7 +107,7 @@ impl<'t, T: WriteTxn + ?Sized> Tree<'t, T> {
                         memory: old.memory,
                         version: old.version,
                         content: Before::File(at),
-                        moved: at != path,
+                        moved_from: (at != path).then_some(at),
                     }),
                     operation: match lineage {
                         Some(_) => Operation::Modified,
@@ -118,6 +116,7 @@ impl<'t, T: WriteTxn + ?Sized> Tree<'t, T> {
                     path,
                     content: Some(content),
                     sha256: Some(meta.sha256),
+                    unchanged: lineage.is_some_and(|(old, _)| old.sha256 == meta.sha256),
                 },
             )?,
         };
@@ -143,7 +142,37 @@ impl<'t, T: WriteTxn + ?Sized> Tree<'t, T> {
             restored.memory,
             &IdEntry::Live(layout::content_key(path)),
         )?;
-        self.place_file(path, content, None, restored)
+        self.place_file(path, content, None, restored)?;
+        self.rec.changes.note(change::Change {
+            kind: ChangeKind::MemoryCreated,
+            memory: Some(MemoryId(restored.memory)),
+            version: Some(VersionId(restored.version)),
+            path: Some(path.to_string()),
+            sha256: Some(restored.sha256),
+            size: Some(restored.size),
+            actor: self.rec.actor.clone(),
+            ..change::Change::of_store(ChangeKind::MemoryCreated, self.user, self.rec.now_ms)
+        });
+        Ok(())
+    }
+
+    /// Redacts the version `seq` (see [`append::redact`]) on behalf of this tree's actor, and
+    /// notes it for the commit hooks. `None` when no such version is kept.
+    pub(crate) fn redact(&mut self, seq: u64) -> Result<Option<VersionRecord>, Error> {
+        let (by, now) = (self.rec.actor.clone(), self.rec.now_ms);
+        let before = record::version(self.txn, self.user, seq)?;
+        let redacted = append::redact(self.txn, self.user, seq, by.clone(), now)?;
+        if let (Some(before), Some(_)) = (&before, &redacted)
+            && before.redacted.is_none()
+        {
+            self.rec.changes.note(change::Change {
+                memory: Some(MemoryId(before.memory)),
+                version: Some(VersionId(seq)),
+                actor: by,
+                ..change::Change::of_store(ChangeKind::VersionRedacted, self.user, now)
+            });
+        }
+        Ok(redacted)
     }
 
     /// Puts the file `meta` (ids set) at `path` in the index, the access index and the contents,
@@ -246,12 +275,13 @@ impl<'t, T: WriteTxn + ?Sized> Tree<'t, T> {
                         memory: meta.memory,
                         version: meta.version,
                         content: Before::File(file),
-                        moved: false,
+                        moved_from: None,
                     }),
                     operation: Operation::Deleted,
                     path: file,
                     content: None,
                     sha256: None,
+                    unchanged: false,
                 },
             )?;
         }
@@ -392,6 +422,7 @@ impl<'t, T: WriteTxn + ?Sized> Tree<'t, T> {
             if let Node::File(mut meta) = layout::decode(&value, "index node")? {
                 let content_key = layout::content_key_of_node_key(key)?;
                 let path = layout::path_of_content_key(&content_key)?;
+                let old_path = rebased_back(&path, to, from)?;
                 let content = by_key
                     .get(content_key.as_slice())
                     .ok_or_else(|| Error::Corrupt(format!("{path} has no content")))?;
@@ -406,12 +437,13 @@ impl<'t, T: WriteTxn + ?Sized> Tree<'t, T> {
                             memory: meta.memory,
                             version: meta.version,
                             content: Before::Text(content),
-                            moved: true,
+                            moved_from: Some(&old_path),
                         }),
                         operation: Operation::Modified,
                         path: &path,
                         content: Some(content),
                         sha256: Some(meta.sha256),
+                        unchanged: true,
                     },
                 )?;
                 value = layout::encode(&Node::File(meta));
@@ -504,4 +536,18 @@ fn rebased_into<'a>(
         out.push((layout::rebase_key(k, from, to), v.to_vec()));
         Ok(ControlFlow::Continue(()))
     }
+}
+
+/// The path `path` (below `to`) had before its directory moved from `from` to `to`.
+fn rebased_back(
+    path: &MemoryPath,
+    to: &MemoryPath,
+    from: &MemoryPath,
+) -> Result<MemoryPath, Error> {
+    let below = path
+        .segments()
+        .get(to.segments().len()..)
+        .ok_or_else(|| Error::Corrupt(format!("{path} is not below {to}")))?;
+    MemoryPath::from_segments(from.segments().iter().chain(below).map(String::as_str))
+        .map_err(|e| Error::Corrupt(format!("{path}: {e}")))
 }

@@ -9,6 +9,7 @@ mod format;
 mod golden;
 mod hardening;
 mod history;
+mod hooks;
 mod isolation;
 mod lines;
 mod model;

@@ -19,7 +19,6 @@ use crate::auth;
 use crate::error::ApiError;
 use crate::metrics::StoreTotals;
 use crate::tool::{self, ToolInfo};
-use crate::writer::Writer;
 
 /// The tool route: one memory message for one store.
 pub const TOOL_ROUTE: &str = "/v1/memory_stores/{store}/tool";
@@ -140,11 +139,8 @@ async fn metrics(State(state): State<Arc<AppState>>, headers: HeaderMap) -> Resp
         return e.into_response();
     }
     let store = Arc::clone(&state.store);
-    let queued = state.writer.as_ref().map_or((0, 0), Writer::stats);
     let totals = tokio::task::spawn_blocking(move || {
         let (commits, committed_commands) = store.commit_stats();
-        // Writes through the server's queue, and those through the store's group commit.
-        let (commits, committed_commands) = (commits + queued.0, committed_commands + queued.1);
         let mut totals = StoreTotals {
             commits,
             committed_commands,

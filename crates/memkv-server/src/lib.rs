@@ -9,10 +9,11 @@
 //!   it; `auth` and [`keys`]: who the request is;
 //! - `tool`: the tool route: body cap and read timeout, the in-flight limit, then the message's
 //!   calls through [`memkv::protocol`]: for an embedded store, views on the async worker (a
-//!   read snapshot of microseconds: the hop to a thread would cost more) and writes queued for
-//!   [`writer`]'s thread, which commits them in shared batches; for PostgreSQL,
+//!   read snapshot of microseconds: the hop to a thread would cost more) and writes awaited
+//!   from the library's write pipeline ([`memkv::OwnedUserHandle::execute_async`]: the store's
+//!   writer thread commits them in shared batches); for PostgreSQL,
 //!   [`memkv::protocol::answer`] on tokio's blocking pool (writes share commits through the
-//!   store's group commit);
+//!   same pipeline);
 //! - `api`: the memory-stores API (anthropic's beta `memory_stores`, `memories` and
 //!   `memory_versions` resources) over the same stores, each call on the blocking pool under
 //!   the same in-flight limit;
@@ -37,7 +38,6 @@ pub mod openapi;
 pub mod sched;
 pub mod server;
 mod tool;
-pub mod writer;
 
 use std::net::SocketAddr;
 use std::path::PathBuf;
@@ -112,10 +112,10 @@ pub struct AppState {
     pub keys: keys::Keys,
     /// The largest request body.
     pub max_body: usize,
-    /// For an embedded store, the write queue: views are answered on the async workers and
-    /// writes wait for the writer thread's batches. `None` (PostgreSQL, whose commands wait on
-    /// the network): every message is answered on tokio's blocking pool.
-    pub writer: Option<writer::Writer>,
+    /// An embedded store: views are answered on the async workers and writes awaited from the
+    /// store's writer thread. Otherwise (PostgreSQL, whose commands wait on the network) every
+    /// message is answered on tokio's blocking pool.
+    pub embedded: bool,
     /// Permits for requests in flight.
     pub in_flight: Arc<Semaphore>,
     /// Counters for `/metrics`.

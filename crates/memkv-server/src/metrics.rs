@@ -137,13 +137,13 @@ impl Metrics {
             (
                 "memkv_commits_total",
                 "counter",
-                "Write transactions committed by group commit (one disk flush each).",
+                "Write transactions committed by the write pipeline (one disk flush each).",
                 totals.commits.to_string(),
             ),
             (
                 "memkv_committed_commands_total",
                 "counter",
-                "Commands in those transactions.",
+                "Writes in those transactions that changed something (memory-tool commands and memory-stores API writes; refused ones are not counted).",
                 totals.committed_commands.to_string(),
             ),
             (

@@ -28,6 +28,13 @@ pub const WRITER_NICE: i32 = 10;
 
 /// For the calling thread, the writer: [`WRITER_NICE`] levels nicer than it is (at most 19).
 pub fn background() {
+    // The store starts its writer thread from the first thread that writes, which may be a
+    // pinned async worker: the writer runs on every CPU of the process again.
+    if let Some(cpus) = PROCESS_CPUS.get()
+        && let Err(e) = run_on(cpus)
+    {
+        tracing::warn!(error = %e, "cannot let the writer thread run on every CPU");
+    }
     #[cfg(target_os = "linux")]
     {
         // Linux keeps a nice value per thread: this one's, by its thread id.
@@ -59,6 +66,9 @@ pub struct Pinning {
     next: AtomicUsize,
 }
 
+/// The CPUs of the process when pinning was set up (what [`background`] frees the writer to).
+static PROCESS_CPUS: std::sync::OnceLock<Vec<usize>> = std::sync::OnceLock::new();
+
 thread_local! {
     /// Whether this thread has had its turn (pinned or not).
     static PLACED: Cell<bool> = const { Cell::new(false) };
@@ -71,6 +81,7 @@ impl Pinning {
         if cpus.is_empty() {
             return None;
         }
+        let _ = PROCESS_CPUS.set(cpus.clone());
         Some(Pinning {
             cpus,
             next: AtomicUsize::new(0),

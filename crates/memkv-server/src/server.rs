@@ -22,7 +22,6 @@ use tower::ServiceExt;
 use crate::conns::{Connections, Place};
 use crate::keys::{KeyFile, Keys};
 use crate::sched::{self, Pinning};
-use crate::writer::Writer;
 use crate::{AppState, Config, router, tool};
 
 /// A bound server, not yet serving.
@@ -47,11 +46,10 @@ impl Server {
             openapi: crate::openapi::document(config.max_blocks, max_body).to_string(),
             max_body,
             in_flight: Arc::new(Semaphore::new(config.max_in_flight)),
-            // An embedded store's commands never leave the process: one writer thread.
-            writer: if memkv::storage::Backend::capabilities(store.storage()).embedded {
-                Some(Writer::start(Arc::clone(&store))?)
-            } else {
-                None
+            embedded: {
+                // Views first when both want a core (see `sched`).
+                store.on_writer_thread(crate::sched::background);
+                memkv::storage::Backend::capabilities(store.storage()).embedded
             },
             store,
             keys,

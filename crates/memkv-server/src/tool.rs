@@ -4,7 +4,7 @@
 //! store it may use (404, the same answer whether or not the other store exists), the request
 //! (400, 413), then room to run (503). The message itself is answered by
 //! [`memkv::protocol`], like every other face answers it: for an embedded (redb) store, on the
-//! async worker, views run in place and writes queue for the writer thread (see
+//! async worker, views run in place and writes are awaited from the write pipeline (see
 //! [`answer_here`]); for PostgreSQL, whose every command waits on the network,
 //! [`memkv::protocol::answer`] runs on tokio's blocking pool.
 
@@ -24,7 +24,6 @@ use serde_json::Value;
 use crate::AppState;
 use crate::auth::{self, Allowed};
 use crate::error::ApiError;
-use crate::writer::Writer;
 
 /// What the log line and metrics learn about a tool request, or a memory-stores API request
 /// (never contents).
@@ -99,14 +98,14 @@ async fn run(
         ));
     };
     state.metrics.in_flight.fetch_add(1, Relaxed);
-    let (response, errors) = match &state.writer {
-        Some(writer) => {
-            let answer = answer_here(&user.with_actor(actor), message, writer).await;
+    let (response, errors) = match state.embedded {
+        true => {
+            let answer = answer_here(&user.with_actor(actor), message).await;
             state.metrics.in_flight.fetch_sub(1, Relaxed);
             drop(permit);
             answer
         }
-        None => {
+        false => {
             let metrics = Arc::clone(&state.metrics);
             tokio::task::spawn_blocking(move || {
                 let answer = protocol::answer(&user.handle().with_actor(actor), message);
@@ -132,14 +131,10 @@ async fn run(
 
 /// Answers `message` on the async worker, for an embedded store: each view is a read snapshot
 /// of microseconds (bounded by the `view` output budget) that never waits for a lock or a
-/// flush, cheaper to run here than the hop to the blocking pool and back; each write is queued
-/// for the writer thread's next batch and awaited. The calls run in order, each after the one
+/// flush, cheaper to run here than the hop to the blocking pool and back; each write joins the
+/// store's write pipeline and is awaited (its batch is run by the store's writer thread). The calls run in order, each after the one
 /// before has returned, exactly as [`protocol::answer`] runs them.
-async fn answer_here(
-    user: &OwnedUserHandle,
-    message: Message,
-    writer: &Writer,
-) -> (protocol::Response, Vec<Error>) {
+async fn answer_here(user: &OwnedUserHandle, message: Message) -> (protocol::Response, Vec<Error>) {
     let calls = message.calls();
     let mut results = Vec::with_capacity(calls.len());
     for (i, call) in calls.into_iter().enumerate() {
@@ -148,8 +143,7 @@ async fn answer_here(
             tokio::task::yield_now().await;
         }
         results.push(match call {
-            Ok(command) if command.is_read_only() => user.handle().execute(&command),
-            Ok(command) => writer.write(user, command).await,
+            Ok(command) => user.execute_async(command).await,
             Err(answered) => Ok(answered),
         });
     }

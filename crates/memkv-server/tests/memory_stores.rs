@@ -34,8 +34,12 @@ struct Served {
 
 impl Served {
     fn new() -> Served {
+        Served::over(Store::builder().max_file_bytes(1000).fresh().unwrap())
+    }
+
+    fn over(store: Store) -> Served {
         let dir = tempfile::tempdir().unwrap();
-        let store = Arc::new(Store::builder().max_file_bytes(1000).fresh().unwrap());
+        let store = Arc::new(store);
         let keys = KeyFile::new(dir.path().join("keys"));
         let (_, admin) = keys.add(&Scope::Admin).unwrap();
         let config = Config::new("127.0.0.1:0".parse().unwrap(), keys.path());
@@ -457,4 +461,82 @@ fn scoping() {
     ));
     assert_eq!(theirs_now["archived_at"], Value::Null);
     assert_eq!(theirs_now["name"], "theirs");
+}
+
+/// Keeps every change the commit hooks are given.
+#[derive(Default)]
+struct Seen(std::sync::Mutex<Vec<memkv::Change>>);
+
+impl memkv::CommitHook for Seen {
+    fn committed(&self, changes: &[memkv::Change]) {
+        self.0.lock().unwrap().extend_from_slice(changes);
+    }
+}
+
+#[test]
+fn every_write_of_the_server_reaches_the_commit_hooks() {
+    each_backend(|| {
+        let seen = Arc::new(Seen::default());
+        let store = Store::builder().commit_hook(seen.clone()).fresh().unwrap();
+        let s = Served::over(store);
+        let mut c = s.client(&s.admin);
+        let made = ok(&send(
+            &mut c,
+            "POST",
+            "/v1/memory_stores",
+            Some(json!({"name": "n"})),
+        ));
+        let id = made["id"].as_str().unwrap().to_owned();
+        // Concurrent writers on both routes: the tool's (awaited from the pipeline on the async
+        // workers) and the API's (blocking callers of the same queue).
+        let threads: Vec<_> = (0..8)
+            .map(|i| {
+                let (addr, admin, id) = (s.addr, s.admin.clone(), id.clone());
+                std::thread::spawn(move || {
+                    let mut c = Client::with_key(addr, &admin);
+                    if i % 2 == 0 {
+                        let body = json!({"command": "create", "path": format!("/memories/t{i}.md"), "file_text": "t"});
+                        let reply = c.tool(&id, body.to_string().as_bytes());
+                        assert_eq!(ok(&reply)["is_error"], false, "{}", reply.text());
+                    } else {
+                        ok(&send(
+                            &mut c,
+                            "POST",
+                            &format!("/v1/memory_stores/{id}/memories"),
+                            Some(json!({"path": format!("/a{i}.md"), "content": "a"})),
+                        ));
+                    }
+                })
+            })
+            .collect();
+        for t in threads {
+            t.join().unwrap();
+        }
+        let mut changes: Vec<(memkv::ChangeKind, String, Option<String>)> =
+            std::mem::take(&mut *seen.0.lock().unwrap())
+                .into_iter()
+                .map(|c| (c.kind, c.store, c.path))
+                .collect();
+        changes.sort_by(|a, b| a.2.cmp(&b.2));
+        let mut want = vec![(memkv::ChangeKind::StoreCreated, id.clone(), None)];
+        for i in 0..8 {
+            let path = if i % 2 == 0 {
+                format!("/memories/t{i}.md")
+            } else {
+                format!("/memories/a{i}.md")
+            };
+            want.push((memkv::ChangeKind::MemoryCreated, id.clone(), Some(path)));
+        }
+        want.sort_by(|a, b| a.2.cmp(&b.2));
+        assert_eq!(changes, want);
+        // A refused API write reaches no hook.
+        let taken = send(
+            &mut c,
+            "POST",
+            &format!("/v1/memory_stores/{id}/memories"),
+            Some(json!({"path": "/a1.md", "content": "again"})),
+        );
+        assert_eq!(taken.status, 409, "{}", taken.text());
+        assert!(seen.0.lock().unwrap().is_empty());
+    });
 }

@@ -1,0 +1,144 @@
+//! Runs one batch of the queue in one transaction.
+//!
+//! - Jobs run in arrival order; each sees the effects of those before it, so each caller gets
+//!   exactly the answer it would have had alone at that position.
+//! - A refused job (a model error, an API refusal) changes nothing, because every refusal is
+//!   found before the first write (see `crate::exec`); the rest of its batch commits.
+//! - If the storage fails mid-batch, the batch is abandoned and each job is retried in a
+//!   transaction of its own, so one job's storage failure cannot sink the others.
+//! - Access times that views noted meanwhile are written first, so the jobs' expiry sweeps see
+//!   them.
+//!
+//! A batch gives way between its jobs (`sched_yield`): run alone, a batch of many jobs holds its
+//! core for a whole time slice, and a reader woken meanwhile (a `view` on a server with few
+//! cores) waits up to that long. A yield with nothing else to run costs under a microsecond; a
+//! job costs tens. (BENCHMARKS.md, "HTTP server": the `view` p99.)
+
+use super::queue::Answer;
+use super::{Job, transact};
+use crate::access;
+use crate::error::Error;
+use crate::exec;
+use crate::storage::{Backend, Fetch, Finish};
+use crate::store::Store;
+use crate::tree::Tree;
+
+/// Runs `jobs` as one batch and answers each, in order.
+pub(crate) fn run(store: &Store, jobs: &mut [Box<dyn Job>]) -> Vec<Answer> {
+    let notes = store.access.take();
+    match jobs {
+        [] if notes.is_empty() => return Vec::new(),
+        [job] if notes.is_empty() => return vec![alone(store, job.as_mut())],
+        _ => {}
+    }
+    let users: Vec<String> = jobs.iter().map(|j| j.user().to_owned()).collect();
+    let mut lock: Vec<&str> = users.iter().map(String::as_str).collect();
+    lock.extend(notes.iter().map(|(user, _, _)| user.as_str()));
+    lock.sort_unstable();
+    lock.dedup();
+    // Every job's reads, announced at once: one round trip for the whole batch. (Each job's
+    // fetches depend on its arguments alone, not on what the others write; the backend serves
+    // later reads from what it fetched, updated by the batch's writes.)
+    let nows: Vec<i64> = jobs.iter().map(|_| store.now_ms()).collect();
+    let mut fetches: Vec<Fetch> = Vec::new();
+    if store.backend.capabilities().prefetch {
+        let mut one = Vec::new();
+        for (job, &now) in jobs.iter().zip(&nows) {
+            job.fetches(&store.settings(job.user()), now, &mut one);
+            for f in one.drain(..) {
+                if !fetches.contains(&f) {
+                    fetches.push(f);
+                }
+            }
+        }
+    }
+    let hooks = &store.pipeline.hooks;
+    let applied = transact(&store.backend, hooks, &lock, false, |txn, changes| {
+        txn.prefetch(&fetches, false)?;
+        access::apply(txn, &notes, changes)?;
+        let mut answers = Vec::with_capacity(jobs.len());
+        let mut changed = 0;
+        for (job, &now) in jobs.iter_mut().zip(&nows) {
+            let settings = store.settings(job.user());
+            let user = job.user().to_owned();
+            let rec = settings.recorder(now, job.actor(), changes);
+            let mut tree = Tree::new(txn, &user, rec);
+            exec::sweep(&mut tree, settings.expiry_cutoff(now))?;
+            let ran = job.run(&mut tree, &settings, now)?;
+            changed += usize::from(!ran.refused);
+            answers.push(ran.answer);
+            // Give way: a batch is hundreds of jobs of tens of microseconds each, and the
+            // scheduler would otherwise let it keep its core for a whole time slice
+            // (milliseconds) while a reader waits.
+            std::thread::yield_now();
+        }
+        Ok(((answers, changed), Finish::Commit))
+    });
+    match applied {
+        Ok((answers, changed)) => {
+            store.pipeline.queue.committed(changed);
+            answers.into_iter().map(Ok).collect()
+        }
+        // The shared commit may have been applied: re-running a job (an `insert`, say) could
+        // apply it twice. Every caller learns that the outcome is unknown. The notes are kept
+        // (writing one twice changes nothing).
+        Err(Error::OutcomeUnknown { location }) => {
+            store.access.restore(notes);
+            jobs.iter()
+                .map(|_| {
+                    Err(Error::OutcomeUnknown {
+                        location: location.clone(),
+                    })
+                })
+                .collect()
+        }
+        // Any other failure rolled the shared transaction back: give every job a transaction
+        // of its own, so each fails or succeeds alone, and keep the notes for the next batch.
+        Err(_) => {
+            store.access.restore(notes);
+            jobs.iter_mut()
+                .map(|job| alone(store, job.as_mut()))
+                .collect()
+        }
+    }
+}
+
+/// Runs `job` in a transaction of its own, aborted when the job is refused.
+fn alone(store: &Store, job: &mut dyn Job) -> Answer {
+    let now = store.now_ms();
+    let user = job.user().to_owned();
+    let settings = store.settings(&user);
+    let mut fetches = Vec::new();
+    if store.backend.capabilities().prefetch {
+        job.fetches(&settings, now, &mut fetches);
+    }
+    let hooks = &store.pipeline.hooks;
+    let answer = transact(
+        &store.backend,
+        hooks,
+        &[&user],
+        job.frees_space(),
+        |txn, changes| {
+            txn.prefetch(&fetches, false)?;
+            let rec = settings.recorder(now, job.actor(), changes);
+            let mut tree = Tree::new(txn, &user, rec);
+            exec::sweep(&mut tree, settings.expiry_cutoff(now))?;
+            let ran = job.run(&mut tree, &settings, now)?;
+            let finish = if ran.refused {
+                Finish::Abort
+            } else {
+                Finish::Commit
+            };
+            Ok(((ran.answer, finish), finish))
+        },
+    );
+    match answer {
+        Ok((answer, finish)) => {
+            if finish == Finish::Commit {
+                store.pipeline.queue.committed(1);
+            }
+            Ok(answer)
+        }
+        Err(e) => Err(e),
+    }
+}
