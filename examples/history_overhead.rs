@@ -17,7 +17,7 @@
 
 use std::time::Instant;
 
-use memkv::{Command, Retention, Store};
+use memkv::{Command, Database, Retention};
 use serde_json::json;
 
 fn cmd(value: serde_json::Value) -> Command {
@@ -29,8 +29,8 @@ fn text(len: usize) -> String {
     line.repeat(len / line.len() + 1)[..len].to_owned()
 }
 
-fn open(retention: Retention, file: Option<&std::path::Path>) -> Store {
-    let builder = Store::builder()
+fn open(retention: Retention, file: Option<&std::path::Path>) -> Database {
+    let builder = Database::builder()
         .max_files(u64::MAX)
         .max_bytes(u64::MAX)
         .retention(retention);
@@ -56,7 +56,7 @@ fn written() -> u64 {
 
 /// Runs `writes` writes of `workload` on `store`; returns microseconds and bytes written per
 /// write.
-fn round(store: &Store, workload: &str, writes: usize, counter: &mut u64) -> (f64, f64) {
+fn round(store: &Database, workload: &str, writes: usize, counter: &mut u64) -> (f64, f64) {
     let user = store.user("bench").unwrap();
     let kib = text(1024);
     let before = written();

@@ -5,14 +5,14 @@
 //! cargo run --release --example pg_bench -- view URL FILES
 //! ```
 //!
-//! `create`: CLIENTS threads on one `Store` (group commit), each creating 1 KiB files in a store
+//! `create`: CLIENTS threads on one `Database` (group commit), each creating 1 KiB files in a store
 //! of its own, for SECONDS; prints commands per second. `view`: fills a store with FILES files
 //! (in batches) beside a directory of 50, then times 200 views of that directory.
 
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use memkv::{Command, Store};
+use memkv::{Command, Database};
 
 /// jemalloc, as in the `memkv` binary (`crates/memkv-cli/src/main.rs`): what `memkv exec` and
 /// `memkv serve` run with, so what a user of memkv on PostgreSQL gets. (With glibc's malloc,
@@ -38,7 +38,7 @@ fn main() {
 
 fn create(url: &str, clients: usize, secs: u64) {
     let store = Arc::new(
-        Store::builder()
+        Database::builder()
             .max_files(u64::MAX)
             .max_bytes(u64::MAX)
             .open(url)
@@ -82,7 +82,7 @@ fn create(url: &str, clients: usize, secs: u64) {
 }
 
 fn view(url: &str, files: usize) {
-    let store = Store::builder()
+    let store = Database::builder()
         .max_files(u64::MAX)
         .max_bytes(u64::MAX)
         .open(url)

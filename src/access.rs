@@ -6,7 +6,7 @@
 //!
 //! - by the next write batch (group commit), in its own transaction, before its commands: no
 //!   flush of their own;
-//! - by [`crate::Store::flush_access_times`]: when a store is dropped, before `expire` deletes
+//! - by [`crate::Database::flush_access_times`]: when a store is dropped, before `expire` deletes
 //!   anything, and by a read that finds more than [`MAX_PENDING`] notes waiting (one write for
 //!   all of them).
 //!
@@ -16,10 +16,10 @@
 use std::collections::HashMap;
 use std::sync::{Mutex, MutexGuard, PoisonError};
 
-use crate::change::Changes;
 use crate::error::Error;
 use crate::history::Retention;
 use crate::history::append::Recorder;
+use crate::history::change::Changes;
 use crate::layout::Node;
 use crate::path::MemoryPath;
 use crate::storage::WriteTxn;

@@ -4,6 +4,9 @@
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
+use crate::command::Command;
+use crate::messages;
+
 /// What a command returns to the model: the `content` and `is_error` of a `tool_result`.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct ToolOutput {
@@ -48,6 +51,27 @@ impl ToolResult {
             content: output.content,
             is_error: output.is_error,
         }
+    }
+}
+
+/// The command of a `tool_use` block's `input`, or the model-facing refusal of it.
+pub(crate) fn input_call(input: &Value) -> Result<Command, ToolOutput> {
+    Command::from_json(input).map_err(|e| ToolOutput {
+        content: e.message(),
+        is_error: true,
+    })
+}
+
+/// The command of a `tool_use` block, or the model-facing refusal of it (a block for another
+/// tool is refused by name).
+pub(crate) fn block_call(block: &ToolUse) -> Result<Command, ToolOutput> {
+    if block.name == TOOL_NAME {
+        input_call(&block.input)
+    } else {
+        Err(ToolOutput {
+            content: messages::unknown_tool(&Value::String(block.name.clone()).to_string()),
+            is_error: true,
+        })
     }
 }
 

@@ -139,7 +139,7 @@ pub enum Error {
     Corrupt(String),
     /// The disk holding the database is full; the write was not applied. Writes that free
     /// space still commit: a redb file keeps a reserve of the disk for them (see
-    /// [`crate::StoreBuilder::disk_reserve`]).
+    /// [`crate::DatabaseBuilder::disk_reserve`]).
     #[error(
         "{location}: the disk is full; nothing was changed. Writes that free space still work (delete or rename memories, `memkv expire`, `memkv prune`, redact versions), or free space on the disk"
     )]

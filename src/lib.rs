@@ -7,11 +7,11 @@
 //! byte-exact contract of `PROTOCOL.md`.
 //!
 //! ```
-//! use memkv::Store;
+//! use memkv::Database;
 //! use serde_json::json;
 //!
 //! # fn main() -> Result<(), memkv::Error> {
-//! let store = Store::in_memory()?; // or Store::open("memkv.redb")?
+//! let store = Database::in_memory()?; // or Database::open("memkv.redb")?
 //! let alice = store.user("alice@example.com")?;
 //!
 //! let out = alice.execute_json(&json!({
@@ -35,26 +35,37 @@
 //!
 //! # Layout
 //!
-//! - [`path`]: model input to a validated [`MemoryPath`] (pure, no I/O).
-//! - [`command`]: the six commands and their parsing from JSON.
-//! - `messages`: every model-facing string, and nothing else.
-//! - `exec` and `tree`: the commands' semantics and the directory index with its aggregates,
-//!   written once over the seam; `limits` and `secrets`: what every write is checked against.
+//! Imports flow downward through this list (`tests/it/architecture.rs` checks that no two
+//! modules import each other, directly or round a loop):
+//!
+//! - `api`: the public face, each type's methods in one file ([`Database`], [`DatabaseBuilder`],
+//!   [`MemoryStore`], [`OwnedMemoryStore`]), each a thin step into the module that does the
+//!   work; [`protocol`]: `tool_use` / `tool_result` and JSON Lines, one answer for every face.
+//!   `crates/memkv-cli` (the `memkv` binary) is a thin CLI over the library, as are the server
+//!   (`crates/memkv-server`) and MCP (`crates/memkv-mcp`) faces.
+//! - `stores`, `memories`, `versions`: the memory-stores API's stores, memories and versions;
+//!   `admin`: users, check, expiry, pruning and operator reads; `backup`: export, import, and
+//!   plain-directory migration ([`Database::export`] into an [`ExportFile`] or any writer,
+//!   [`Database::import_from`] an [`ImportSource`], [`Database::import_dir`],
+//!   [`Database::export_dir`]); `migrate` upgrades older formats on open; `check` verifies every
+//!   invariant.
 //! - `pipeline`: the one path of every write: group commit (concurrent writers, blocking or
-//!   async, share transactions and flushes), the transaction wrapper, and the commit hooks;
-//!   `change`: what a committed write changed ([`Change`]), as [`CommitHook`]s see it;
+//!   async, share transactions and flushes), the transaction wrapper that hands committed
+//!   changes to the commit hooks, and the `Engine` every module above works on (the backend,
+//!   the policies, the clock, the queue).
+//! - `exec` and `tree`: the commands' semantics and the directory index with its aggregates,
+//!   written once over the seam; `limits` and `secrets`: what every write is checked against;
 //!   `access`: access times noted by views, written with the next writes.
-//! - [`storage`]: the narrow transactional seam; [`storage::redb`] is the embedded default and
-//!   holds every table definition, its [arrangement version](storage::redb::REDB_FORMAT) and
-//!   the disk reserve that lets writes which free space commit on a full disk;
-//!   `postgres` (feature `postgres`) the same in PostgreSQL; the logical layout version is
-//!   `layout::LAYOUT_VERSION`;
-//!   `migrate` upgrades older formats on open; `check` verifies every invariant.
-//! - `backup`: export, import, and plain-directory migration ([`Store::export`] into an
-//!   [`ExportFile`] or any writer, [`Store::import_from`] an [`ImportSource`],
-//!   [`Store::import_dir`], [`Store::export_dir`]).
-//! - [`Store`] / [`UserHandle`]: the API; `crates/memkv-cli` (the `memkv` binary) is a thin CLI
-//!   over it, as are the server (`crates/memkv-server`) and MCP (`crates/memkv-mcp`) faces.
+//! - `history`: ids, versions, retention, and (`history::change`) what a committed write changed
+//!   ([`Change`]), as [`CommitHook`]s see it.
+//! - [`command`]: the six commands and their parsing from JSON; `blocks`: the tool's blocks;
+//!   `messages`: every model-facing string, and nothing else; [`path`]: model input to a
+//!   validated [`MemoryPath`] (pure, no I/O); `user_id`: the rules for user ids.
+//! - `layout`: keys and records as bytes; [`storage`]: the narrow transactional seam;
+//!   [`storage::redb`] is the embedded default and holds every table definition, its
+//!   [arrangement version](storage::redb::REDB_FORMAT) and the disk reserve that lets writes
+//!   which free space commit on a full disk; `postgres` (feature `postgres`) the same in
+//!   PostgreSQL; the logical layout version is `layout::LAYOUT_VERSION`.
 //!
 //! `docs/design.md` describes the storage format and the reasoning; `BENCHMARKS.md` the
 //! measured performance.
@@ -65,9 +76,10 @@
 #![warn(missing_docs)]
 
 mod access;
+mod admin;
+mod api;
 mod backup;
 mod blocks;
-mod change;
 mod check;
 pub mod command;
 mod error;
@@ -85,10 +97,10 @@ mod pipeline;
 pub mod protocol;
 mod secrets;
 pub mod storage;
-mod store;
 mod stores;
 mod time;
 mod tree;
+mod user_id;
 mod versions;
 
 /// The README's Rust examples run as doctests.
@@ -96,13 +108,17 @@ mod versions;
 #[cfg(doctest)]
 pub struct ReadmeDoctests;
 
+pub use api::{
+    Database, DatabaseBuilder, ExpiredFile, FileInfo, MAX_USER_ID_BYTES, MemoryStore,
+    OwnedMemoryStore, PrunedHistory, UserSummary,
+};
 pub use backup::{
     Conflict, EXPORT_FORMAT, EXPORT_VERSION, ExportFile, ImportSource, Progress, Skipped, Summary,
 };
 pub use blocks::{TOOL_NAME, ToolOutput, ToolResult, ToolUse};
-pub use change::{Change, ChangeKind, CommitHook};
 pub use command::{Command, InputError, ViewRange};
 pub use error::{DatabaseError, Error};
+pub use history::change::{Change, ChangeKind, CommitHook};
 pub use history::{
     Actor, ApiRefusal, HistoryTotals, InvalidId, Memory, MemoryId, Operation, Page, Redaction,
     Retention, StoreInfo, Version, VersionId,
@@ -112,9 +128,5 @@ pub use memories::ListItem;
 pub use path::{MemoryPath, PathError};
 pub use protocol::{InvalidMessage, Message, Response};
 pub use secrets::SecretPolicy;
-pub use store::{
-    ExpiredFile, FileInfo, MAX_USER_ID_BYTES, OwnedUserHandle, PrunedHistory, Store, StoreBuilder,
-    UserHandle, UserSummary,
-};
 pub use time::utc;
 pub use versions::VersionFilter;

@@ -3,8 +3,8 @@
 use std::collections::BTreeMap;
 use std::time::Duration;
 
-use crate::change::Changes;
 use crate::history::append::Recorder;
+use crate::history::change::Changes;
 use crate::history::{Actor, Retention};
 use crate::secrets::SecretPolicy;
 

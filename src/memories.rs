@@ -1,10 +1,9 @@
 //! Memories by id, with preconditions, and their listing: what the memory-stores API does to a
-//! store's files, on [`UserHandle`]. Every write is one transaction through `crate::tree`, so it
+//! store's files, on [`MemoryStore`]. Every write is one transaction through `crate::tree`, so it
 //! records its version like a memory-tool command, checks the same limits and the secrets
 //! policy, and changes nothing when refused.
 
 use std::ops::ControlFlow;
-use std::sync::Arc;
 
 use crate::error::Error;
 use crate::exec;
@@ -14,9 +13,9 @@ use crate::layout::{self, FileMeta, Node};
 use crate::limits::Settings;
 use crate::messages;
 use crate::path::MemoryPath;
+use crate::pipeline::Scope;
 use crate::pipeline::jobs::TreeJob;
 use crate::storage::{Backend, ReadTxn, Space, WriteTxn};
-use crate::store::UserHandle;
 use crate::tree::{Tree, TreeRead};
 
 /// One item of a listing: a memory, or a directory standing for the memories below it.
@@ -121,293 +120,267 @@ fn written<T: ReadTxn + ?Sized>(
     Ok(memory_of(path, meta, content))
 }
 
-impl UserHandle<'_> {
-    /// Runs `f` over this store's tree through the write pipeline (batched with other writes,
-    /// after the expiry sweep); committed only when it returns `Ok(Ok(_))`, and a refusal has
-    /// written nothing (every refusal is found before the first write). `frees_space`: a write
-    /// that frees space (see [`crate::storage::Backend::write_freeing`]).
-    pub(crate) fn write_tree<R: Send + 'static>(
-        &self,
-        frees_space: bool,
-        f: impl FnMut(
-            &mut Tree<'_, dyn WriteTxn + '_>,
-            &Settings,
-        ) -> Result<Result<R, ApiRefusal>, Error>
-        + Send
-        + 'static,
-    ) -> Result<Result<R, ApiRefusal>, Error> {
-        self.store.submit(Box::new(TreeJob {
-            user: Arc::clone(&self.id),
-            actor: self.actor.clone(),
+/// Runs `f` over this store's tree through the write pipeline (batched with other writes,
+/// after the expiry sweep); committed only when it returns `Ok(Ok(_))`, and a refusal has
+/// written nothing (every refusal is found before the first write). `frees_space`: a write
+/// that frees space (see [`crate::storage::Backend::write_freeing`]).
+pub(crate) fn write_tree<R: Send + 'static>(
+    scope: Scope<'_>,
+    frees_space: bool,
+    f: impl FnMut(&mut Tree<'_, dyn WriteTxn + '_>, &Settings) -> Result<Result<R, ApiRefusal>, Error>
+    + Send
+    + 'static,
+) -> Result<Result<R, ApiRefusal>, Error> {
+    crate::pipeline::submit(
+        scope.engine,
+        Box::new(TreeJob {
+            user: scope.user.into(),
+            actor: scope.actor.cloned(),
             frees_space,
             write: Box::new(f),
-        }))
-    }
+        }),
+    )
+}
 
-    /// Creates a memory at the model path `path` (`/memories/…`).
-    ///
-    /// # Errors
-    /// A storage failure. Refusals: [`ApiRefusal::PathExists`], [`ApiRefusal::InvalidPath`]
-    /// (the path rules, or a file where a directory would be), [`ApiRefusal::Limit`],
-    /// [`ApiRefusal::Archived`].
-    pub fn create_memory(
-        &self,
-        path: &str,
-        content: &str,
-    ) -> Result<Result<Memory, ApiRefusal>, Error> {
-        let path = match memory_path(path) {
-            Ok(path) => path,
-            Err(refusal) => return Ok(Err(refusal)),
+/// The body of [`MemoryStore::create_memory`].
+pub(crate) fn create_memory(
+    scope: Scope<'_>,
+    path: &str,
+    content: &str,
+) -> Result<Result<Memory, ApiRefusal>, Error> {
+    let path = match memory_path(path) {
+        Ok(path) => path,
+        Err(refusal) => return Ok(Err(refusal)),
+    };
+    let content = content.to_owned();
+    write_tree(scope, false, move |tree, settings| {
+        if tree.archived()? {
+            return Ok(Err(ApiRefusal::Archived));
+        }
+        if tree.read().node(&path)?.is_some() {
+            return Ok(Err(ApiRefusal::PathExists {
+                path: path.to_string(),
+            }));
+        }
+        if let Some(parent) = tree.read().file_ancestor(&path)? {
+            return Ok(Err(ApiRefusal::ParentIsFile {
+                path: path.to_string(),
+                parent: parent.to_string(),
+            }));
+        }
+        if let Err(refusal) = store_content(tree, settings, &path, &content, None)? {
+            return Ok(Err(refusal));
+        }
+        Ok(Ok(written(&tree.read(), &path, false)?))
+    })
+}
+
+/// The body of [`MemoryStore::memory`].
+pub(crate) fn memory(
+    scope: Scope<'_>,
+    id: MemoryId,
+    with_content: bool,
+) -> Result<Option<Memory>, Error> {
+    let txn = scope.engine.backend.begin_read()?;
+    let Some((path, meta)) = find(&txn, scope.user, id)? else {
+        return Ok(None);
+    };
+    let tree = TreeRead::new(&txn, scope.user);
+    if scope.engine.expired(scope.user, &tree)?.contains(&path) {
+        return Ok(None);
+    }
+    let content = if with_content {
+        tree.content(&path)?
+    } else {
+        None
+    };
+    Ok(Some(memory_of(&path, meta, content)))
+}
+
+/// The body of [`MemoryStore::update_memory`].
+pub(crate) fn update_memory(
+    scope: Scope<'_>,
+    id: MemoryId,
+    content: Option<&str>,
+    path: Option<&str>,
+    expected_sha256: Option<[u8; 32]>,
+) -> Result<Result<Memory, ApiRefusal>, Error> {
+    let to = match path.map(memory_path).transpose() {
+        Ok(to) => to,
+        Err(refusal) => return Ok(Err(refusal)),
+    };
+    let content = content.map(str::to_owned);
+    write_tree(scope, false, move |tree, settings| {
+        if tree.archived()? {
+            return Ok(Err(ApiRefusal::Archived));
+        }
+        let user = tree.read().user().to_owned();
+        let Some((from, meta)) = find(tree.read().txn(), &user, id)? else {
+            return Ok(Err(ApiRefusal::NotFound));
         };
-        let content = content.to_owned();
-        self.write_tree(false, move |tree, settings| {
-            if tree.archived()? {
-                return Ok(Err(ApiRefusal::Archived));
-            }
-            if tree.read().node(&path)?.is_some() {
+        if let Some(expected) = expected_sha256
+            && expected != meta.sha256
+        {
+            return Ok(Err(ApiRefusal::PreconditionFailed {
+                current: meta.sha256,
+            }));
+        }
+        let to = to.clone().unwrap_or_else(|| from.clone());
+        if to != from {
+            if tree.read().node(&to)?.is_some() {
                 return Ok(Err(ApiRefusal::PathExists {
-                    path: path.to_string(),
+                    path: to.to_string(),
                 }));
             }
-            if let Some(parent) = tree.read().file_ancestor(&path)? {
+            if let Some(parent) = tree.read().file_ancestor(&to)? {
                 return Ok(Err(ApiRefusal::ParentIsFile {
-                    path: path.to_string(),
+                    path: to.to_string(),
                     parent: parent.to_string(),
                 }));
             }
-            if let Err(refusal) = store_content(tree, settings, &path, &content, None)? {
-                return Ok(Err(refusal));
-            }
-            Ok(Ok(written(&tree.read(), &path, false)?))
-        })
-    }
-
-    /// The live memory `id`, with its content when `with_content`.
-    ///
-    /// # Errors
-    /// A storage failure.
-    pub fn memory(&self, id: MemoryId, with_content: bool) -> Result<Option<Memory>, Error> {
-        let txn = self.store.backend.begin_read()?;
-        let Some((path, meta)) = find(&txn, &self.id, id)? else {
-            return Ok(None);
-        };
-        let tree = TreeRead::new(&txn, &self.id);
-        if self.expired(&tree)?.contains(&path) {
-            return Ok(None);
         }
-        let content = if with_content {
-            tree.content(&path)?
-        } else {
-            None
+        let current;
+        let content = match &content {
+            Some(content) => content.as_str(),
+            None => {
+                current = tree
+                    .read()
+                    .content(&from)?
+                    .ok_or_else(|| Error::Corrupt(format!("{from} has no content")))?;
+                &current
+            }
         };
-        Ok(Some(memory_of(&path, meta, content)))
-    }
+        let unchanged = to == from && layout::sha256(content.as_bytes()) == meta.sha256;
+        if !unchanged
+            && let Err(refusal) = store_content(tree, settings, &to, content, Some((&from, meta)))?
+        {
+            return Ok(Err(refusal));
+        }
+        Ok(Ok(written(&tree.read(), &to, false)?))
+    })
+}
 
-    /// Changes the content and/or the path (a model path) of the memory `id`, keeping its id:
-    /// one `modified` version, none when nothing changes. With `expected_sha256`, only if the
-    /// memory's current content has that hash.
-    ///
-    /// # Errors
-    /// A storage failure. Refusals: [`ApiRefusal::NotFound`],
-    /// [`ApiRefusal::PreconditionFailed`], [`ApiRefusal::PathExists`],
-    /// [`ApiRefusal::InvalidPath`], [`ApiRefusal::ParentIsFile`], [`ApiRefusal::Limit`],
-    /// [`ApiRefusal::Archived`].
-    pub fn update_memory(
-        &self,
-        id: MemoryId,
-        content: Option<&str>,
-        path: Option<&str>,
-        expected_sha256: Option<[u8; 32]>,
-    ) -> Result<Result<Memory, ApiRefusal>, Error> {
-        let to = match path.map(memory_path).transpose() {
-            Ok(to) => to,
-            Err(refusal) => return Ok(Err(refusal)),
+/// The body of [`MemoryStore::delete_memory`].
+pub(crate) fn delete_memory(
+    scope: Scope<'_>,
+    id: MemoryId,
+    expected_sha256: Option<[u8; 32]>,
+) -> Result<Result<(), ApiRefusal>, Error> {
+    write_tree(scope, true, move |tree, _| {
+        let user = tree.read().user().to_owned();
+        let Some((path, meta)) = find(tree.read().txn(), &user, id)? else {
+            return Ok(Err(ApiRefusal::NotFound));
         };
-        let content = content.map(str::to_owned);
-        self.write_tree(false, move |tree, settings| {
-            if tree.archived()? {
-                return Ok(Err(ApiRefusal::Archived));
-            }
-            let user = tree.read().user().to_owned();
-            let Some((from, meta)) = find(tree.read().txn(), &user, id)? else {
-                return Ok(Err(ApiRefusal::NotFound));
-            };
-            if let Some(expected) = expected_sha256
-                && expected != meta.sha256
-            {
-                return Ok(Err(ApiRefusal::PreconditionFailed {
-                    current: meta.sha256,
-                }));
-            }
-            let to = to.clone().unwrap_or_else(|| from.clone());
-            if to != from {
-                if tree.read().node(&to)?.is_some() {
-                    return Ok(Err(ApiRefusal::PathExists {
-                        path: to.to_string(),
-                    }));
-                }
-                if let Some(parent) = tree.read().file_ancestor(&to)? {
-                    return Ok(Err(ApiRefusal::ParentIsFile {
-                        path: to.to_string(),
-                        parent: parent.to_string(),
-                    }));
-                }
-            }
-            let current;
-            let content = match &content {
-                Some(content) => content.as_str(),
-                None => {
-                    current = tree
-                        .read()
-                        .content(&from)?
-                        .ok_or_else(|| Error::Corrupt(format!("{from} has no content")))?;
-                    &current
-                }
-            };
-            let unchanged = to == from && layout::sha256(content.as_bytes()) == meta.sha256;
-            if !unchanged
-                && let Err(refusal) =
-                    store_content(tree, settings, &to, content, Some((&from, meta)))?
-            {
-                return Ok(Err(refusal));
-            }
-            Ok(Ok(written(&tree.read(), &to, false)?))
-        })
-    }
+        if let Some(expected) = expected_sha256
+            && expected != meta.sha256
+        {
+            return Ok(Err(ApiRefusal::PreconditionFailed {
+                current: meta.sha256,
+            }));
+        }
+        tree.remove(&path, Node::File(meta))?;
+        Ok(Ok(()))
+    })
+}
 
-    /// Deletes the memory `id` (a `deleted` version); with `expected_sha256`, only if its
-    /// current content has that hash. Allowed on an archived store.
-    ///
-    /// # Errors
-    /// A storage failure. Refusals: [`ApiRefusal::NotFound`],
-    /// [`ApiRefusal::PreconditionFailed`].
-    pub fn delete_memory(
-        &self,
-        id: MemoryId,
-        expected_sha256: Option<[u8; 32]>,
-    ) -> Result<Result<(), ApiRefusal>, Error> {
-        self.write_tree(true, move |tree, _| {
-            let user = tree.read().user().to_owned();
-            let Some((path, meta)) = find(tree.read().txn(), &user, id)? else {
-                return Ok(Err(ApiRefusal::NotFound));
-            };
-            if let Some(expected) = expected_sha256
-                && expected != meta.sha256
+/// The body of [`MemoryStore::list_memories`].
+pub(crate) fn list_memories(
+    scope: Scope<'_>,
+    prefix: &str,
+    depth: u32,
+    page: Option<&str>,
+    limit: usize,
+    with_content: bool,
+) -> Result<Result<Page<ListItem>, ApiRefusal>, Error> {
+    let dir = match MemoryPath::parse(prefix) {
+        Ok(dir) => dir,
+        Err(e) => {
+            return Ok(Err(ApiRefusal::InvalidPath {
+                path: prefix.to_owned(),
+                reason: messages::path_reason(prefix, e),
+            }));
+        }
+    };
+    let (start, end) = if dir.is_root() {
+        (Vec::new(), None)
+    } else {
+        let (start, end) = layout::subtree_contents(&dir);
+        (start, Some(end))
+    };
+    let start = match page {
+        None => start,
+        Some(token) => match unhex(token) {
+            Some(key) if key >= start && end.as_ref().is_none_or(|e| &key <= e) => key,
+            _ => return Ok(Err(ApiRefusal::InvalidPage)),
+        },
+    };
+    let txn = scope.engine.backend.begin_read()?;
+    let tree = TreeRead::new(&txn, scope.user);
+    let expired = scope.engine.expired(scope.user, &tree)?;
+    let base = dir.segments().len();
+    let limit = limit.max(1);
+    // (path, content) of memories and rolled-up prefixes, in key order.
+    let mut found: Vec<(MemoryPath, Option<Vec<u8>>)> = Vec::new();
+    let mut skip_below: Option<Vec<u8>> = None;
+    let mut next = None;
+    txn.scan(
+        Space::Contents,
+        scope.user,
+        &start,
+        end.as_deref(),
+        &mut |key, value| {
+            if skip_below
+                .as_ref()
+                .is_some_and(|bound| key < bound.as_slice())
             {
-                return Ok(Err(ApiRefusal::PreconditionFailed {
-                    current: meta.sha256,
-                }));
+                return Ok(ControlFlow::Continue(()));
             }
-            tree.remove(&path, Node::File(meta))?;
-            Ok(Ok(()))
-        })
-    }
-
-    /// The memories below the model directory `prefix` (`/memories` for all), in path order:
-    /// every one (`depth` 0), or those at most `depth` levels below with deeper ones rolled up
-    /// into [`ListItem::Prefix`]. At most `limit` items from `page` (a token an earlier call
-    /// returned); also returns the next page's token, `None` on the last page.
-    ///
-    /// # Errors
-    /// A storage failure. Refusals: [`ApiRefusal::InvalidPath`], [`ApiRefusal::InvalidPage`].
-    pub fn list_memories(
-        &self,
-        prefix: &str,
-        depth: u32,
-        page: Option<&str>,
-        limit: usize,
-        with_content: bool,
-    ) -> Result<Result<Page<ListItem>, ApiRefusal>, Error> {
-        let dir = match MemoryPath::parse(prefix) {
-            Ok(dir) => dir,
-            Err(e) => {
-                return Ok(Err(ApiRefusal::InvalidPath {
-                    path: prefix.to_owned(),
-                    reason: messages::path_reason(prefix, e),
-                }));
+            let path = layout::path_of_content_key(key)?;
+            if expired.contains(&path) {
+                return Ok(ControlFlow::Continue(()));
             }
-        };
-        let (start, end) = if dir.is_root() {
-            (Vec::new(), None)
-        } else {
-            let (start, end) = layout::subtree_contents(&dir);
-            (start, Some(end))
-        };
-        let start = match page {
-            None => start,
-            Some(token) => match unhex(token) {
-                Some(key) if key >= start && end.as_ref().is_none_or(|e| &key <= e) => key,
-                _ => return Ok(Err(ApiRefusal::InvalidPage)),
-            },
-        };
-        let txn = self.store.backend.begin_read()?;
-        let tree = TreeRead::new(&txn, &self.id);
-        let expired = self.expired(&tree)?;
-        let base = dir.segments().len();
-        let limit = limit.max(1);
-        // (path, content) of memories and rolled-up prefixes, in key order.
-        let mut found: Vec<(MemoryPath, Option<Vec<u8>>)> = Vec::new();
-        let mut skip_below: Option<Vec<u8>> = None;
-        let mut next = None;
-        txn.scan(
-            Space::Contents,
-            &self.id,
-            &start,
-            end.as_deref(),
-            &mut |key, value| {
-                if skip_below
-                    .as_ref()
-                    .is_some_and(|bound| key < bound.as_slice())
-                {
-                    return Ok(ControlFlow::Continue(()));
-                }
-                let path = layout::path_of_content_key(key)?;
-                if expired.contains(&path) {
-                    return Ok(ControlFlow::Continue(()));
-                }
-                if found.len() == limit {
-                    next = Some(hex_of(key));
-                    return Ok(ControlFlow::Break(()));
-                }
-                let below = path.segments().len() - base;
-                if depth > 0 && below > depth as usize {
-                    let rolled = MemoryPath::from_segments(
-                        path.segments()[..base + depth as usize]
-                            .iter()
-                            .map(String::as_str),
-                    )
-                    .map_err(|e| Error::Corrupt(format!("a stored path is invalid: {e}")))?;
-                    let mut bound = layout::content_key(&rolled);
-                    bound.push(0x02);
-                    skip_below = Some(bound);
-                    found.push((rolled, None));
+            if found.len() == limit {
+                next = Some(hex_of(key));
+                return Ok(ControlFlow::Break(()));
+            }
+            let below = path.segments().len() - base;
+            if depth > 0 && below > depth as usize {
+                let rolled = MemoryPath::from_segments(
+                    path.segments()[..base + depth as usize]
+                        .iter()
+                        .map(String::as_str),
+                )
+                .map_err(|e| Error::Corrupt(format!("a stored path is invalid: {e}")))?;
+                let mut bound = layout::content_key(&rolled);
+                bound.push(0x02);
+                skip_below = Some(bound);
+                found.push((rolled, None));
+            } else {
+                found.push((path, Some(value.to_vec())));
+            }
+            Ok(ControlFlow::Continue(()))
+        },
+    )?;
+    let mut items = Vec::with_capacity(found.len());
+    for (path, content) in found {
+        match content {
+            None => items.push(ListItem::Prefix(format!("{path}/"))),
+            Some(content) => {
+                let Some(Node::File(meta)) = tree.node(&path)? else {
+                    return Err(Error::Corrupt(format!("{path} has content but no file")));
+                };
+                let content = if with_content {
+                    Some(String::from_utf8(content).map_err(|_| {
+                        Error::Corrupt(format!("the content of {path} is not UTF-8"))
+                    })?)
                 } else {
-                    found.push((path, Some(value.to_vec())));
-                }
-                Ok(ControlFlow::Continue(()))
-            },
-        )?;
-        let mut items = Vec::with_capacity(found.len());
-        for (path, content) in found {
-            match content {
-                None => items.push(ListItem::Prefix(format!("{path}/"))),
-                Some(content) => {
-                    let Some(Node::File(meta)) = tree.node(&path)? else {
-                        return Err(Error::Corrupt(format!("{path} has content but no file")));
-                    };
-                    let content = if with_content {
-                        Some(String::from_utf8(content).map_err(|_| {
-                            Error::Corrupt(format!("the content of {path} is not UTF-8"))
-                        })?)
-                    } else {
-                        None
-                    };
-                    items.push(ListItem::Memory(memory_of(&path, meta, content)));
-                }
+                    None
+                };
+                items.push(ListItem::Memory(memory_of(&path, meta, content)));
             }
         }
-        Ok(Ok(Page { items, next }))
     }
+    Ok(Ok(Page { items, next }))
 }
 
 /// A page token: the hex of the key the next page starts at.

@@ -15,12 +15,12 @@
 use serde::Serialize;
 use serde_json::Value;
 
-use crate::blocks::{TOOL_NAME, ToolOutput, ToolResult, ToolUse};
+use crate::api::MemoryStore;
+use crate::blocks::{ToolOutput, ToolResult, ToolUse, block_call, input_call};
 use crate::command::Command;
 use crate::error::Error;
 use crate::limits::Limits;
 use crate::messages;
-use crate::store::UserHandle;
 
 /// The answer to one message (see [`answer`]); serializes as the bare object, the block, or
 /// the array of blocks, with keys in the order of the Messages API.
@@ -152,7 +152,7 @@ pub fn max_message_bytes(limits: &Limits) -> usize {
 /// Answers `message` for `user`. A storage failure is answered to the model with
 /// the storage-failure message (nothing was applied) and also returned, for the operator; in
 /// an array, each block is answered on its own, in order.
-pub fn answer(user: &UserHandle<'_>, message: Message) -> (Response, Vec<Error>) {
+pub fn answer(user: &MemoryStore<'_>, message: Message) -> (Response, Vec<Error>) {
     let results: Vec<_> = message
         .calls()
         .into_iter()
@@ -167,7 +167,7 @@ pub fn answer(user: &UserHandle<'_>, message: Message) -> (Response, Vec<Error>)
 /// Answers one line of a JSON Lines stream with one line of JSON (no newline), and the storage
 /// failures beside it for the operator. A line that is not a valid message gets its
 /// [`InvalidMessage::output`].
-pub fn answer_line(user: &UserHandle<'_>, line: &[u8]) -> (String, Vec<Error>) {
+pub fn answer_line(user: &MemoryStore<'_>, line: &[u8]) -> (String, Vec<Error>) {
     match Message::parse(line) {
         Ok(message) => {
             let (response, errors) = answer(user, message);
@@ -228,24 +228,6 @@ impl Message {
     }
 }
 
-fn input_call(input: &Value) -> Call {
-    Command::from_json(input).map_err(|e| ToolOutput {
-        content: e.message(),
-        is_error: true,
-    })
-}
-
-fn block_call(block: &ToolUse) -> Call {
-    if block.name == TOOL_NAME {
-        input_call(&block.input)
-    } else {
-        Err(ToolOutput {
-            content: messages::unknown_tool(&Value::String(block.name.clone()).to_string()),
-            is_error: true,
-        })
-    }
-}
-
 fn storage_failure() -> ToolOutput {
     ToolOutput {
         content: messages::storage_failure(),
@@ -256,20 +238,6 @@ fn storage_failure() -> ToolOutput {
 /// One value as one line of JSON.
 pub fn to_line(value: &impl Serialize) -> String {
     serde_json::to_string(value).expect("plain structs serialize")
-}
-
-impl UserHandle<'_> {
-    /// Answers a whole `tool_use` block. A block for another tool gets an error result.
-    ///
-    /// # Errors
-    /// A storage failure; nothing was applied.
-    pub fn handle_tool_use(&self, block: &ToolUse) -> Result<ToolResult, Error> {
-        let output = match block_call(block) {
-            Ok(command) => self.execute(&command)?,
-            Err(answered) => answered,
-        };
-        Ok(ToolResult::new(block.id.clone(), output))
-    }
 }
 
 #[cfg(test)]
@@ -342,7 +310,7 @@ mod tests {
 
     #[test]
     fn calls_and_respond_answer_as_answer_does() {
-        let store = crate::Store::in_memory().unwrap();
+        let store = crate::Database::in_memory().unwrap();
         let user = store.user("u").unwrap();
         let text = json!([
             {"type": "tool_use", "id": "a", "name": "memory", "input": {"command": "create", "path": "/memories/x", "file_text": "hi\n"}},
@@ -363,7 +331,7 @@ mod tests {
             })
             .collect();
         let mine = message.clone().respond(results);
-        let other = crate::Store::in_memory().unwrap();
+        let other = crate::Database::in_memory().unwrap();
         let theirs = answer(&other.user("u").unwrap(), message.clone());
         assert_eq!(to_line(&mine.0), to_line(&theirs.0));
         assert!(mine.1.is_empty());

@@ -1,4 +1,4 @@
-//! A store's history, read and redacted, and versions restored: on [`UserHandle`].
+//! A store's history, read and redacted, and versions restored: on [`MemoryStore`].
 
 use std::ops::ControlFlow;
 
@@ -9,8 +9,8 @@ use crate::history::{Actor, ApiRefusal, Memory, MemoryId, Operation, Page, Versi
 use crate::layout::Node;
 use crate::memories::{self, store_content};
 use crate::path::MemoryPath;
+use crate::pipeline::Scope;
 use crate::storage::{Backend, ReadTxn, Space};
-use crate::store::UserHandle;
 
 /// Which versions a listing returns; every field set narrows it.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
@@ -67,223 +67,209 @@ fn version_of<T: ReadTxn + ?Sized>(
     })
 }
 
-impl UserHandle<'_> {
-    /// The versions kept that `filter` admits, oldest first: at most `limit` from `page` (a
-    /// token an earlier call returned), and the next page's token (`None` on the last page).
-    /// With `with_content`, each carries its content.
-    ///
-    /// # Errors
-    /// A storage failure. Refusal: [`ApiRefusal::InvalidPage`].
-    pub fn versions(
-        &self,
-        filter: &VersionFilter,
-        page: Option<&str>,
-        limit: usize,
-        with_content: bool,
-    ) -> Result<Result<Page<Version>, ApiRefusal>, Error> {
-        let from = match page {
-            None => 0,
-            Some(token) => match memories::unhex(token) {
-                Some(bytes) if bytes.len() == 8 => record::decode_seq(&bytes)?,
-                _ => return Ok(Err(ApiRefusal::InvalidPage)),
-            },
-        };
-        let limit = limit.max(1);
-        let txn = self.store.backend.begin_read()?;
-        let mut out = Vec::new();
-        let mut next = None;
-        let mut take = |seq: u64, record: VersionRecord| {
-            if !filter.admits(&record) {
-                return ControlFlow::Continue(());
-            }
-            if out.len() == limit {
-                next = Some(memories::hex_of(&record::seq_key(seq)));
-                return ControlFlow::Break(());
-            }
-            out.push((seq, record));
-            ControlFlow::Continue(())
-        };
-        match filter.memory {
-            Some(memory) => {
-                // Its chain of versions, newest first, down to the page's start.
-                let mut chain = Vec::new();
-                let mut at = record::latest_version(&txn, &self.id, memory.0)?;
-                while let Some(seq) = at.filter(|&seq| seq >= from) {
-                    let Some(record) = record::version(&txn, &self.id, seq)? else {
-                        break; // pruned, and every older one with it
-                    };
-                    if record.memory != memory.0 || record.previous >= Some(seq) {
-                        return Err(Error::Corrupt(format!(
-                            "the versions of {} do not form a chain at {}",
-                            MemoryId(memory.0),
-                            VersionId(seq)
-                        )));
-                    }
-                    at = record.previous;
-                    chain.push((seq, record));
+/// The body of [`MemoryStore::versions`].
+pub(crate) fn versions(
+    scope: Scope<'_>,
+    filter: &VersionFilter,
+    page: Option<&str>,
+    limit: usize,
+    with_content: bool,
+) -> Result<Result<Page<Version>, ApiRefusal>, Error> {
+    let from = match page {
+        None => 0,
+        Some(token) => match memories::unhex(token) {
+            Some(bytes) if bytes.len() == 8 => record::decode_seq(&bytes)?,
+            _ => return Ok(Err(ApiRefusal::InvalidPage)),
+        },
+    };
+    let limit = limit.max(1);
+    let txn = scope.engine.backend.begin_read()?;
+    let mut out = Vec::new();
+    let mut next = None;
+    let mut take = |seq: u64, record: VersionRecord| {
+        if !filter.admits(&record) {
+            return ControlFlow::Continue(());
+        }
+        if out.len() == limit {
+            next = Some(memories::hex_of(&record::seq_key(seq)));
+            return ControlFlow::Break(());
+        }
+        out.push((seq, record));
+        ControlFlow::Continue(())
+    };
+    match filter.memory {
+        Some(memory) => {
+            // Its chain of versions, newest first, down to the page's start.
+            let mut chain = Vec::new();
+            let mut at = record::latest_version(&txn, scope.user, memory.0)?;
+            while let Some(seq) = at.filter(|&seq| seq >= from) {
+                let Some(record) = record::version(&txn, scope.user, seq)? else {
+                    break; // pruned, and every older one with it
+                };
+                if record.memory != memory.0 || record.previous >= Some(seq) {
+                    return Err(Error::Corrupt(format!(
+                        "the versions of {} do not form a chain at {}",
+                        MemoryId(memory.0),
+                        VersionId(seq)
+                    )));
                 }
-                for (seq, record) in chain.into_iter().rev() {
-                    if take(seq, record).is_break() {
-                        break;
-                    }
+                at = record.previous;
+                chain.push((seq, record));
+            }
+            for (seq, record) in chain.into_iter().rev() {
+                if take(seq, record).is_break() {
+                    break;
                 }
+            }
+        }
+        None => {
+            txn.scan(
+                Space::Versions,
+                scope.user,
+                &record::seq_key(from),
+                None,
+                &mut |key, value| {
+                    let record = crate::layout::decode(value, "version")?;
+                    Ok(take(record::decode_seq(key)?, record))
+                },
+            )?;
+        }
+    }
+    let items = out
+        .into_iter()
+        .map(|(seq, record)| version_of(&txn, scope.user, seq, record, with_content))
+        .collect::<Result<_, _>>()?;
+    Ok(Ok(Page { items, next }))
+}
+
+/// The body of [`MemoryStore::version`].
+pub(crate) fn version(
+    scope: Scope<'_>,
+    id: VersionId,
+    with_content: bool,
+) -> Result<Option<Version>, Error> {
+    let txn = scope.engine.backend.begin_read()?;
+    record::version(&txn, scope.user, id.0)?
+        .map(|r| version_of(&txn, scope.user, id.0, r, with_content))
+        .transpose()
+}
+
+/// The body of [`MemoryStore::redact`].
+pub(crate) fn redact(
+    scope: Scope<'_>,
+    id: VersionId,
+) -> Result<Result<Version, ApiRefusal>, Error> {
+    crate::memories::write_tree(scope, true, move |tree, _| {
+        let user = tree.read().user().to_owned();
+        if let Some(record) = record::version(tree.txn(), &user, id.0)?
+            && record.redacted.is_none()
+            && record::memory_path_key(tree.txn(), &user, record.memory)?.is_some()
+            && record::latest_version(tree.txn(), &user, record.memory)? == Some(id.0)
+        {
+            return Ok(Err(ApiRefusal::LiveVersion {
+                memory: MemoryId(record.memory).to_string(),
+            }));
+        }
+        match tree.redact(id.0)? {
+            Some(record) => Ok(Ok(version_of(tree.txn(), &user, id.0, record, false)?)),
+            None => Ok(Err(ApiRefusal::NotFound)),
+        }
+    })
+}
+
+/// The body of [`MemoryStore::restore`].
+pub(crate) fn restore(
+    scope: Scope<'_>,
+    id: VersionId,
+) -> Result<Result<Memory, ApiRefusal>, Error> {
+    crate::memories::write_tree(scope, false, move |tree, settings| {
+        if tree.archived()? {
+            return Ok(Err(ApiRefusal::Archived));
+        }
+        let user = tree.read().user().to_owned();
+        let Some(record) = record::version(tree.read().txn(), &user, id.0)? else {
+            return Ok(Err(ApiRefusal::NotFound));
+        };
+        if record.redacted.is_some() {
+            return Ok(Err(ApiRefusal::NotRestorable("it is redacted".into())));
+        }
+        let content = content::content(tree.read().txn(), &user, id.0, &record)?;
+        let (Some(content), Some(path)) = (content, record.path) else {
+            return Ok(Err(ApiRefusal::NotRestorable(
+                "it records a deletion".into(),
+            )));
+        };
+        let live = memories::find(tree.read().txn(), &user, MemoryId(record.memory))?;
+        let path = match live {
+            Some((current, meta)) => {
+                if let Err(refusal) =
+                    store_content(tree, settings, &current, &content, Some((&current, meta)))?
+                {
+                    return Ok(Err(refusal));
+                }
+                current
             }
             None => {
-                txn.scan(
-                    Space::Versions,
-                    &self.id,
-                    &record::seq_key(from),
-                    None,
-                    &mut |key, value| {
-                        let record = crate::layout::decode(value, "version")?;
-                        Ok(take(record::decode_seq(key)?, record))
-                    },
-                )?;
-            }
-        }
-        let items = out
-            .into_iter()
-            .map(|(seq, record)| version_of(&txn, &self.id, seq, record, with_content))
-            .collect::<Result<_, _>>()?;
-        Ok(Ok(Page { items, next }))
-    }
-
-    /// The version `id`, if kept; with its content when `with_content`.
-    ///
-    /// # Errors
-    /// A storage failure.
-    pub fn version(&self, id: VersionId, with_content: bool) -> Result<Option<Version>, Error> {
-        let txn = self.store.backend.begin_read()?;
-        record::version(&txn, &self.id, id.0)?
-            .map(|r| version_of(&txn, &self.id, id.0, r, with_content))
-            .transpose()
-    }
-
-    /// Redacts the version `id`: its content, path, hash and size are erased for good, and
-    /// when and by whom (this handle's actor) is recorded. Redacting a redacted version changes
-    /// nothing. Allowed on an archived store. The current version of a live memory is refused
-    /// (the memory would go on serving the content): update or delete the memory first.
-    ///
-    /// # Errors
-    /// A storage failure. Refusals: [`ApiRefusal::NotFound`], [`ApiRefusal::LiveVersion`].
-    pub fn redact(&self, id: VersionId) -> Result<Result<Version, ApiRefusal>, Error> {
-        self.write_tree(true, move |tree, _| {
-            let user = tree.read().user().to_owned();
-            if let Some(record) = record::version(tree.txn(), &user, id.0)?
-                && record.redacted.is_none()
-                && record::memory_path_key(tree.txn(), &user, record.memory)?.is_some()
-                && record::latest_version(tree.txn(), &user, record.memory)? == Some(id.0)
-            {
-                return Ok(Err(ApiRefusal::LiveVersion {
-                    memory: MemoryId(record.memory).to_string(),
-                }));
-            }
-            match tree.redact(id.0)? {
-                Some(record) => Ok(Ok(version_of(tree.txn(), &user, id.0, record, false)?)),
-                None => Ok(Err(ApiRefusal::NotFound)),
-            }
-        })
-    }
-
-    /// Makes the content of version `id` current again, as a new version: of the same memory
-    /// when it is live (at its current path), else as a new memory at the version's path.
-    ///
-    /// # Errors
-    /// A storage failure. Refusals: [`ApiRefusal::NotFound`], [`ApiRefusal::NotRestorable`]
-    /// (redacted, or a deletion), [`ApiRefusal::PathExists`], [`ApiRefusal::ParentIsFile`],
-    /// [`ApiRefusal::Limit`], [`ApiRefusal::Archived`].
-    pub fn restore(&self, id: VersionId) -> Result<Result<Memory, ApiRefusal>, Error> {
-        self.write_tree(false, move |tree, settings| {
-            if tree.archived()? {
-                return Ok(Err(ApiRefusal::Archived));
-            }
-            let user = tree.read().user().to_owned();
-            let Some(record) = record::version(tree.read().txn(), &user, id.0)? else {
-                return Ok(Err(ApiRefusal::NotFound));
-            };
-            if record.redacted.is_some() {
-                return Ok(Err(ApiRefusal::NotRestorable("it is redacted".into())));
-            }
-            let content = content::content(tree.read().txn(), &user, id.0, &record)?;
-            let (Some(content), Some(path)) = (content, record.path) else {
-                return Ok(Err(ApiRefusal::NotRestorable(
-                    "it records a deletion".into(),
-                )));
-            };
-            let live = memories::find(tree.read().txn(), &user, MemoryId(record.memory))?;
-            let path = match live {
-                Some((current, meta)) => {
-                    if let Err(refusal) =
-                        store_content(tree, settings, &current, &content, Some((&current, meta)))?
-                    {
-                        return Ok(Err(refusal));
-                    }
-                    current
-                }
-                None => {
-                    let path = MemoryPath::parse(&path)
-                        .map_err(|e| Error::Corrupt(format!("a version's path is invalid: {e}")))?;
-                    if tree.read().node(&path)?.is_some() {
-                        return Ok(Err(ApiRefusal::PathExists {
-                            path: path.to_string(),
-                        }));
-                    }
-                    if let Some(parent) = tree.read().file_ancestor(&path)? {
-                        return Ok(Err(ApiRefusal::ParentIsFile {
-                            path: path.to_string(),
-                            parent: parent.to_string(),
-                        }));
-                    }
-                    if let Err(refusal) = store_content(tree, settings, &path, &content, None)? {
-                        return Ok(Err(refusal));
-                    }
-                    path
-                }
-            };
-            let Some(Node::File(meta)) = tree.read().node(&path)? else {
-                return Err(Error::Corrupt(format!("{path} is missing after its write")));
-            };
-            Ok(Ok(memories::memory_of(&path, meta, None)))
-        })
-    }
-
-    /// The versions of the memory at the model path `path` (live now), oldest first; every
-    /// version of the store when `path` is `None`. For the CLI's `history`.
-    ///
-    /// # Errors
-    /// A storage failure. Refusals: [`ApiRefusal::InvalidPath`], [`ApiRefusal::NotFound`] (no
-    /// memory at `path`).
-    pub fn history(&self, path: Option<&str>) -> Result<Result<Vec<Version>, ApiRefusal>, Error> {
-        let mut filter = VersionFilter::default();
-        if let Some(raw) = path {
-            let parsed = match MemoryPath::parse(raw) {
-                Ok(p) => p,
-                Err(e) => {
-                    return Ok(Err(ApiRefusal::InvalidPath {
-                        path: raw.to_owned(),
-                        reason: crate::messages::path_reason(raw, e),
+                let path = MemoryPath::parse(&path)
+                    .map_err(|e| Error::Corrupt(format!("a version's path is invalid: {e}")))?;
+                if tree.read().node(&path)?.is_some() {
+                    return Ok(Err(ApiRefusal::PathExists {
+                        path: path.to_string(),
                     }));
                 }
-            };
-            let txn = self.store.backend.begin_read()?;
-            match crate::tree::TreeRead::new(&txn, &self.id).node(&parsed)? {
-                Some(Node::File(meta)) => filter.memory = Some(MemoryId(meta.memory)),
-                _ => return Ok(Err(ApiRefusal::NotFound)),
-            }
-        }
-        let mut all = Vec::new();
-        let mut page: Option<String> = None;
-        loop {
-            match self.versions(&filter, page.as_deref(), 1000, true)? {
-                Ok(mut page_) => {
-                    all.append(&mut page_.items);
-                    match page_.next {
-                        Some(next) => page = Some(next),
-                        None => return Ok(Ok(all)),
-                    }
+                if let Some(parent) = tree.read().file_ancestor(&path)? {
+                    return Ok(Err(ApiRefusal::ParentIsFile {
+                        path: path.to_string(),
+                        parent: parent.to_string(),
+                    }));
                 }
-                Err(refusal) => return Ok(Err(refusal)),
+                if let Err(refusal) = store_content(tree, settings, &path, &content, None)? {
+                    return Ok(Err(refusal));
+                }
+                path
             }
+        };
+        let Some(Node::File(meta)) = tree.read().node(&path)? else {
+            return Err(Error::Corrupt(format!("{path} is missing after its write")));
+        };
+        Ok(Ok(memories::memory_of(&path, meta, None)))
+    })
+}
+
+/// The body of [`MemoryStore::history`].
+pub(crate) fn history(
+    scope: Scope<'_>,
+    path: Option<&str>,
+) -> Result<Result<Vec<Version>, ApiRefusal>, Error> {
+    let mut filter = VersionFilter::default();
+    if let Some(raw) = path {
+        let parsed = match MemoryPath::parse(raw) {
+            Ok(p) => p,
+            Err(e) => {
+                return Ok(Err(ApiRefusal::InvalidPath {
+                    path: raw.to_owned(),
+                    reason: crate::messages::path_reason(raw, e),
+                }));
+            }
+        };
+        let txn = scope.engine.backend.begin_read()?;
+        match crate::tree::TreeRead::new(&txn, scope.user).node(&parsed)? {
+            Some(Node::File(meta)) => filter.memory = Some(MemoryId(meta.memory)),
+            _ => return Ok(Err(ApiRefusal::NotFound)),
+        }
+    }
+    let mut all = Vec::new();
+    let mut page: Option<String> = None;
+    loop {
+        match versions(scope, &filter, page.as_deref(), 1000, true)? {
+            Ok(mut page_) => {
+                all.append(&mut page_.items);
+                match page_.next {
+                    Some(next) => page = Some(next),
+                    None => return Ok(Ok(all)),
+                }
+            }
+            Err(refusal) => return Ok(Err(refusal)),
         }
     }
 }

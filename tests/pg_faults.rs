@@ -1,12 +1,12 @@
 //! Faults on PostgreSQL: connections killed mid-command and a server restart under load. Every
 //! command is answered with its result or a clean error, nothing is half-applied, and the same
-//! `Store` carries on. Its own test binary: the restart must not hit other tests' connections.
+//! `Database` carries on. Its own test binary: the restart must not hit other tests' connections.
 
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::time::{Duration, Instant};
 
-use memkv::{Error, Store};
+use memkv::{Database, Error};
 use serde_json::json;
 
 #[path = "support/pg.rs"]
@@ -23,7 +23,7 @@ fn under_load(fault: impl FnOnce(&pg::Cluster) -> usize + Send) {
         .lock()
         .unwrap_or_else(std::sync::PoisonError::into_inner);
     let Some(cluster) = pg::cluster() else { return };
-    let store = Arc::new(Store::open(cluster.fresh_url()).unwrap());
+    let store = Arc::new(Database::open(cluster.fresh_url()).unwrap());
     let u = store.user("load").unwrap();
     u.execute_json(&json!({"command": "create", "path": "/memories/log.md", "file_text": ""}))
         .unwrap();

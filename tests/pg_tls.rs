@@ -3,7 +3,7 @@
 //! role that the server lets in only over TLS, with a password. Skipped, visibly, without
 //! PostgreSQL.
 
-use memkv::{Error, Store};
+use memkv::{Database, Error};
 use serde_json::json;
 
 #[path = "support/pg.rs"]
@@ -45,8 +45,8 @@ fn url(cluster: &pg::Cluster, host: &str, params: &str) -> String {
     format!("postgres://{ROLE}:{PASSWORD}@{host}{rest}{sep}{params}")
 }
 
-fn open(url: &str) -> Result<Store, Error> {
-    Store::open(url)
+fn open(url: &str) -> Result<Database, Error> {
+    Database::open(url)
 }
 
 /// The database at `url` works: a write, and its read from a second connection.

@@ -5,12 +5,12 @@
 
 use std::path::Path;
 
-use memkv::{Command, Store};
+use memkv::{Command, Database};
 use serde_json::{Value, json};
 
 /// A durable store on disk (every commit flushed), with quotas out of the way.
-pub fn durable_store(dir: &Path) -> Store {
-    Store::builder()
+pub fn durable_store(dir: &Path) -> Database {
+    Database::builder()
         .max_files(u64::MAX)
         .max_bytes(u64::MAX)
         .open(dir.join("bench.redb"))
@@ -41,7 +41,11 @@ pub fn text(n: usize) -> String {
 }
 
 /// Creates many files in few transactions (untimed preparation).
-pub fn bulk_create(store: &Store, user: &str, files: impl IntoIterator<Item = (String, String)>) {
+pub fn bulk_create(
+    store: &Database,
+    user: &str,
+    files: impl IntoIterator<Item = (String, String)>,
+) {
     let mut batch = Vec::new();
     let flush = |batch: &mut Vec<(String, Command)>| {
         for r in store.execute_batch(batch) {
@@ -60,7 +64,7 @@ pub fn bulk_create(store: &Store, user: &str, files: impl IntoIterator<Item = (S
 
 /// A user with `total` files: 50 entries in `/memories/hot` (the directory the benchmarks list)
 /// and the rest spread over `/memories/cold/dNNN/eNN/` (deeper than a listing looks).
-pub fn prepare_tree(store: &Store, user: &str, total: usize) {
+pub fn prepare_tree(store: &Database, user: &str, total: usize) {
     let hot = (0..50).map(|i| {
         (
             format!("/memories/hot/f{i:02}.md"),

@@ -1,18 +1,18 @@
 //! Lines of `memkv exec` input (JSON Lines: command inputs, `tool_use` blocks, arrays of them),
 //! read with the same length cap and answered by `protocol::answer_line` against a fresh
 //! in-memory store (secrets redacted): every line gets one line of JSON, nothing fails in storage, and the store's
-//! invariants (`Store::check`) hold afterwards.
+//! invariants (`Database::check`) hold afterwards.
 #![no_main]
 
 use libfuzzer_sys::fuzz_target;
 use memkv::lines::{Line, read_line};
 use memkv::protocol::answer_line;
-use memkv::{SecretPolicy, Store};
+use memkv::{SecretPolicy, Database};
 
 fuzz_target!(|data: &[u8]| {
     // Small limits so that the fuzzer reaches them; secrets are redacted, which runs every
     // detector and the replacement.
-    let store = Store::builder()
+    let store = Database::builder()
         .secrets(SecretPolicy::Redact)
         .max_file_bytes(512)
         .max_files(8)

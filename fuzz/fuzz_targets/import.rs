@@ -1,5 +1,5 @@
 //! An export stream from anywhere, imported into a fresh in-memory store: it is refused with an
-//! error or imported whole; an imported store passes `Store::check`, and its own export imports
+//! error or imported whole; an imported store passes `Database::check`, and its own export imports
 //! again into another store with the same files.
 //!
 //! Inputs whose first byte is 0x01 are resealed first (every file and version line's `sha256`
@@ -12,11 +12,11 @@ use std::path::PathBuf;
 use std::sync::LazyLock;
 
 use libfuzzer_sys::fuzz_target;
-use memkv::{Conflict, Store};
+use memkv::{Conflict, Database};
 use serde_json::{Value, json};
 use sha2::{Digest, Sha256};
 
-/// One file per fuzzing process, rewritten for each input (`Store::import` reads a file).
+/// One file per fuzzing process, rewritten for each input (`Database::import` reads a file).
 static FILE: LazyLock<PathBuf> = LazyLock::new(|| {
     let dir = if std::path::Path::new("/dev/shm").is_dir() {
         PathBuf::from("/dev/shm")
@@ -26,7 +26,7 @@ static FILE: LazyLock<PathBuf> = LazyLock::new(|| {
     dir.join(format!("memkv-fuzz-import-{}.jsonl", std::process::id()))
 });
 
-fn files(store: &Store) -> Vec<(String, Vec<(String, String)>)> {
+fn files(store: &Database) -> Vec<(String, Vec<(String, String)>)> {
     store
         .users()
         .unwrap()
@@ -108,7 +108,7 @@ fuzz_target!(|data: &[u8]| {
         _ => data.to_vec(),
     };
     std::fs::write(&*FILE, &data).unwrap();
-    let store = Store::in_memory().unwrap();
+    let store = Database::in_memory().unwrap();
     if store.import(&FILE, Conflict::Refuse, &mut |_| {}).is_err() {
         return;
     }
@@ -116,7 +116,7 @@ fuzz_target!(|data: &[u8]| {
     let mut export = Vec::new();
     store.export(&[], &mut export, &mut |_| {}).unwrap();
     std::fs::write(&*FILE, &export).unwrap();
-    let again = Store::in_memory().unwrap();
+    let again = Database::in_memory().unwrap();
     again.import(&FILE, Conflict::Refuse, &mut |_| {}).unwrap();
     assert_eq!(files(&again), files(&store));
 });

@@ -11,136 +11,130 @@ use super::{Conflict, Entry, Progress, Skipped, Summary, io_error};
 use crate::error::Error;
 use crate::layout::FileMeta;
 use crate::path::MemoryPath;
+use crate::pipeline::{Engine, Scope};
 use crate::storage::Finish;
-use crate::store::{Store, UserHandle, validate_user};
+use crate::user_id::validate_user;
 
-impl Store {
-    /// Imports a plain directory tree (such as the SDK handler's `memories/` folder) as `user`'s
-    /// `/memories`, in one transaction. Symbolic links, special files, files that are not UTF-8
-    /// and names the path rules reject are skipped and reported (or, with `strict`, refuse the
-    /// whole import). Links are never followed: nothing outside `dir` is read. A file over the
-    /// file-size limit is skipped on its size alone, and no file is read past that limit.
-    /// Modification times in the future are taken as now.
-    pub fn import_dir(
-        &self,
-        dir: &Path,
-        user: &str,
-        strict: bool,
-        conflict: Conflict,
-        progress: &mut dyn FnMut(Progress),
-    ) -> Result<(Summary, Vec<Skipped>), Error> {
-        validate_user(user)?;
-        let meta = fs::metadata(dir).map_err(io_error(dir))?;
-        if !meta.is_dir() {
-            return Err(Error::Io {
-                path: dir.to_owned(),
-                source: io::Error::other("not a directory"),
-            });
-        }
-        let mut entries = Vec::new();
-        let mut skipped = Vec::new();
-        let now = self.now_ms();
-        let max = self.limits().max_file_bytes;
-        let walk = Walk {
-            root: dir,
-            user,
-            now,
-            max,
-        };
-        walk.dir(Path::new(""), &mut entries, &mut skipped)?;
-        // Names that differ only in Unicode normalization are one memory path.
-        let mut seen = BTreeSet::new();
-        entries.retain(|(rel, e): &(PathBuf, Entry)| {
-            let fresh = seen.insert(e.path.clone());
-            if !fresh {
-                skipped.push(Skipped {
-                    path: rel.clone(),
-                    reason: format!(
-                        "its name is the same memory path as another file ({})",
-                        e.path
-                    ),
-                });
-            }
-            fresh
-        });
-        if strict && let Some(first) = skipped.first() {
-            return Err(Error::Io {
-                path: dir.to_owned(),
-                source: io::Error::other(format!("{first} (--strict refuses the whole import)")),
-            });
-        }
-        let total = entries.len() as u64;
-        let mut fetches = Vec::new();
-        crate::tree::index_fetches(user, &mut fetches);
-        let summary = self.transact(&[user], false, |txn, changes| {
-            txn.prefetch(&fetches, false)?;
-            let mut summary = Summary::default();
-            for (i, (rel, entry)) in entries.iter().enumerate() {
-                self.apply(txn, changes, entry, conflict, &mut summary)
-                    .map_err(|reason| Error::Io {
-                        path: dir.join(rel),
-                        source: io::Error::other(reason),
-                    })?;
-                progress(Progress {
-                    phase: "importing",
-                    done: i as u64 + 1,
-                    total: Some(total),
-                });
-            }
-            summary.users = u64::from(summary.files > 0);
-            Ok((summary, Finish::Commit))
-        })?;
-        Ok((summary, skipped))
-    }
-
-    /// Writes `user`'s live files under `dir` as plain files. `dir` must be missing (it is
-    /// created) or an empty directory; never a symbolic link. Nothing is written through a link
-    /// or over an existing file, so nothing outside `dir` changes; on an error, what was written
-    /// is removed again.
-    ///
-    /// # Errors
-    /// [`Error::UnknownUser`] if `user` has no files; [`Error::Io`] naming the file.
-    pub fn export_dir(
-        &self,
-        user: &str,
-        dir: &Path,
-        progress: &mut dyn FnMut(Progress),
-    ) -> Result<Summary, Error> {
-        let handle = self.user(user)?;
-        if !self.users()?.iter().any(|u| u.user == user) {
-            return Err(Error::UnknownUser {
-                user: user.to_owned(),
-            });
-        }
-        let refuse = |why: &str| Error::Io {
+/// The body of [`Database::import_dir`].
+pub(crate) fn import_dir(
+    db: &Engine,
+    dir: &Path,
+    user: &str,
+    strict: bool,
+    conflict: Conflict,
+    progress: &mut dyn FnMut(Progress),
+) -> Result<(Summary, Vec<Skipped>), Error> {
+    validate_user(user)?;
+    let meta = fs::metadata(dir).map_err(io_error(dir))?;
+    if !meta.is_dir() {
+        return Err(Error::Io {
             path: dir.to_owned(),
-            source: io::Error::other(why.to_owned()),
-        };
-        let mut written = Written::default();
-        match fs::symlink_metadata(dir) {
-            Ok(meta) if meta.file_type().is_symlink() => {
-                return Err(refuse("is a symbolic link (not followed)"));
-            }
-            Ok(meta) if !meta.is_dir() => return Err(refuse("exists and is not a directory")),
-            Ok(_) => {
-                if fs::read_dir(dir).map_err(io_error(dir))?.next().is_some() {
-                    return Err(refuse(
-                        "is not empty (export into a new or an empty directory)",
-                    ));
-                }
-            }
-            Err(e) if e.kind() == io::ErrorKind::NotFound => {
-                fs::create_dir_all(dir).map_err(io_error(dir))?;
-                written.dirs.push(dir.to_owned());
-            }
-            Err(e) => return Err(io_error(dir)(e)),
-        }
-        let result = write_tree(&handle, dir, &mut written, progress);
-        if result.is_err() {
-            written.remove();
-        }
-        result
+            source: io::Error::other("not a directory"),
+        });
     }
+    let mut entries = Vec::new();
+    let mut skipped = Vec::new();
+    let now = db.now_ms();
+    let max = db.limits.max_file_bytes;
+    let walk = Walk {
+        root: dir,
+        user,
+        now,
+        max,
+    };
+    walk.dir(Path::new(""), &mut entries, &mut skipped)?;
+    // Names that differ only in Unicode normalization are one memory path.
+    let mut seen = BTreeSet::new();
+    entries.retain(|(rel, e): &(PathBuf, Entry)| {
+        let fresh = seen.insert(e.path.clone());
+        if !fresh {
+            skipped.push(Skipped {
+                path: rel.clone(),
+                reason: format!(
+                    "its name is the same memory path as another file ({})",
+                    e.path
+                ),
+            });
+        }
+        fresh
+    });
+    if strict && let Some(first) = skipped.first() {
+        return Err(Error::Io {
+            path: dir.to_owned(),
+            source: io::Error::other(format!("{first} (--strict refuses the whole import)")),
+        });
+    }
+    let total = entries.len() as u64;
+    let mut fetches = Vec::new();
+    crate::tree::index_fetches(user, &mut fetches);
+    let summary = db.transact(&[user], false, |txn, changes| {
+        txn.prefetch(&fetches, false)?;
+        let mut summary = Summary::default();
+        for (i, (rel, entry)) in entries.iter().enumerate() {
+            super::import::apply(db, txn, changes, entry, conflict, &mut summary).map_err(
+                |reason| Error::Io {
+                    path: dir.join(rel),
+                    source: io::Error::other(reason),
+                },
+            )?;
+            progress(Progress {
+                phase: "importing",
+                done: i as u64 + 1,
+                total: Some(total),
+            });
+        }
+        summary.users = u64::from(summary.files > 0);
+        Ok((summary, Finish::Commit))
+    })?;
+    Ok((summary, skipped))
+}
+
+/// The body of [`Database::export_dir`].
+pub(crate) fn export_dir(
+    db: &Engine,
+    user: &str,
+    dir: &Path,
+    progress: &mut dyn FnMut(Progress),
+) -> Result<Summary, Error> {
+    validate_user(user)?;
+    let scope = Scope {
+        engine: db,
+        user,
+        actor: None,
+    };
+    if !crate::admin::users(db)?.iter().any(|u| u.user == user) {
+        return Err(Error::UnknownUser {
+            user: user.to_owned(),
+        });
+    }
+    let refuse = |why: &str| Error::Io {
+        path: dir.to_owned(),
+        source: io::Error::other(why.to_owned()),
+    };
+    let mut written = Written::default();
+    match fs::symlink_metadata(dir) {
+        Ok(meta) if meta.file_type().is_symlink() => {
+            return Err(refuse("is a symbolic link (not followed)"));
+        }
+        Ok(meta) if !meta.is_dir() => return Err(refuse("exists and is not a directory")),
+        Ok(_) => {
+            if fs::read_dir(dir).map_err(io_error(dir))?.next().is_some() {
+                return Err(refuse(
+                    "is not empty (export into a new or an empty directory)",
+                ));
+            }
+        }
+        Err(e) if e.kind() == io::ErrorKind::NotFound => {
+            fs::create_dir_all(dir).map_err(io_error(dir))?;
+            written.dirs.push(dir.to_owned());
+        }
+        Err(e) => return Err(io_error(dir)(e)),
+    }
+    let result = write_tree(scope, dir, &mut written, progress);
+    if result.is_err() {
+        written.remove();
+    }
+    result
 }
 
 /// What an export to a directory created, to remove it again after an error.
@@ -162,17 +156,16 @@ impl Written {
 }
 
 fn write_tree(
-    handle: &UserHandle<'_>,
+    scope: Scope<'_>,
     dir: &Path,
     written: &mut Written,
     progress: &mut dyn FnMut(Progress),
 ) -> Result<Summary, Error> {
-    let files = handle.files()?;
+    let files = crate::admin::files(scope)?;
     let total = files.len() as u64;
     let mut summary = Summary::default();
     for f in files {
-        let content = handle
-            .read_file(&f.path.to_string())?
+        let content = crate::admin::read_file(scope, &f.path.to_string())?
             .ok_or_else(|| Error::Corrupt(format!("{} vanished during the export", f.path)))?;
         let mut target = dir.to_owned();
         let (name, parents) = f
@@ -228,7 +221,7 @@ fn write_tree(
     Ok(summary)
 }
 
-/// A walk of a directory tree for [`Store::import_dir`].
+/// A walk of a directory tree for [`Database::import_dir`].
 struct Walk<'a> {
     root: &'a Path,
     user: &'a str,

@@ -17,9 +17,9 @@ use crate::exec::Expired;
 use crate::history::{MemoryId, VersionId};
 use crate::history::{content, record};
 use crate::layout;
+use crate::pipeline::Engine;
 use crate::storage::redb::reserve;
 use crate::storage::{Backend, ReadTxn, Space};
-use crate::store::Store;
 use crate::tree::TreeRead;
 
 /// How many versions an export reads at a time.
@@ -42,155 +42,146 @@ impl<W: Write> Write for Hashing<W> {
     }
 }
 
-impl Store {
-    /// Writes a consistent snapshot of `users` (every store when empty) to `out`, one read
-    /// transaction, streamed: memory stays constant however large the store. Per store: its
-    /// record, its files with their memory ids, every version kept (redacted ones and those of
-    /// deleted memories included). Expired files are left out.
-    ///
-    /// # Errors
-    /// [`Error::UnknownUser`] if a user of `users` has neither files nor a store record;
-    /// [`Error::Output`] if writing fails.
-    pub fn export(
-        &self,
-        users: &[String],
-        out: impl Write,
-        progress: &mut dyn FnMut(Progress),
-    ) -> Result<Summary, Error> {
-        let txn = self.backend.begin_read()?;
-        // Every store: those with files, and those with only a record (all memories deleted,
-        // or created through the memory-stores API and not written yet).
-        let mut all = BTreeSet::new();
-        for space in [Space::Store, Space::Totals] {
-            txn.users(space, &mut |u| {
-                all.insert(u.to_owned());
-                Ok(ControlFlow::Continue(()))
-            })?;
-        }
-        if let Some(missing) = users.iter().find(|u| !all.contains(*u)) {
-            return Err(Error::UnknownUser {
-                user: missing.clone(),
+/// The body of [`Database::export`].
+pub(crate) fn export(
+    db: &Engine,
+    users: &[String],
+    out: impl Write,
+    progress: &mut dyn FnMut(Progress),
+) -> Result<Summary, Error> {
+    let txn = db.backend.begin_read()?;
+    // Every store: those with files, and those with only a record (all memories deleted,
+    // or created through the memory-stores API and not written yet).
+    let mut all = BTreeSet::new();
+    for space in [Space::Store, Space::Totals] {
+        txn.users(space, &mut |u| {
+            all.insert(u.to_owned());
+            Ok(ControlFlow::Continue(()))
+        })?;
+    }
+    if let Some(missing) = users.iter().find(|u| !all.contains(*u)) {
+        return Err(Error::UnknownUser {
+            user: missing.clone(),
+        });
+    }
+    let selected: Vec<String> = all
+        .into_iter()
+        .filter(|u| users.is_empty() || users.contains(u))
+        .collect();
+    let mut total = 0;
+    for user in &selected {
+        total += TreeRead::new(&txn, user).totals()?.files;
+    }
+    let mut out = Hashing {
+        inner: BufWriter::new(out),
+        hasher: Sha256::new(),
+    };
+    let write_line = |out: &mut Hashing<BufWriter<_>>, line: &Line| -> Result<(), Error> {
+        serde_json::to_writer(&mut *out, line).map_err(|e| Error::Output(e.into()))?;
+        out.write_all(b"\n").map_err(Error::Output)
+    };
+    let now = db.now_ms();
+    write_line(
+        &mut out,
+        &Line::Header {
+            format: EXPORT_FORMAT.into(),
+            version: EXPORT_VERSION,
+            created_ms: now,
+            created: crate::time::utc(now),
+            memkv_version: env!("CARGO_PKG_VERSION").into(),
+        },
+    )?;
+    let mut summary = Summary::default();
+    for user in &selected {
+        let Some(record) = record::store_record(&txn, user)? else {
+            return Err(Error::Corrupt(format!(
+                "{user:?} has files but no store record (run memkv check)"
+            )));
+        };
+        write_line(&mut out, &history::store_line(user, &record))?;
+        summary.users += 1;
+        let tree = TreeRead::new(&txn, user);
+        let cutoff = db.settings(user).expiry_cutoff(now);
+        // Files viewed since their recorded time are live (`crate::access`).
+        let expired = Expired::load(&tree, cutoff)?.except(&db.used_after(user, cutoff));
+        tree.files_with_contents(&mut |path, meta| {
+            if expired.contains(&path) {
+                return Ok(ControlFlow::Continue(()));
+            }
+            let content = tree
+                .content(&path)?
+                .ok_or_else(|| Error::Corrupt(format!("{path} has no content")))?;
+            write_line(
+                &mut out,
+                &Line::File {
+                    user: user.clone(),
+                    path: path.to_string(),
+                    memory: Some(MemoryId(meta.memory).to_string()),
+                    version: Some(VersionId(meta.version).to_string()),
+                    sha256: sha256_hex(content.as_bytes()),
+                    content,
+                    created_ms: meta.created_ms,
+                    modified_ms: meta.modified_ms,
+                    accessed_ms: meta.accessed_ms,
+                },
+            )?;
+            summary.files += 1;
+            summary.bytes += meta.size;
+            progress(Progress {
+                phase: "exporting",
+                done: summary.files,
+                total: Some(total),
             });
-        }
-        let selected: Vec<String> = all
-            .into_iter()
-            .filter(|u| users.is_empty() || users.contains(u))
-            .collect();
-        let mut total = 0;
-        for user in &selected {
-            total += TreeRead::new(&txn, user).totals()?.files;
-        }
-        let mut out = Hashing {
-            inner: BufWriter::new(out),
-            hasher: Sha256::new(),
-        };
-        let write_line = |out: &mut Hashing<BufWriter<_>>, line: &Line| -> Result<(), Error> {
-            serde_json::to_writer(&mut *out, line).map_err(|e| Error::Output(e.into()))?;
-            out.write_all(b"\n").map_err(Error::Output)
-        };
-        let now = self.now_ms();
-        write_line(
-            &mut out,
-            &Line::Header {
-                format: EXPORT_FORMAT.into(),
-                version: EXPORT_VERSION,
-                created_ms: now,
-                created: crate::time::utc(now),
-                memkv_version: env!("CARGO_PKG_VERSION").into(),
-            },
-        )?;
-        let mut summary = Summary::default();
-        for user in &selected {
-            let Some(record) = record::store_record(&txn, user)? else {
-                return Err(Error::Corrupt(format!(
-                    "{user:?} has files but no store record (run memkv check)"
-                )));
+            Ok(ControlFlow::Continue(()))
+        })?;
+        // Every version kept, oldest first: redacted ones, and those of deleted memories.
+        // Read a chunk at a time: rebuilding a delta's content reads other versions.
+        let mut from = 0;
+        loop {
+            let mut chunk = Vec::new();
+            txn.scan(
+                Space::Versions,
+                user,
+                &record::seq_key(from),
+                None,
+                &mut |key, value| {
+                    chunk.push((record::decode_seq(key)?, layout::decode(value, "version")?));
+                    Ok(match chunk.len() < VERSION_CHUNK {
+                        true => ControlFlow::Continue(()),
+                        false => ControlFlow::Break(()),
+                    })
+                },
+            )?;
+            let Some(&(last, _)) = chunk.last() else {
+                break;
             };
-            write_line(&mut out, &history::store_line(user, &record))?;
-            summary.users += 1;
-            let tree = TreeRead::new(&txn, user);
-            let cutoff = self.settings(user).expiry_cutoff(now);
-            // Files viewed since their recorded time are live (`crate::access`).
-            let expired = Expired::load(&tree, cutoff)?.except(&self.used_after(user, cutoff));
-            tree.files_with_contents(&mut |path, meta| {
-                if expired.contains(&path) {
-                    return Ok(ControlFlow::Continue(()));
-                }
-                let content = tree
-                    .content(&path)?
-                    .ok_or_else(|| Error::Corrupt(format!("{path} has no content")))?;
+            for (seq, version) in chunk {
+                let content = content::content(&txn, user, seq, &version)?;
                 write_line(
                     &mut out,
-                    &Line::File {
-                        user: user.clone(),
-                        path: path.to_string(),
-                        memory: Some(MemoryId(meta.memory).to_string()),
-                        version: Some(VersionId(meta.version).to_string()),
-                        sha256: sha256_hex(content.as_bytes()),
-                        content,
-                        created_ms: meta.created_ms,
-                        modified_ms: meta.modified_ms,
-                        accessed_ms: meta.accessed_ms,
-                    },
+                    &history::version_line(user, seq, version, content),
                 )?;
-                summary.files += 1;
-                summary.bytes += meta.size;
-                progress(Progress {
-                    phase: "exporting",
-                    done: summary.files,
-                    total: Some(total),
-                });
-                Ok(ControlFlow::Continue(()))
-            })?;
-            // Every version kept, oldest first: redacted ones, and those of deleted memories.
-            // Read a chunk at a time: rebuilding a delta's content reads other versions.
-            let mut from = 0;
-            loop {
-                let mut chunk = Vec::new();
-                txn.scan(
-                    Space::Versions,
-                    user,
-                    &record::seq_key(from),
-                    None,
-                    &mut |key, value| {
-                        chunk.push((record::decode_seq(key)?, layout::decode(value, "version")?));
-                        Ok(match chunk.len() < VERSION_CHUNK {
-                            true => ControlFlow::Continue(()),
-                            false => ControlFlow::Break(()),
-                        })
-                    },
-                )?;
-                let Some(&(last, _)) = chunk.last() else {
-                    break;
-                };
-                for (seq, version) in chunk {
-                    let content = content::content(&txn, user, seq, &version)?;
-                    write_line(
-                        &mut out,
-                        &history::version_line(user, seq, version, content),
-                    )?;
-                    summary.versions += 1;
-                }
-                match last.checked_add(1) {
-                    Some(next) => from = next,
-                    None => break,
-                }
+                summary.versions += 1;
+            }
+            match last.checked_add(1) {
+                Some(next) => from = next,
+                None => break,
             }
         }
-        let digest = hex(&out.hasher.clone().finalize());
-        write_line(
-            &mut out,
-            &Line::Trailer {
-                files: summary.files,
-                users: summary.users,
-                versions: Some(summary.versions),
-                bytes: summary.bytes,
-                sha256: digest,
-            },
-        )?;
-        out.flush().map_err(Error::Output)?;
-        Ok(summary)
     }
+    let digest = hex(&out.hasher.clone().finalize());
+    write_line(
+        &mut out,
+        &Line::Trailer {
+            files: summary.files,
+            users: summary.users,
+            versions: Some(summary.versions),
+            bytes: summary.bytes,
+            sha256: digest,
+        },
+    )?;
+    out.flush().map_err(Error::Output)?;
+    Ok(summary)
 }
 
 /// The file `memkv export -o` writes: a private temporary file (mode 0600, a random name,

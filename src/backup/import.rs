@@ -9,296 +9,279 @@ use super::history;
 use super::source::{ImportSource, for_each_line};
 use super::verify::{guarded, selected};
 use super::{Conflict, Entry, Line, Progress, Summary, hex, import_error};
-use crate::change::{Change, ChangeKind, Changes};
 use crate::error::Error;
 use crate::exec;
 use crate::history::append;
 use crate::history::body::Body;
+use crate::history::change::{Change, ChangeKind, Changes};
 use crate::history::record::{self, StoreRecord};
 use crate::history::{Actor, MemoryId, VersionId};
 use crate::layout::{self, FileMeta, Node};
 use crate::messages;
 use crate::path::MemoryPath;
+use crate::pipeline::Engine;
 use crate::storage::{Finish, Space, WriteTxn};
-use crate::store::Store;
 use crate::tree::Tree;
 
-impl Store {
-    /// Imports the export file `file`, every user in it: [`Self::import_from`] an
-    /// [`ImportSource`] opened with this store's limits.
-    ///
-    /// # Errors
-    /// As [`Self::import_from`].
-    pub fn import(
-        &self,
-        file: &Path,
-        conflict: Conflict,
-        progress: &mut dyn FnMut(Progress),
-    ) -> Result<Summary, Error> {
-        let mut source = ImportSource::open(file, self.limits())?;
-        self.import_from(&mut source, &[], conflict, progress)
-    }
+/// The body of [`Database::import`].
+pub(crate) fn import(
+    db: &Engine,
+    file: &Path,
+    conflict: Conflict,
+    progress: &mut dyn FnMut(Progress),
+) -> Result<Summary, Error> {
+    let mut source = ImportSource::open(file, &db.limits)?;
+    import_from(db, &mut source, &[], conflict, progress)
+}
 
-    /// Imports an export: verifies all of it, then applies the files of `users` (every user when
-    /// empty) in one transaction. On any problem nothing is changed and the error names the
-    /// line. Files of other users are verified (checksums, format) but neither checked against
-    /// this store's policies nor imported.
-    ///
-    /// # Errors
-    /// [`Error::Import`] for a refused file or a conflict (a user of `users` without files in
-    /// it is refused too); [`Error::Io`] if it cannot be read; storage errors.
-    pub fn import_from(
-        &self,
-        source: &mut ImportSource,
-        users: &[String],
-        conflict: Conflict,
-        progress: &mut dyn FnMut(Progress),
-    ) -> Result<Summary, Error> {
-        let verified = self.verify(source, users, progress)?;
-        let lock: Vec<&str> = verified.users.iter().map(String::as_str).collect();
-        let mut fetches = Vec::new();
-        for user in &lock {
-            crate::tree::index_fetches(user, &mut fetches);
-        }
-        self.transact(&lock, false, |txn, changes| {
-            // One round trip for every read of the import (on a networked backend).
-            txn.prefetch(&fetches, false)?;
-            let mut digest = Sha256::new();
-            let mut summary = Summary::default();
-            let mut imported = BTreeSet::new();
-            let mut done = 0;
-            // The stores of a version-2 export being restored exactly, with their records
-            // (`Some`), or merged into an existing store like a version-1 export (`None`).
-            let mut stores: BTreeMap<String, Option<StoreRecord>> = BTreeMap::new();
-            // The latest version of each file restored exactly, and the hash of its content:
-            // that version keeps no content of its own (the file has it).
-            let mut latest: BTreeMap<(String, u64), [u8; 32]> = BTreeMap::new();
-            // Each restored memory's latest version so far (versions come oldest first), and
-            // whether it is live: the chain of its versions, and its `Ids` entry.
-            let mut chains: BTreeMap<(String, u64), (u64, bool)> = BTreeMap::new();
-            let mut apply_line = |n: u64, raw: &[u8], line: Line| -> Result<(), Error> {
-                match line {
-                    Line::Store { ref user, .. } => {
-                        digest.update(raw);
-                        if !selected(users, user) {
-                            return Ok(());
-                        }
-                        let exists = record::store_record(txn, user)?.is_some()
-                            || txn.get(Space::Totals, user, &[])?.is_some();
-                        let restore = if exists {
-                            summary.merged += 1;
-                            None
-                        } else {
-                            history::restored_store(&line)
-                        };
-                        imported.insert(user.clone());
-                        stores.insert(user.clone(), restore);
-                        Ok(())
+/// The body of [`Database::import_from`].
+pub(crate) fn import_from(
+    db: &Engine,
+    source: &mut ImportSource,
+    users: &[String],
+    conflict: Conflict,
+    progress: &mut dyn FnMut(Progress),
+) -> Result<Summary, Error> {
+    let verified = super::verify::verify(db, source, users, progress)?;
+    let lock: Vec<&str> = verified.users.iter().map(String::as_str).collect();
+    let mut fetches = Vec::new();
+    for user in &lock {
+        crate::tree::index_fetches(user, &mut fetches);
+    }
+    db.transact(&lock, false, |txn, changes| {
+        // One round trip for every read of the import (on a networked backend).
+        txn.prefetch(&fetches, false)?;
+        let mut digest = Sha256::new();
+        let mut summary = Summary::default();
+        let mut imported = BTreeSet::new();
+        let mut done = 0;
+        // The stores of a version-2 export being restored exactly, with their records
+        // (`Some`), or merged into an existing store like a version-1 export (`None`).
+        let mut stores: BTreeMap<String, Option<StoreRecord>> = BTreeMap::new();
+        // The latest version of each file restored exactly, and the hash of its content:
+        // that version keeps no content of its own (the file has it).
+        let mut latest: BTreeMap<(String, u64), [u8; 32]> = BTreeMap::new();
+        // Each restored memory's latest version so far (versions come oldest first), and
+        // whether it is live: the chain of its versions, and its `Ids` entry.
+        let mut chains: BTreeMap<(String, u64), (u64, bool)> = BTreeMap::new();
+        let mut apply_line = |n: u64, raw: &[u8], line: Line| -> Result<(), Error> {
+            match line {
+                Line::Store { ref user, .. } => {
+                    digest.update(raw);
+                    if !selected(users, user) {
+                        return Ok(());
                     }
-                    Line::File {
+                    let exists = record::store_record(txn, user)?.is_some()
+                        || txn.get(Space::Totals, user, &[])?.is_some();
+                    let restore = if exists {
+                        summary.merged += 1;
+                        None
+                    } else {
+                        history::restored_store(&line)
+                    };
+                    imported.insert(user.clone());
+                    stores.insert(user.clone(), restore);
+                    Ok(())
+                }
+                Line::File {
+                    user,
+                    path,
+                    memory,
+                    version,
+                    content,
+                    created_ms,
+                    modified_ms,
+                    accessed_ms,
+                    ..
+                } => {
+                    digest.update(raw);
+                    if !selected(users, &user) {
+                        return Ok(());
+                    }
+                    let path =
+                        MemoryPath::parse(&path).map_err(|e| import_error(n, e.to_string()))?;
+                    let mut meta = FileMeta::times(created_ms, modified_ms, accessed_ms);
+                    let exact = matches!(stores.get(&user), Some(Some(_)));
+                    if exact {
+                        let memory = memory.and_then(|t| t.parse::<MemoryId>().ok());
+                        let version = version.and_then(|t| t.parse::<VersionId>().ok());
+                        let (Some(memory), Some(version)) = (memory, version) else {
+                            return Err(import_error(n, "a file line was not verified"));
+                        };
+                        (meta.memory, meta.version) = (memory.0, version.0);
+                    }
+                    let entry = Entry {
+                        meta,
                         user,
                         path,
-                        memory,
-                        version,
                         content,
-                        created_ms,
-                        modified_ms,
-                        accessed_ms,
-                        ..
-                    } => {
-                        digest.update(raw);
-                        if !selected(users, &user) {
-                            return Ok(());
+                    };
+                    imported.insert(entry.user.clone());
+                    let applied = if exact {
+                        restore_entry(db, txn, changes, &entry, &mut summary).map(|sha256| {
+                            latest.insert((entry.user.clone(), entry.meta.version), sha256);
+                            chains.insert((entry.user.clone(), entry.meta.memory), (0, true));
+                        })
+                    } else {
+                        apply(db, txn, changes, &entry, conflict, &mut summary)
+                    };
+                    applied.map_err(|reason| import_error(n, reason))?;
+                    done += 1;
+                    progress(Progress {
+                        phase: "importing",
+                        done,
+                        total: Some(verified.files),
+                    });
+                    Ok(())
+                }
+                Line::Version(v) => {
+                    digest.update(raw);
+                    if let Some(Some(store)) = stores.get_mut(&v.user) {
+                        let secrets = db.settings(&v.user).secrets;
+                        let (seq, mut record) = v
+                            .restored(|content| guarded(secrets, &v, content))
+                            .map_err(|reason| import_error(n, reason))?;
+                        if record.sha256.is_some()
+                            && latest.get(&(v.user.clone(), seq)) == record.sha256.as_ref()
+                        {
+                            record.body = Body::Current { run: 0 };
                         }
-                        let path =
-                            MemoryPath::parse(&path).map_err(|e| import_error(n, e.to_string()))?;
-                        let mut meta = FileMeta::times(created_ms, modified_ms, accessed_ms);
-                        let exact = matches!(stores.get(&user), Some(Some(_)));
-                        if exact {
-                            let memory = memory.and_then(|t| t.parse::<MemoryId>().ok());
-                            let version = version.and_then(|t| t.parse::<VersionId>().ok());
-                            let (Some(memory), Some(version)) = (memory, version) else {
-                                return Err(import_error(n, "a file line was not verified"));
-                            };
-                            (meta.memory, meta.version) = (memory.0, version.0);
-                        }
-                        let entry = Entry {
-                            meta,
-                            user,
-                            path,
-                            content,
-                        };
-                        imported.insert(entry.user.clone());
-                        let applied = if exact {
-                            self.restore_entry(txn, changes, &entry, &mut summary)
-                                .map(|sha256| {
-                                    latest.insert((entry.user.clone(), entry.meta.version), sha256);
-                                    chains
-                                        .insert((entry.user.clone(), entry.meta.memory), (0, true));
-                                })
-                        } else {
-                            self.apply(txn, changes, &entry, conflict, &mut summary)
-                        };
-                        applied.map_err(|reason| import_error(n, reason))?;
-                        done += 1;
-                        progress(Progress {
-                            phase: "importing",
-                            done,
-                            total: Some(verified.files),
-                        });
-                        Ok(())
+                        let chain = chains
+                            .entry((v.user.clone(), record.memory))
+                            .or_insert((0, false));
+                        record.previous = Some(chain.0).filter(|&p| p > 0);
+                        chain.0 = seq;
+                        append::restore_version(txn, &v.user, seq, &record)?;
+                        history::count_version(store, &record);
+                        summary.versions += 1;
                     }
-                    Line::Version(v) => {
-                        digest.update(raw);
-                        if let Some(Some(store)) = stores.get_mut(&v.user) {
-                            let secrets = self.settings(&v.user).secrets;
-                            let (seq, mut record) = v
-                                .restored(|content| guarded(secrets, &v, content))
-                                .map_err(|reason| import_error(n, reason))?;
-                            if record.sha256.is_some()
-                                && latest.get(&(v.user.clone(), seq)) == record.sha256.as_ref()
-                            {
-                                record.body = Body::Current { run: 0 };
-                            }
-                            let chain = chains
-                                .entry((v.user.clone(), record.memory))
-                                .or_insert((0, false));
-                            record.previous = Some(chain.0).filter(|&p| p > 0);
-                            chain.0 = seq;
-                            append::restore_version(txn, &v.user, seq, &record)?;
-                            history::count_version(store, &record);
-                            summary.versions += 1;
-                        }
-                        Ok(())
-                    }
-                    Line::Header { .. } | Line::Trailer { .. } => Ok(()),
+                    Ok(())
                 }
-            };
-            for_each_line(source, &mut apply_line)?;
-            // A deleted memory whose versions were restored: its entry names the last one.
-            for ((user, memory), (last, live)) in &chains {
-                if !live && *last > 0 {
-                    let entry = record::IdEntry::Deleted { latest: *last };
-                    record::put_id_entry(txn, user, *memory, &entry)?;
-                }
+                Line::Header { .. } | Line::Trailer { .. } => Ok(()),
             }
-            for (user, store) in &stores {
-                if let Some(store) = store {
-                    record::put_store_record(txn, user, store)?;
-                    let now = self.now_ms();
-                    changes.note(Change::of_store(ChangeKind::StoreCreated, user, now));
-                }
+        };
+        for_each_line(source, &mut apply_line)?;
+        // A deleted memory whose versions were restored: its entry names the last one.
+        for ((user, memory), (last, live)) in &chains {
+            if !live && *last > 0 {
+                let entry = record::IdEntry::Deleted { latest: *last };
+                record::put_id_entry(txn, user, *memory, &entry)?;
             }
-            // The file must not have changed since it was verified.
-            if hex(&digest.finalize()) != verified.files_digest {
-                return Err(import_error(
-                    0,
-                    "the file changed while it was being imported",
-                ));
+        }
+        for (user, store) in &stores {
+            if let Some(store) = store {
+                record::put_store_record(txn, user, store)?;
+                let now = db.now_ms();
+                changes.note(Change::of_store(ChangeKind::StoreCreated, user, now));
             }
-            summary.users = imported.len() as u64;
-            Ok((summary, Finish::Commit))
-        })
-    }
-
-    /// Writes one entry inside the import transaction, applying the conflict policy, the
-    /// secrets policy and the limits. `Err` is the reason to refuse the whole import.
-    pub(super) fn apply(
-        &self,
-        txn: &mut dyn WriteTxn,
-        changes: &Changes,
-        entry: &Entry,
-        conflict: Conflict,
-        summary: &mut Summary,
-    ) -> Result<(), String> {
-        let settings = self.settings(&entry.user);
-        let rec = settings.recorder(self.now_ms(), Some(&Actor::operator()), changes);
-        let mut tree = Tree::new(txn, &entry.user, rec);
-        let fail = |e: Error| e.to_string();
-        if tree.archived().map_err(fail)? {
-            return Err(format!(
-                "cannot import {} for user {:?}: the memory store is archived and read-only",
-                entry.path, entry.user
+        }
+        // The file must not have changed since it was verified.
+        if hex(&digest.finalize()) != verified.files_digest {
+            return Err(import_error(
+                0,
+                "the file changed while it was being imported",
             ));
         }
-        // Expired files are gone for imports too (after the first entry this finds nothing).
-        exec::sweep(&mut tree, settings.expiry_cutoff(self.now_ms())).map_err(fail)?;
-        let path = &entry.path;
-        let existing = tree.read().node(path).map_err(fail)?;
-        let in_the_way = tree.read().file_ancestor(path).map_err(fail)?;
-        let old = match (existing, &in_the_way) {
-            (None, None) => None,
-            (Some(Node::File(meta)), _) => match conflict {
-                Conflict::Refuse => {
-                    return Err(format!(
-                        "{path} already exists for user {:?} (use --skip-existing or --replace)",
-                        entry.user
-                    ));
-                }
-                Conflict::Skip => {
-                    summary.skipped += 1;
-                    return Ok(());
-                }
-                Conflict::Replace => Some(meta),
-            },
-            // A file where a directory is, or below a file, is a conflict whatever the policy:
-            // neither skipping nor replacing a single file resolves it.
-            (Some(Node::Dir(_)), _) | (None, Some(_)) => {
-                let why = match in_the_way {
-                    Some(parent) => format!("{parent} is a file"),
-                    None => format!("{path} is a directory"),
-                };
+        summary.users = imported.len() as u64;
+        Ok((summary, Finish::Commit))
+    })
+}
+
+/// Writes one entry inside the import transaction, applying the conflict policy, the
+/// secrets policy and the limits. `Err` is the reason to refuse the whole import.
+pub(super) fn apply(
+    db: &Engine,
+    txn: &mut dyn WriteTxn,
+    changes: &Changes,
+    entry: &Entry,
+    conflict: Conflict,
+    summary: &mut Summary,
+) -> Result<(), String> {
+    let settings = db.settings(&entry.user);
+    let rec = settings.recorder(db.now_ms(), Some(&Actor::operator()), changes);
+    let mut tree = Tree::new(txn, &entry.user, rec);
+    let fail = |e: Error| e.to_string();
+    if tree.archived().map_err(fail)? {
+        return Err(format!(
+            "cannot import {} for user {:?}: the memory store is archived and read-only",
+            entry.path, entry.user
+        ));
+    }
+    // Expired files are gone for imports too (after the first entry this finds nothing).
+    exec::sweep(&mut tree, settings.expiry_cutoff(db.now_ms())).map_err(fail)?;
+    let path = &entry.path;
+    let existing = tree.read().node(path).map_err(fail)?;
+    let in_the_way = tree.read().file_ancestor(path).map_err(fail)?;
+    let old = match (existing, &in_the_way) {
+        (None, None) => None,
+        (Some(Node::File(meta)), _) => match conflict {
+            Conflict::Refuse => {
                 return Err(format!(
-                    "cannot import {path} for user {:?}: {why}",
+                    "{path} already exists for user {:?} (use --skip-existing or --replace)",
                     entry.user
                 ));
             }
-        };
-        let (content, _) = exec::guard(settings.secrets, &entry.content)
-            .map_err(|why| format!("{path}: {}", messages::refusal(&path.to_string(), &why)))?;
-        let totals = tree.read().totals().map_err(fail)?;
-        if let Some(why) = exec::check_limits(&settings.limits, &content, old, totals) {
+            Conflict::Skip => {
+                summary.skipped += 1;
+                return Ok(());
+            }
+            Conflict::Replace => Some(meta),
+        },
+        // A file where a directory is, or below a file, is a conflict whatever the policy:
+        // neither skipping nor replacing a single file resolves it.
+        (Some(Node::Dir(_)), _) | (None, Some(_)) => {
+            let why = match in_the_way {
+                Some(parent) => format!("{parent} is a file"),
+                None => format!("{path} is a directory"),
+            };
             return Err(format!(
-                "user {:?}: {}",
-                entry.user,
-                messages::refusal_reason(&path.to_string(), &why)
+                "cannot import {path} for user {:?}: {why}",
+                entry.user
             ));
         }
-        tree.write_file(path, &content, old, entry.meta)
-            .map_err(fail)?;
-        summary.files += 1;
-        summary.bytes += content.len() as u64;
-        summary.replaced += u64::from(old.is_some());
-        Ok(())
+    };
+    let (content, _) = exec::guard(settings.secrets, &entry.content)
+        .map_err(|why| format!("{path}: {}", messages::refusal(&path.to_string(), &why)))?;
+    let totals = tree.read().totals().map_err(fail)?;
+    if let Some(why) = exec::check_limits(&settings.limits, &content, old, totals) {
+        return Err(format!(
+            "user {:?}: {}",
+            entry.user,
+            messages::refusal_reason(&path.to_string(), &why)
+        ));
     }
+    tree.write_file(path, &content, old, entry.meta)
+        .map_err(fail)?;
+    summary.files += 1;
+    summary.bytes += content.len() as u64;
+    summary.replaced += u64::from(old.is_some());
+    Ok(())
 }
 
-impl Store {
-    /// Writes one file of a store a version-2 export restores exactly (it did not exist): with
-    /// its memory id and version, recording nothing. Pass one checked its path against the
-    /// store's other files, the limits and the quotas (against an empty store), so only the
-    /// secrets policy is applied again, for the content to write.
-    fn restore_entry(
-        &self,
-        txn: &mut dyn WriteTxn,
-        changes: &Changes,
-        entry: &Entry,
-        summary: &mut Summary,
-    ) -> Result<[u8; 32], String> {
-        let settings = self.settings(&entry.user);
-        let rec = settings.recorder(self.now_ms(), Some(&Actor::operator()), changes);
-        let mut tree = Tree::new(txn, &entry.user, rec);
-        let (content, _) = exec::guard(settings.secrets, &entry.content).map_err(|why| {
-            format!(
-                "{}: {}",
-                entry.path,
-                messages::refusal(&entry.path.to_string(), &why)
-            )
-        })?;
-        tree.restore_file(&entry.path, &content, entry.meta)
-            .map_err(|e| e.to_string())?;
-        summary.files += 1;
-        summary.bytes += content.len() as u64;
-        Ok(layout::sha256(content.as_bytes()))
-    }
+/// Writes one file of a store a version-2 export restores exactly (it did not exist): with
+/// its memory id and version, recording nothing. Pass one checked its path against the
+/// store's other files, the limits and the quotas (against an empty store), so only the
+/// secrets policy is applied again, for the content to write.
+fn restore_entry(
+    db: &Engine,
+    txn: &mut dyn WriteTxn,
+    changes: &Changes,
+    entry: &Entry,
+    summary: &mut Summary,
+) -> Result<[u8; 32], String> {
+    let settings = db.settings(&entry.user);
+    let rec = settings.recorder(db.now_ms(), Some(&Actor::operator()), changes);
+    let mut tree = Tree::new(txn, &entry.user, rec);
+    let (content, _) = exec::guard(settings.secrets, &entry.content).map_err(|why| {
+        format!(
+            "{}: {}",
+            entry.path,
+            messages::refusal(&entry.path.to_string(), &why)
+        )
+    })?;
+    tree.restore_file(&entry.path, &content, entry.meta)
+        .map_err(|e| e.to_string())?;
+    summary.files += 1;
+    summary.bytes += content.len() as u64;
+    Ok(layout::sha256(content.as_bytes()))
 }

@@ -6,16 +6,16 @@
 //! transaction: all or nothing. Both go through the same path rules, limits, secrets policy and
 //! transactions as the six commands.
 //!
-//! - `export`: [`Store::export`], the JSON Lines writer.
-//! - `import`: [`Store::import`], the two passes (verify, then apply) and the conflict policy.
-//! - `dir`: [`Store::import_dir`] and [`Store::export_dir`], plain directory trees.
+//! - `export`: [`Database::export`], the JSON Lines writer.
+//! - `import`: [`Database::import`], the two passes (verify, then apply) and the conflict policy.
+//! - `dir`: [`Database::import_dir`] and [`Database::export_dir`], plain directory trees.
 
-mod dir;
-mod export;
+pub(crate) mod dir;
+pub(crate) mod export;
 mod history;
-mod import;
+pub(crate) mod import;
 mod source;
-mod verify;
+pub(crate) mod verify;
 
 pub use export::ExportFile;
 pub use source::ImportSource;

@@ -15,292 +15,286 @@ use crate::error::Error;
 use crate::exec;
 use crate::messages;
 use crate::path::MemoryPath;
+use crate::pipeline::Engine;
 use crate::secrets::SecretPolicy;
-use crate::store::{Store, validate_user};
+use crate::user_id::validate_user;
 
-impl Store {
-    /// Pass one of [`Self::import_from`], alone: reads and checks everything but the database
-    /// (a dry run). Returns what would be imported into an empty store.
-    ///
-    /// # Errors
-    /// As [`Self::import_from`], conflicts with existing files aside.
-    pub fn verify_import(
-        &self,
-        source: &mut ImportSource,
-        users: &[String],
-        progress: &mut dyn FnMut(Progress),
-    ) -> Result<Summary, Error> {
-        let verified = self.verify(source, users, progress)?;
-        Ok(verified.selected)
-    }
+/// The body of [`Database::verify_import`].
+pub(crate) fn verify_import(
+    db: &Engine,
+    source: &mut ImportSource,
+    users: &[String],
+    progress: &mut dyn FnMut(Progress),
+) -> Result<Summary, Error> {
+    let verified = verify(db, source, users, progress)?;
+    Ok(verified.selected)
+}
 
-    pub(super) fn verify(
-        &self,
-        source: &mut ImportSource,
-        users: &[String],
-        progress: &mut dyn FnMut(Progress),
-    ) -> Result<Verified, Error> {
-        let mut seen_header = false;
-        let mut trailer: Option<(u64, Line)> = None;
-        let mut all = Sha256::new();
-        let mut files_digest = Sha256::new();
-        let mut files = 0u64;
-        let mut bytes = 0u64;
-        let mut everyone = BTreeSet::new();
-        let mut plans: BTreeMap<String, UserPlan> = BTreeMap::new();
-        let mut selected_summary = Summary::default();
-        // Version 2: the header's version, the store whose block is being read, the stores
-        // seen, the version lines.
-        let mut format_version = 0;
-        let mut block: Option<Block> = None;
-        let mut stores = BTreeSet::new();
-        let mut versions = 0u64;
-        let limits = *self.limits();
-        let latest = self.now_ms().saturating_add(MAX_CLOCK_SKEW_MS);
-        let mut check = |n: u64, raw: &[u8], line: Line| -> Result<(), Error> {
-            if trailer.is_some() {
-                return Err(import_error(n, "content after the trailer"));
+pub(super) fn verify(
+    db: &Engine,
+    source: &mut ImportSource,
+    users: &[String],
+    progress: &mut dyn FnMut(Progress),
+) -> Result<Verified, Error> {
+    let mut seen_header = false;
+    let mut trailer: Option<(u64, Line)> = None;
+    let mut all = Sha256::new();
+    let mut files_digest = Sha256::new();
+    let mut files = 0u64;
+    let mut bytes = 0u64;
+    let mut everyone = BTreeSet::new();
+    let mut plans: BTreeMap<String, UserPlan> = BTreeMap::new();
+    let mut selected_summary = Summary::default();
+    // Version 2: the header's version, the store whose block is being read, the stores
+    // seen, the version lines.
+    let mut format_version = 0;
+    let mut block: Option<Block> = None;
+    let mut stores = BTreeSet::new();
+    let mut versions = 0u64;
+    let limits = db.limits;
+    let latest = db.now_ms().saturating_add(MAX_CLOCK_SKEW_MS);
+    let mut check = |n: u64, raw: &[u8], line: Line| -> Result<(), Error> {
+        if trailer.is_some() {
+            return Err(import_error(n, "content after the trailer"));
+        }
+        match line {
+            Line::Header {
+                format, version, ..
+            } => {
+                if n != 1 {
+                    return Err(import_error(n, "a second header"));
+                }
+                if format != EXPORT_FORMAT {
+                    return Err(import_error(
+                        n,
+                        format!("not a memkv export (format {format:?})"),
+                    ));
+                }
+                if !(1..=EXPORT_VERSION).contains(&version) {
+                    return Err(import_error(
+                        n,
+                        format!(
+                            "export format version {version}; this memkv reads versions 1 to {EXPORT_VERSION}"
+                        ),
+                    ));
+                }
+                format_version = version;
+                seen_header = true;
             }
-            match line {
-                Line::Header {
-                    format, version, ..
-                } => {
-                    if n != 1 {
-                        return Err(import_error(n, "a second header"));
-                    }
-                    if format != EXPORT_FORMAT {
-                        return Err(import_error(
-                            n,
-                            format!("not a memkv export (format {format:?})"),
-                        ));
-                    }
-                    if !(1..=EXPORT_VERSION).contains(&version) {
+            _ if !seen_header => {
+                return Err(import_error(n, NOT_A_HEADER));
+            }
+            Line::Store { ref user, .. } => {
+                if format_version < HISTORY_VERSION {
+                    return Err(import_error(
+                        n,
+                        format!("a store line in a version-{format_version} export"),
+                    ));
+                }
+                validate_user(user).map_err(|e| import_error(n, e.to_string()))?;
+                if !stores.insert(user.clone()) {
+                    return Err(import_error(
+                        n,
+                        format!("a second store line for user {user:?}"),
+                    ));
+                }
+                block = Some(Block::store(n, user, &line, latest)?);
+                everyone.insert(user.clone());
+                if selected(users, user) {
+                    plans.entry(user.clone()).or_default();
+                }
+                files_digest.update(raw);
+            }
+            Line::Version(ref v) => {
+                match &mut block {
+                    Some(b) if b.user == v.user => b.version(n, v, latest)?,
+                    _ => {
                         return Err(import_error(
                             n,
                             format!(
-                                "export format version {version}; this memkv reads versions 1 to {EXPORT_VERSION}"
+                                "a version line of user {:?} outside the lines of its store",
+                                v.user
                             ),
                         ));
                     }
-                    format_version = version;
-                    seen_header = true;
                 }
-                _ if !seen_header => {
-                    return Err(import_error(n, NOT_A_HEADER));
+                if selected(users, &v.user)
+                    && let Some(content) = &v.content
+                {
+                    guarded(db.settings(&v.user).secrets, v, content)
+                        .map_err(|reason| import_error(n, reason))?;
                 }
-                Line::Store { ref user, .. } => {
-                    if format_version < HISTORY_VERSION {
-                        return Err(import_error(
-                            n,
-                            format!("a store line in a version-{format_version} export"),
-                        ));
-                    }
-                    validate_user(user).map_err(|e| import_error(n, e.to_string()))?;
-                    if !stores.insert(user.clone()) {
-                        return Err(import_error(
-                            n,
-                            format!("a second store line for user {user:?}"),
-                        ));
-                    }
-                    block = Some(Block::store(n, user, &line, latest)?);
-                    everyone.insert(user.clone());
-                    if selected(users, user) {
-                        plans.entry(user.clone()).or_default();
-                    }
-                    files_digest.update(raw);
+                versions += 1;
+                files_digest.update(raw);
+            }
+            Line::File {
+                user,
+                path,
+                memory,
+                version,
+                content,
+                sha256,
+                created_ms,
+                modified_ms,
+                accessed_ms,
+            } => {
+                if sha256_hex(content.as_bytes()) != sha256 {
+                    return Err(import_error(
+                        n,
+                        format!("checksum mismatch for {path}: the content was changed"),
+                    ));
                 }
-                Line::Version(ref v) => {
+                validate_user(&user).map_err(|e| import_error(n, e.to_string()))?;
+                let parsed = MemoryPath::parse(&path)
+                    .map_err(|e| import_error(n, format!("invalid path {path:?}: {e}")))?;
+                if parsed.to_string() != path {
+                    return Err(import_error(
+                        n,
+                        format!("path {path:?} is not in canonical form ({parsed})"),
+                    ));
+                }
+                if parsed.is_root() {
+                    return Err(import_error(n, "/memories itself cannot be a file"));
+                }
+                if format_version >= HISTORY_VERSION {
                     match &mut block {
-                        Some(b) if b.user == v.user => b.version(n, v, latest)?,
+                        Some(b) if b.user == user => {
+                            b.file(n, &path, memory.as_deref(), version.as_deref(), &sha256)?
+                        }
                         _ => {
                             return Err(import_error(
                                 n,
                                 format!(
-                                    "a version line of user {:?} outside the lines of its store",
-                                    v.user
+                                    "{path}: a file line of user {user:?} outside the lines of its store"
                                 ),
                             ));
                         }
                     }
-                    if selected(users, &v.user)
-                        && let Some(content) = &v.content
+                } else if memory.is_some() || version.is_some() {
+                    return Err(import_error(
+                        n,
+                        format!("{path}: ids on a file line of a version-1 export"),
+                    ));
+                }
+                for (field, ms) in [
+                    ("created_ms", created_ms),
+                    ("modified_ms", modified_ms),
+                    ("accessed_ms", accessed_ms),
+                ] {
+                    if !(0..=latest).contains(&ms) {
+                        return Err(import_error(
+                            n,
+                            format!(
+                                "{path}: {field} {ms} is out of range (0, 1970-01-01, to a day after this machine's clock, {})",
+                                crate::time::utc(latest)
+                            ),
+                        ));
+                    }
+                }
+                files += 1;
+                bytes += content.len() as u64;
+                files_digest.update(raw);
+                everyone.insert(user.clone());
+                if selected(users, &user) {
+                    let settings = db.settings(&user);
+                    let (guarded, _) = exec::guard(settings.secrets, &content).map_err(|why| {
+                        import_error(
+                            n,
+                            format!("{path}: {}", messages::refusal_reason(&path, &why)),
+                        )
+                    })?;
+                    if let Some(why) =
+                        exec::check_limits(&limits, &guarded, None, Default::default())
                     {
-                        guarded(self.settings(&v.user).secrets, v, content)
-                            .map_err(|reason| import_error(n, reason))?;
+                        return Err(import_error(n, messages::refusal_reason(&path, &why)));
                     }
-                    versions += 1;
-                    files_digest.update(raw);
-                }
-                Line::File {
-                    user,
-                    path,
-                    memory,
-                    version,
-                    content,
-                    sha256,
-                    created_ms,
-                    modified_ms,
-                    accessed_ms,
-                } => {
-                    if sha256_hex(content.as_bytes()) != sha256 {
+                    let plan = plans.entry(user.clone()).or_default();
+                    plan.add(n, parsed, guarded.len() as u64)?;
+                    if plan.files > limits.max_files || plan.bytes > limits.max_bytes {
                         return Err(import_error(
                             n,
-                            format!("checksum mismatch for {path}: the content was changed"),
+                            format!(
+                                "user {user:?} would exceed the quota ({} files, {} bytes)",
+                                limits.max_files, limits.max_bytes
+                            ),
                         ));
                     }
-                    validate_user(&user).map_err(|e| import_error(n, e.to_string()))?;
-                    let parsed = MemoryPath::parse(&path)
-                        .map_err(|e| import_error(n, format!("invalid path {path:?}: {e}")))?;
-                    if parsed.to_string() != path {
-                        return Err(import_error(
-                            n,
-                            format!("path {path:?} is not in canonical form ({parsed})"),
-                        ));
-                    }
-                    if parsed.is_root() {
-                        return Err(import_error(n, "/memories itself cannot be a file"));
-                    }
-                    if format_version >= HISTORY_VERSION {
-                        match &mut block {
-                            Some(b) if b.user == user => {
-                                b.file(n, &path, memory.as_deref(), version.as_deref(), &sha256)?
-                            }
-                            _ => {
-                                return Err(import_error(
-                                    n,
-                                    format!(
-                                        "{path}: a file line of user {user:?} outside the lines of its store"
-                                    ),
-                                ));
-                            }
-                        }
-                    } else if memory.is_some() || version.is_some() {
-                        return Err(import_error(
-                            n,
-                            format!("{path}: ids on a file line of a version-1 export"),
-                        ));
-                    }
-                    for (field, ms) in [
-                        ("created_ms", created_ms),
-                        ("modified_ms", modified_ms),
-                        ("accessed_ms", accessed_ms),
-                    ] {
-                        if !(0..=latest).contains(&ms) {
-                            return Err(import_error(
-                                n,
-                                format!(
-                                    "{path}: {field} {ms} is out of range (0, 1970-01-01, to a day after this machine's clock, {})",
-                                    crate::time::utc(latest)
-                                ),
-                            ));
-                        }
-                    }
-                    files += 1;
-                    bytes += content.len() as u64;
-                    files_digest.update(raw);
-                    everyone.insert(user.clone());
-                    if selected(users, &user) {
-                        let settings = self.settings(&user);
-                        let (guarded, _) =
-                            exec::guard(settings.secrets, &content).map_err(|why| {
-                                import_error(
-                                    n,
-                                    format!("{path}: {}", messages::refusal_reason(&path, &why)),
-                                )
-                            })?;
-                        if let Some(why) =
-                            exec::check_limits(&limits, &guarded, None, Default::default())
-                        {
-                            return Err(import_error(n, messages::refusal_reason(&path, &why)));
-                        }
-                        let plan = plans.entry(user.clone()).or_default();
-                        plan.add(n, parsed, guarded.len() as u64)?;
-                        if plan.files > limits.max_files || plan.bytes > limits.max_bytes {
-                            return Err(import_error(
-                                n,
-                                format!(
-                                    "user {user:?} would exceed the quota ({} files, {} bytes)",
-                                    limits.max_files, limits.max_bytes
-                                ),
-                            ));
-                        }
-                        selected_summary.files += 1;
-                        selected_summary.bytes += guarded.len() as u64;
-                    }
-                    progress(Progress {
-                        phase: "verifying",
-                        done: files,
-                        total: None,
-                    });
+                    selected_summary.files += 1;
+                    selected_summary.bytes += guarded.len() as u64;
                 }
-                Line::Trailer { .. } => {
-                    trailer = Some((n, line));
-                    return Ok(());
-                }
+                progress(Progress {
+                    phase: "verifying",
+                    done: files,
+                    total: None,
+                });
             }
-            all.update(raw);
-            Ok(())
-        };
-        let lines = for_each_line(source, &mut check)?;
-        if lines == 0 {
-            return Err(import_error(0, "the file is empty"));
+            Line::Trailer { .. } => {
+                trailer = Some((n, line));
+                return Ok(());
+            }
         }
-        let Some((
-            n,
-            Line::Trailer {
-                files: want_files,
-                users: want_users,
-                versions: want_versions,
-                bytes: want_bytes,
-                sha256,
-            },
-        )) = trailer
-        else {
-            return Err(import_error(
-                0,
-                "the file ends without a trailer (truncated?)",
-            ));
-        };
-        if hex(&all.finalize()) != sha256 {
-            return Err(import_error(
-                n,
-                "the digest does not match the lines before it (changed or reordered)",
-            ));
-        }
-        if (want_files, want_users, want_bytes) != (files, everyone.len() as u64, bytes) {
-            return Err(import_error(
-                n,
-                format!(
-                    "the trailer counts {want_files} files, {want_users} users, {want_bytes} bytes; the file holds {files}, {}, {bytes}",
-                    everyone.len()
-                ),
-            ));
-        }
-        let have_versions = (format_version >= HISTORY_VERSION).then_some(versions);
-        if want_versions != have_versions {
-            return Err(import_error(
-                n,
-                format!(
-                    "the trailer counts {} versions; the file holds {}",
-                    want_versions.map_or("no".to_owned(), |v| v.to_string()),
-                    have_versions.map_or("none (version 1)".to_owned(), |v| v.to_string())
-                ),
-            ));
-        }
-        if let Some(missing) = users.iter().find(|u| !everyone.contains(*u)) {
-            return Err(import_error(
-                0,
-                format!("the file holds no files of user {missing:?}"),
-            ));
-        }
-        selected_summary.users = plans.len() as u64;
-        Ok(Verified {
-            files: selected_summary.files,
-            files_digest: hex(&files_digest.finalize()),
-            selected: selected_summary,
-            users: plans.into_keys().collect(),
-        })
+        all.update(raw);
+        Ok(())
+    };
+    let lines = for_each_line(source, &mut check)?;
+    if lines == 0 {
+        return Err(import_error(0, "the file is empty"));
     }
+    let Some((
+        n,
+        Line::Trailer {
+            files: want_files,
+            users: want_users,
+            versions: want_versions,
+            bytes: want_bytes,
+            sha256,
+        },
+    )) = trailer
+    else {
+        return Err(import_error(
+            0,
+            "the file ends without a trailer (truncated?)",
+        ));
+    };
+    if hex(&all.finalize()) != sha256 {
+        return Err(import_error(
+            n,
+            "the digest does not match the lines before it (changed or reordered)",
+        ));
+    }
+    if (want_files, want_users, want_bytes) != (files, everyone.len() as u64, bytes) {
+        return Err(import_error(
+            n,
+            format!(
+                "the trailer counts {want_files} files, {want_users} users, {want_bytes} bytes; the file holds {files}, {}, {bytes}",
+                everyone.len()
+            ),
+        ));
+    }
+    let have_versions = (format_version >= HISTORY_VERSION).then_some(versions);
+    if want_versions != have_versions {
+        return Err(import_error(
+            n,
+            format!(
+                "the trailer counts {} versions; the file holds {}",
+                want_versions.map_or("no".to_owned(), |v| v.to_string()),
+                have_versions.map_or("none (version 1)".to_owned(), |v| v.to_string())
+            ),
+        ));
+    }
+    if let Some(missing) = users.iter().find(|u| !everyone.contains(*u)) {
+        return Err(import_error(
+            0,
+            format!("the file holds no files of user {missing:?}"),
+        ));
+    }
+    selected_summary.users = plans.len() as u64;
+    Ok(Verified {
+        files: selected_summary.files,
+        files_digest: hex(&files_digest.finalize()),
+        selected: selected_summary,
+        users: plans.into_keys().collect(),
+    })
 }
 
 pub(super) struct Verified {

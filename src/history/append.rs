@@ -12,15 +12,15 @@ use super::record::{
     version,
 };
 use super::{Actor, HistoryTotals, MemoryId, Operation, Redaction, Retention, VersionId};
-use crate::change::{self, ChangeKind, Changes};
 use crate::error::Error;
+use crate::history::change::{self, ChangeKind, Changes};
 use crate::layout;
 use crate::path::MemoryPath;
 use crate::storage::{Fetch, ReadTxn, Space, WriteTxn};
 use crate::time::millis;
 
 /// Who writes, when, how much history the store keeps, and where the transaction's changes are
-/// noted for the commit hooks (`crate::change`): what a write transaction's changes are
+/// noted for the commit hooks (`crate::history::change`): what a write transaction's changes are
 /// recorded with.
 #[derive(Debug, Clone)]
 pub(crate) struct Recorder<'c> {

@@ -11,6 +11,7 @@
 
 pub(crate) mod append;
 pub(crate) mod body;
+pub(crate) mod change;
 pub(crate) mod content;
 pub(crate) mod record;
 

@@ -14,17 +14,57 @@
 //! cores) waits up to that long. A yield with nothing else to run costs under a microsecond; a
 //! job costs tens. (BENCHMARKS.md, "HTTP server": the `view` p99.)
 
+use super::Engine;
+use super::jobs::ToolJob;
 use super::queue::Answer;
 use super::{Job, transact};
 use crate::access;
+use crate::blocks::ToolOutput;
+use crate::command::Command;
 use crate::error::Error;
 use crate::exec;
+use crate::history::Actor;
 use crate::storage::{Backend, Fetch, Finish};
-use crate::store::Store;
 use crate::tree::Tree;
+use crate::user_id::validate_user;
+
+/// Runs memory-tool `commands` as one batch ([`Database::execute_batch`]): those of a bad user
+/// id are answered at once, the others in one transaction.
+pub(crate) fn tool_batch<'a>(
+    db: &Engine,
+    commands: impl ExactSizeIterator<Item = (&'a String, &'a Command, Option<&'a Actor>)>,
+) -> Vec<Result<ToolOutput, Error>> {
+    let mut results: Vec<Option<Result<ToolOutput, Error>>> = Vec::with_capacity(commands.len());
+    let mut valid: Vec<Box<dyn Job>> = Vec::new();
+    for (user, command, actor) in commands {
+        match validate_user(user) {
+            Ok(()) => {
+                valid.push(Box::new(ToolJob {
+                    user: user.as_str().into(),
+                    command: command.clone(),
+                    actor: actor.cloned(),
+                }));
+                results.push(None);
+            }
+            Err(e) => results.push(Some(Err(e))),
+        }
+    }
+    let mut applied = run(db, &mut valid).into_iter();
+    results
+        .into_iter()
+        .map(|r| {
+            r.unwrap_or_else(|| {
+                let answer = applied.next().expect("one answer per valid command")?;
+                Ok(*answer
+                    .downcast::<ToolOutput>()
+                    .expect("a command answers with its output"))
+            })
+        })
+        .collect()
+}
 
 /// Runs `jobs` as one batch and answers each, in order.
-pub(crate) fn run(store: &Store, jobs: &mut [Box<dyn Job>]) -> Vec<Answer> {
+pub(crate) fn run(store: &Engine, jobs: &mut [Box<dyn Job>]) -> Vec<Answer> {
     let notes = store.access.take();
     match jobs {
         [] if notes.is_empty() => return Vec::new(),
@@ -104,7 +144,7 @@ pub(crate) fn run(store: &Store, jobs: &mut [Box<dyn Job>]) -> Vec<Answer> {
 }
 
 /// Runs `job` in a transaction of its own, aborted when the job is refused.
-fn alone(store: &Store, job: &mut dyn Job) -> Answer {
+fn alone(store: &Engine, job: &mut dyn Job) -> Answer {
     let now = store.now_ms();
     let user = job.user().to_owned();
     let settings = store.settings(&user);

@@ -7,7 +7,7 @@
 //! ```
 //!
 //! - A write to one store (a memory-tool command, a memory-stores API write: [`Job`]) is
-//!   submitted with [`crate::Store::submit`] (blocking) or [`crate::Store::submit_async`] (a
+//!   submitted with [`submit`] (blocking) or [`submit_async`] (a
 //!   future, for async servers; no runtime needed). Both join one queue (`queue`), whose
 //!   batches share a transaction and a flush; `batch` runs a batch.
 //! - A write over many stores or the whole database (import, restore from a directory, expiry
@@ -15,11 +15,12 @@
 //!   the same transaction wrapper a batch uses.
 //! - [`transact`] is the only caller of [`crate::storage::Backend::write`]. It gives the
 //!   transaction a fresh [`Changes`], where every change is noted as it is made
-//!   (`crate::change`), and after a commit hands them to the store's commit hooks, before any
+//!   (`crate::history::change`), and after a commit hands them to the store's commit hooks, before any
 //!   writer is answered. History is recorded in the same place a change is made
 //!   (`crate::history::append`, which also notes the change).
 
 pub(crate) mod batch;
+mod engine;
 pub(crate) mod jobs;
 mod queue;
 mod writers;
@@ -27,15 +28,15 @@ mod writers;
 use std::any::Any;
 use std::sync::Arc;
 
+pub(crate) use engine::{Clock, Engine, Scope};
 use queue::{Answer, Next, Pending, Queue, Slot};
 pub(crate) use writers::Writers;
 
-use crate::change::{Changes, Hooks};
 use crate::error::Error;
 use crate::history::Actor;
+use crate::history::change::{Changes, Hooks};
 use crate::limits::Settings;
 use crate::storage::{AnyBackend, Backend, Fetch, Finish, WriteTxn};
-use crate::store::Store;
 use crate::tree::Tree;
 
 /// One write to one store, as the queue carries it. It may run more than once (a batch that
@@ -101,14 +102,14 @@ impl Pipeline {
 
     /// Runs `batch` and answers its callers; returns the next batch when a writer thread must
     /// lead it.
-    pub(crate) fn lead(&self, store: &Store, batch: queue::Batch) -> Option<queue::Batch> {
+    pub(crate) fn lead(&self, store: &Engine, batch: queue::Batch) -> Option<queue::Batch> {
         let answered = self.run(store, batch);
         answered.deliver();
         self.queue.hand_over()
     }
 
     /// Runs `batch`; its callers are answered by [`Answered::deliver`].
-    pub(crate) fn run(&self, store: &Store, batch: queue::Batch) -> Answered {
+    pub(crate) fn run(&self, store: &Engine, batch: queue::Batch) -> Answered {
         let (mut jobs, slots): (Vec<Box<dyn Job>>, Vec<Arc<Slot>>) = batch.into_iter().unzip();
         let answers = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
             batch::run(store, &mut jobs)
@@ -149,55 +150,53 @@ impl Answered {
     }
 }
 
-impl Store {
-    fn lanes(&self) -> usize {
-        self.backend.capabilities().write_lanes
-    }
+fn lanes(db: &Engine) -> usize {
+    db.backend.capabilities().write_lanes
+}
 
-    /// Runs `job` in the next batch and returns its answer once durable (blocking).
-    pub(crate) fn submit<R: 'static>(&self, job: Box<dyn Job>) -> Result<R, Error> {
-        let slot = Slot::new(true);
-        let pipeline = &self.pipeline;
-        let batch = match pipeline.queue.push(job, &slot, self.lanes()) {
-            Next::Lead(batch) => batch,
-            Next::Nobody => match pipeline.queue.wait(&slot) {
-                Ok(answer) => return downcast(answer),
-                Err(batch) => batch,
-            },
-            Next::Writer(_) => unreachable!("a blocking caller leads its own batch"),
+/// Runs `job` in the next batch and returns its answer once durable (blocking).
+pub(crate) fn submit<R: 'static>(db: &Engine, job: Box<dyn Job>) -> Result<R, Error> {
+    let slot = Slot::new(true);
+    let pipeline = &db.pipeline;
+    let batch = match pipeline.queue.push(job, &slot, lanes(db)) {
+        Next::Lead(batch) => batch,
+        Next::Nobody => match pipeline.queue.wait(&slot) {
+            Ok(answer) => return downcast(answer),
+            Err(batch) => batch,
+        },
+        Next::Writer(_) => unreachable!("a blocking caller leads its own batch"),
+    };
+    let mut next = pipeline.lead(db, batch);
+    // The next batch holds only async callers: a writer thread leads it, or, when this
+    // store has none, this caller does.
+    while let Some(batch) = next {
+        next = match pipeline.writers.home() {
+            Some(home) => {
+                pipeline.writers.send(&home, batch);
+                None
+            }
+            None => pipeline.lead(db, batch),
         };
-        let mut next = pipeline.lead(self, batch);
-        // The next batch holds only async callers: a writer thread leads it, or, when this
-        // store has none, this caller does.
-        while let Some(batch) = next {
-            next = match pipeline.writers.home() {
-                Some(home) => {
-                    pipeline.writers.send(&home, batch);
-                    None
-                }
-                None => pipeline.lead(self, batch),
-            };
-        }
-        downcast(Queue::own_answer(&slot))
     }
+    downcast(Queue::own_answer(&slot))
+}
 
-    /// Runs `job` in the next batch; the future resolves once that batch is durable. The batch is
-    /// run by a blocking caller in it or by one of the store's writer threads (started on first
-    /// use, one per write lane), never by the task that awaits.
-    pub(crate) async fn submit_async<R: 'static>(
-        self: &Arc<Self>,
-        job: Box<dyn Job>,
-    ) -> Result<R, Error> {
-        let pipeline = &self.pipeline;
-        pipeline.writers.set_home(self);
-        let slot = Slot::new(false);
-        match pipeline.queue.push(job, &slot, self.lanes()) {
-            Next::Writer(batch) => pipeline.writers.send(self, batch),
-            Next::Nobody => {}
-            Next::Lead(_) => unreachable!("an async caller never leads"),
-        }
-        downcast(Pending(slot).await)
+/// Runs `job` in the next batch; the future resolves once that batch is durable. The batch is
+/// run by a blocking caller in it or by one of the store's writer threads (started on first
+/// use, one per write lane), never by the task that awaits.
+pub(crate) async fn submit_async<R: 'static>(
+    db: &Arc<Engine>,
+    job: Box<dyn Job>,
+) -> Result<R, Error> {
+    let pipeline = &db.pipeline;
+    pipeline.writers.set_home(db);
+    let slot = Slot::new(false);
+    match pipeline.queue.push(job, &slot, lanes(db)) {
+        Next::Writer(batch) => pipeline.writers.send(db, batch),
+        Next::Nobody => {}
+        Next::Lead(_) => unreachable!("an async caller never leads"),
     }
+    downcast(Pending(slot).await)
 }
 
 fn downcast<R: 'static>(answer: Answer) -> Result<R, Error> {
@@ -257,7 +256,7 @@ mod tests {
     /// until `hold` other jobs are queued behind it (an event, not a time).
     struct Probe {
         n: usize,
-        store: Arc<Store>,
+        store: Arc<Engine>,
         hold: usize,
         runs: Arc<AtomicUsize>,
     }
@@ -291,7 +290,8 @@ mod tests {
 
     #[test]
     fn concurrent_callers_share_batches_and_get_their_own_answers() {
-        let store = Arc::new(Store::in_memory().unwrap());
+        let db = crate::Database::in_memory().unwrap();
+        let store = Arc::clone(&db.engine);
         let runs = Arc::new(AtomicUsize::new(0));
         let threads: Vec<_> = (0..16)
             .map(|n| {
@@ -303,7 +303,7 @@ mod tests {
                         hold: 15,
                         runs,
                     };
-                    let answer: usize = store.submit(Box::new(job)).unwrap();
+                    let answer: usize = submit(&store, Box::new(job)).unwrap();
                     assert_eq!(answer, n);
                 })
             })
@@ -312,7 +312,7 @@ mod tests {
             t.join().unwrap();
         }
         // The first caller's batch, then one batch of the 15 queued behind it.
-        assert_eq!(store.commit_stats(), (2, 16));
+        assert_eq!(store.pipeline.stats(), (2, 16));
     }
 
     #[test]
@@ -321,7 +321,8 @@ mod tests {
             let queue = Arc::new(Queue::default());
             let (running, most) = (Arc::new(AtomicUsize::new(0)), Arc::new(AtomicUsize::new(0)));
             let submitted = Arc::new(AtomicUsize::new(0));
-            let store = Arc::new(Store::in_memory().unwrap());
+            let db = crate::Database::in_memory().unwrap();
+            let store = Arc::clone(&db.engine);
             let threads: Vec<_> = (0..24)
                 .map(|n| {
                     let (queue, running, most) = (queue.clone(), running.clone(), most.clone());

@@ -171,7 +171,7 @@ pub(crate) enum Next {
 pub(crate) struct Queue {
     inner: Mutex<Inner>,
     /// Transactions committed, and the jobs in them that changed something (for
-    /// [`crate::Store::commit_stats`]).
+    /// [`crate::Database::commit_stats`]).
     pub(crate) batches: AtomicU64,
     pub(crate) jobs: AtomicU64,
 }

@@ -9,15 +9,15 @@ use crate::storage::Backend;
 use std::sync::{Arc, Mutex, OnceLock, PoisonError, Weak};
 use std::thread::{JoinHandle, ThreadId};
 
+use super::Engine;
 use super::queue::Batch;
-use crate::store::Store;
 
-type Work = (Arc<Store>, Batch);
+type Work = (Arc<Engine>, Batch);
 
 #[derive(Default)]
 pub(crate) struct Writers {
     /// The store, once an async write has shown it lives in an `Arc`.
-    home: OnceLock<Weak<Store>>,
+    home: OnceLock<Weak<Engine>>,
     /// Run first on each writer thread (a server lowers their priority).
     setup: OnceLock<fn()>,
     started: Mutex<Option<Started>>,
@@ -29,13 +29,13 @@ struct Started {
 }
 
 impl Writers {
-    pub(crate) fn set_home(&self, store: &Arc<Store>) {
+    pub(crate) fn set_home(&self, store: &Arc<Engine>) {
         if self.home.get().is_none() {
             let _ = self.home.set(Arc::downgrade(store));
         }
     }
 
-    pub(crate) fn home(&self) -> Option<Arc<Store>> {
+    pub(crate) fn home(&self) -> Option<Arc<Engine>> {
         self.home.get().and_then(Weak::upgrade)
     }
 
@@ -45,7 +45,7 @@ impl Writers {
     }
 
     /// Hands `batch` to a writer thread, starting them on first use.
-    pub(crate) fn send(&self, store: &Arc<Store>, batch: Batch) {
+    pub(crate) fn send(&self, store: &Arc<Engine>, batch: Batch) {
         let mut started = self.started.lock().unwrap_or_else(PoisonError::into_inner);
         if started.is_none() {
             *started = Some(self.start(store.backend.capabilities().write_lanes));

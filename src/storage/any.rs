@@ -1,5 +1,5 @@
 //! [`AnyBackend`]: the backend chosen at run time from a location, behind one concrete type, so
-//! that [`crate::Store`] has no type parameter for its users and a call costs one `match`.
+//! that [`crate::Database`] has no type parameter for its users and a call costs one `match`.
 
 use std::ops::ControlFlow;
 

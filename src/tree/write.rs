@@ -6,9 +6,9 @@ use std::collections::HashMap;
 use std::ops::ControlFlow;
 
 use super::{Tree, TreeRead};
-use crate::change::{self, ChangeKind};
 use crate::error::Error;
 use crate::history::append::{self, Before, Change, Previous, Recorder};
+use crate::history::change::{self, ChangeKind};
 use crate::history::record::{self, IdEntry, VersionRecord};
 use crate::history::{Actor, MemoryId, Operation, VersionId};
 use crate::layout::{self, FileMeta, Node, Totals, UserTotals};

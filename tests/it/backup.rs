@@ -2,7 +2,7 @@
 
 use std::path::{Path, PathBuf};
 
-use memkv::{Conflict, Error, Store};
+use memkv::{Conflict, Database, Error};
 use proptest::prelude::*;
 use serde_json::{Value, json};
 
@@ -12,7 +12,7 @@ use crate::util::{Backend, Fresh, current, each_backend, fresh};
 
 type Files = Vec<(String, String, String)>; // user, path, content
 
-pub fn fill(store: &Store, files: &[(String, String, String)]) {
+pub fn fill(store: &Database, files: &[(String, String, String)]) {
     for (user, path, content) in files {
         let out = store
             .user(user)
@@ -26,7 +26,7 @@ pub fn fill(store: &Store, files: &[(String, String, String)]) {
 type Snapshot = Vec<(String, Vec<(String, String, i64, i64)>)>;
 
 /// Every user's files with content and times.
-pub fn everything(store: &Store) -> Snapshot {
+pub fn everything(store: &Database) -> Snapshot {
     store
         .users()
         .unwrap()
@@ -38,7 +38,7 @@ pub fn everything(store: &Store) -> Snapshot {
         .collect()
 }
 
-pub fn export_to(store: &Store, path: &Path) -> memkv::Summary {
+pub fn export_to(store: &Database, path: &Path) -> memkv::Summary {
     let file = std::fs::File::create(path).unwrap();
     store.export(&[], file, &mut |_| {}).unwrap()
 }
@@ -581,7 +581,7 @@ fn conflicts_refuse_skip_or_replace() {
         );
         assert_eq!(c.users().unwrap().len(), 1);
         // Quotas of the target store hold.
-        let d = Store::builder().max_files(2).fresh().unwrap();
+        let d = Database::builder().max_files(2).fresh().unwrap();
         fill(&d, &[("alice".into(), "/memories/z".into(), "".into())]);
         let err = d.import(&file, Conflict::Refuse, &mut |_| {}).unwrap_err();
         assert_eq!(

@@ -6,8 +6,8 @@ use std::path::{Path, PathBuf};
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use memkv::{
-    Actor, Conflict, Error, ListItem, Memory, Operation, Retention, Store, StoreBuilder, StoreInfo,
-    Version,
+    Actor, Conflict, Database, DatabaseBuilder, Error, ListItem, Memory, Operation, Retention,
+    StoreInfo, Version,
 };
 use serde_json::{Value, json};
 
@@ -18,14 +18,14 @@ use crate::util::{Backend, Fresh, each_backend, fresh, using};
 /// stores are comparable byte for byte (the header records when the export was made).
 const NOW: u64 = 1_795_996_800_000;
 
-fn fixed() -> StoreBuilder {
-    Store::builder()
+fn fixed() -> DatabaseBuilder {
+    Database::builder()
         .clock(|| UNIX_EPOCH + Duration::from_millis(NOW))
         // Eight versions per store: the histories below are pruned, and the prune travels.
         .retention(Retention::new(None, Some(8), None))
 }
 
-fn tool(store: &Store, user: &str, actor: &str, input: Value) {
+fn tool(store: &Database, user: &str, actor: &str, input: Value) {
     let out = store
         .user(user)
         .unwrap()
@@ -38,7 +38,7 @@ fn tool(store: &Store, user: &str, actor: &str, input: Value) {
 /// Stores with every kind of history: renames, a directory rename, deletions, a redaction by an
 /// API key, a pruned start, a described and an archived store, a store with only deleted
 /// memories, and one with a record but no writes yet.
-fn rich(store: &Store) -> String {
+fn rich(store: &Database) -> String {
     let a = |input: Value| tool(store, "alice", "s1", input);
     a(
         json!({"command": "create", "path": "/memories/notes.md", "file_text": "Prefers tabs.\nü ✓ \"q\"\n"}),
@@ -93,7 +93,7 @@ fn rich(store: &Store) -> String {
 /// Everything a store knows of its users: records, memories with ids, every version.
 type Known = Vec<(StoreInfo, Vec<Memory>, Vec<Version>)>;
 
-fn known(store: &Store) -> Known {
+fn known(store: &Database) -> Known {
     let (infos, more) = store.list_stores(true, None, 100).unwrap();
     assert!(!more);
     infos
@@ -116,7 +116,7 @@ fn known(store: &Store) -> Known {
         .collect()
 }
 
-fn export_bytes(store: &Store) -> Vec<u8> {
+fn export_bytes(store: &Database) -> Vec<u8> {
     let mut out = Vec::new();
     store.export(&[], &mut out, &mut |_| {}).unwrap();
     out
@@ -309,7 +309,7 @@ fn an_existing_store_gets_the_files_as_new_versions_and_keeps_its_history() {
         let op = Actor::operator();
         assert_eq!(who, [Actor::Session("mine".into()), op.clone(), op]);
         // bob did not: restored as he was.
-        let of = |s: &Store| {
+        let of = |s: &Database| {
             s.user("bob@example.com")
                 .unwrap()
                 .history(None)

@@ -2,13 +2,13 @@
 
 use std::sync::{Arc, Barrier};
 
-use memkv::Store;
+use memkv::Database;
 use serde_json::json;
 
 #[test]
 fn concurrent_writers_on_a_durable_store() {
     let dir = tempfile::tempdir().unwrap();
-    let store = Arc::new(Store::open(dir.path().join("db.redb")).unwrap());
+    let store = Arc::new(Database::open(dir.path().join("db.redb")).unwrap());
     let threads = 16;
     let per_thread = 20;
     let start = Arc::new(Barrier::new(threads));
@@ -51,7 +51,7 @@ fn concurrent_writers_on_a_durable_store() {
     drop(users);
     let store = Arc::try_unwrap(store).unwrap();
     drop(store);
-    let reopened = Store::open(dir.path().join("db.redb")).unwrap();
+    let reopened = Database::open(dir.path().join("db.redb")).unwrap();
     assert_eq!(
         reopened
             .users()

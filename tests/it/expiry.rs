@@ -7,7 +7,7 @@ use std::time::{Duration, UNIX_EPOCH};
 #[allow(unused_imports)]
 use crate::util::{Fresh, each_backend, fresh};
 use memkv::storage::AnyBackend;
-use memkv::{Store, StoreBuilder};
+use memkv::{Database, DatabaseBuilder};
 use serde_json::json;
 
 const HOUR: u64 = 3_600_000;
@@ -22,21 +22,22 @@ impl Clock {
     fn advance(&self, ms: u64) {
         self.0.fetch_add(ms, Ordering::SeqCst);
     }
-    fn builder(&self) -> StoreBuilder {
+    fn builder(&self) -> DatabaseBuilder {
         let t = self.0.clone();
-        Store::builder().clock(move || UNIX_EPOCH + Duration::from_millis(t.load(Ordering::SeqCst)))
+        Database::builder()
+            .clock(move || UNIX_EPOCH + Duration::from_millis(t.load(Ordering::SeqCst)))
     }
     fn now(&self) -> i64 {
         self.0.load(Ordering::SeqCst) as i64
     }
 }
 
-fn run(store: &Store, user: &str, input: serde_json::Value) -> (String, bool) {
+fn run(store: &Database, user: &str, input: serde_json::Value) -> (String, bool) {
     let out = store.user(user).unwrap().execute_json(&input).unwrap();
     (out.content, out.is_error)
 }
 
-fn create(store: &Store, user: &str, path: &str, text: &str) {
+fn create(store: &Database, user: &str, path: &str, text: &str) {
     let (content, err) = run(
         store,
         user,
@@ -320,7 +321,7 @@ impl Counted {
         self.flushes.load(Ordering::SeqCst)
     }
     /// A store over a copy of what has been written so far.
-    fn reopen(&self, clock: &Clock) -> Store {
+    fn reopen(&self, clock: &Clock) -> Database {
         let copy = Counted {
             bytes: Arc::new(std::sync::Mutex::new(self.bytes.lock().unwrap().clone())),
             flushes: Arc::default(),
@@ -360,7 +361,7 @@ fn a_view_never_flushes_its_access_time_is_written_with_the_next_write() {
         store.user("u").unwrap().files().unwrap()[0].accessed_ms,
         viewed
     );
-    let recorded = |s: &Store| s.user("u").unwrap().files().unwrap()[0].accessed_ms;
+    let recorded = |s: &Database| s.user("u").unwrap().files().unwrap()[0].accessed_ms;
     assert_eq!(recorded(&storage.reopen(&clock)), created);
     // A file viewed just before it would have expired stays alive on the noted time.
     clock.advance(10 * DAY - HOUR);

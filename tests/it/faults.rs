@@ -11,7 +11,7 @@ use std::sync::{Arc, Mutex};
 
 use memkv::storage::AnyBackend;
 use memkv::storage::redb::RedbBackend;
-use memkv::{Command, Store};
+use memkv::{Command, Database};
 use serde_json::json;
 
 #[derive(Debug, Default)]
@@ -98,16 +98,16 @@ impl redb::StorageBackend for Faulty {
     }
 }
 
-fn open(backend: &Faulty) -> Store {
+fn open(backend: &Faulty) -> Database {
     let redb = RedbBackend::with_storage(backend.clone(), "faulty").unwrap();
-    Store::builder().backend(AnyBackend::from(redb)).unwrap()
+    Database::builder().backend(AnyBackend::from(redb)).unwrap()
 }
 
 /// Every user's files and contents: (user, path, content).
 type State = Vec<(String, String, String)>;
 
 /// Every user's files and contents.
-fn state(store: &Store) -> State {
+fn state(store: &Database) -> State {
     let mut out = Vec::new();
     for u in store.users().unwrap() {
         let h = store.user(&u.user).unwrap();
@@ -186,7 +186,7 @@ fn crash_at(fault: u64) -> (State, State, bool) {
         Vec::<(String, String)>::new(),
         "fault at I/O call {fault}"
     );
-    let want = Store::in_memory().unwrap();
+    let want = Database::in_memory().unwrap();
     for (user, command) in &acknowledged {
         want.user(user).unwrap().execute(command).unwrap();
     }

@@ -1,6 +1,6 @@
 //! Databases written by earlier storage formats still open and read back intact.
 
-use memkv::Store;
+use memkv::Database;
 use serde_json::json;
 
 /// `tests/data/format-vN.redb` were written by builds of storage format N from
@@ -27,7 +27,7 @@ fn format_v4_database_opens_reads_back_and_gains_history() {
     // Format 5 gave each file an id and one `created` version of its content, by nobody
     // recorded, and each store its record.
     let (_dir, db) = fixture("format-v4.redb");
-    let store = Store::builder().open_existing(&db).unwrap();
+    let store = Database::builder().open_existing(&db).unwrap();
     let dana = store.user("dana").unwrap();
     let history = dana.history(None).unwrap().unwrap();
     assert_eq!(history.len(), 3);
@@ -53,7 +53,7 @@ fn format_v4_database_opens_reads_back_and_gains_history() {
 fn format_v5_database_opens_and_keeps_every_version() {
     old_format_reads_back("format-v5.redb");
     let (_dir, db) = fixture("format-v5.redb");
-    let store = Store::builder().open_existing(&db).unwrap();
+    let store = Database::builder().open_existing(&db).unwrap();
     for (user, expected) in [
         ("dana", "format-v5.dana.history.jsonl"),
         ("bob@example.com", "format-v5.bob.history.jsonl"),
@@ -153,7 +153,7 @@ fn old_format_reads_back(name: &str) {
 /// The database at `db` (a path or a URL) holds the fixtures' data in an older format: it opens,
 /// migrates, reads back, takes writes, and reopens read-only in today's format.
 fn reads_back_at(db: &std::ffi::OsStr) {
-    let store = Store::builder().open_existing(db).unwrap();
+    let store = Database::builder().open_existing(db).unwrap();
     assert_eq!(store.check().unwrap(), Vec::<(String, String)>::new());
     let users: Vec<(String, u64, u64)> = store
         .users()
@@ -208,7 +208,7 @@ fn reads_back_at(db: &std::ffi::OsStr) {
     assert_eq!(store.check().unwrap(), Vec::<(String, String)>::new());
     // Reopened, it is in today's format and needs nothing more.
     drop(store);
-    let store = Store::builder().open_read_only(db).unwrap();
+    let store = Database::builder().open_read_only(db).unwrap();
     assert_eq!(store.users().unwrap().len(), 1);
 }
 
@@ -258,7 +258,7 @@ fn format_v4_data_migrates_on_postgres_too() {
         .unwrap();
     drop(target);
     reads_back_at(std::ffi::OsStr::new(&url));
-    let store = Store::open(&url).unwrap();
+    let store = Database::open(&url).unwrap();
     let dana = store.user("dana").unwrap();
     // Three `created` by the migration, then the two files the rename in `reads_back_at` moved.
     let ops: Vec<_> = dana
@@ -276,7 +276,7 @@ fn format_v4_data_migrates_on_postgres_too() {
 #[test]
 fn an_old_format_is_refused_read_only_with_a_clear_error() {
     let (_dir, db) = fixture("format-v1.redb");
-    let err = Store::builder().open_read_only(&db).unwrap_err();
+    let err = Database::builder().open_read_only(&db).unwrap_err();
     assert!(
         matches!(err, memkv::Error::NeedsMigration { found: 1, .. }),
         "{err}"
@@ -286,8 +286,8 @@ fn an_old_format_is_refused_read_only_with_a_clear_error() {
         "{err}"
     );
     // The refusal changed nothing: a writer still migrates it.
-    drop(Store::builder().open_existing(&db).unwrap());
-    let store = Store::builder().open_read_only(&db).unwrap();
+    drop(Database::builder().open_existing(&db).unwrap());
+    let store = Database::builder().open_read_only(&db).unwrap();
     assert_eq!(store.users().unwrap().len(), 2);
 }
 
@@ -314,7 +314,7 @@ pub fn damage_content(db: &std::path::Path, user: &str, content_key: &[u8]) {
 fn check_finds_content_that_no_longer_matches_its_hash() {
     let dir = tempfile::tempdir().unwrap();
     let db = dir.path().join("db");
-    let store = Store::open(&db).unwrap();
+    let store = Database::open(&db).unwrap();
     let out = store
         .user("u")
         .unwrap()
@@ -330,7 +330,7 @@ fn check_finds_content_that_no_longer_matches_its_hash() {
     assert_eq!(store.check().unwrap(), Vec::<(String, String)>::new());
     drop(store);
     damage_content(&db, "u", b"a\x01notes.md");
-    let store = Store::open(&db).unwrap();
+    let store = Database::open(&db).unwrap();
     let problems = store.check().unwrap();
     assert_eq!(problems.len(), 1, "{problems:?}");
     assert_eq!(problems[0].0, "u");
@@ -353,7 +353,7 @@ fn check_finds_history_that_no_longer_rebuilds() {
 
     let dir = tempfile::tempdir().unwrap();
     let db = dir.path().join("db");
-    let store = Store::open(&db).unwrap();
+    let store = Database::open(&db).unwrap();
     let u = store.user("u").unwrap();
     let run = |input: serde_json::Value| assert!(!u.execute_json(&input).unwrap().is_error);
     run(json!({"command": "create", "path": "/memories/n.md", "file_text": "v0\n"}));
@@ -379,7 +379,7 @@ fn check_finds_history_that_no_longer_rebuilds() {
         })
         .unwrap();
     drop(backend);
-    let store = Store::open(&db).unwrap();
+    let store = Database::open(&db).unwrap();
     let problems: Vec<String> = store.check().unwrap().into_iter().map(|p| p.1).collect();
     assert!(
         problems

@@ -4,7 +4,7 @@
 //! tests compile this same file with a `Session` that sends each message to a real server over
 //! loopback HTTP, so both faces are held to one table of cases.
 
-use memkv::{Store, UserHandle};
+use memkv::{Database, MemoryStore};
 use serde_json::{Value, json};
 
 use crate::util::{
@@ -290,7 +290,7 @@ fn view_truncates_files_at_the_budget() {
 #[test]
 fn view_cuts_a_single_overlong_line() {
     each_backend(|| {
-        let s = Session::new(Store::builder().view_max_chars(100).fresh().unwrap());
+        let s = Session::new(Database::builder().view_max_chars(100).fresh().unwrap());
         s.create("/memories/long.md", &"z".repeat(500));
         let header = "Here's the content of /memories/long.md with line numbers:";
         let room = 100 - header.chars().count() - 1;
@@ -308,7 +308,7 @@ fn view_cuts_a_single_overlong_line() {
 #[test]
 fn view_truncates_directory_listings() {
     each_backend(|| {
-        let s = Session::new(Store::builder().view_max_chars(300).fresh().unwrap());
+        let s = Session::new(Database::builder().view_max_chars(300).fresh().unwrap());
         for i in 0..30 {
             s.create(&format!("/memories/f{i:02}.md"), "x");
         }
@@ -336,10 +336,10 @@ fn view_reports_files_over_the_line_limit() {
         let dir = tempfile::tempdir().unwrap();
         let db = fresh_location().unwrap_or_else(|| dir.path().join("db").display().to_string());
         {
-            let s = Session::new(Store::open(&db).unwrap());
+            let s = Session::new(Database::open(&db).unwrap());
             s.create("/memories/many.md", &"l\n".repeat(20));
         }
-        let s = Session::new(Store::builder().max_lines(10).open(&db).unwrap());
+        let s = Session::new(Database::builder().max_lines(10).open(&db).unwrap());
         s.err(
             json!({"command": "view", "path": "/memories/many.md"}),
             "File /memories/many.md exceeds maximum line limit of 10 lines.",
@@ -397,7 +397,7 @@ fn create_rules_in_order() {
 #[test]
 fn limits_in_table_order() {
     each_backend(|| {
-        let store = Store::builder()
+        let store = Database::builder()
             .max_file_bytes(10)
             .max_lines(3)
             .max_files(2)
@@ -455,13 +455,16 @@ fn default_limits_and_messages() {
             "Error: File /memories/big would be 102401 bytes, over the limit of 102400 bytes",
         );
         s.create("/memories/max", &"x".repeat(102_400));
-        let store = Store::builder().max_file_bytes(u64::MAX).fresh().unwrap();
+        let store = Database::builder()
+            .max_file_bytes(u64::MAX)
+            .fresh()
+            .unwrap();
         let s = Session::new(store);
         s.err(
             json!({"command": "create", "path": "/memories/lines", "file_text": "\n".repeat(1_000_000)}),
             "Error: File /memories/lines would have more than 999,999 lines",
         );
-        let store = Store::builder().max_files(u64::MAX).fresh().unwrap();
+        let store = Database::builder().max_files(u64::MAX).fresh().unwrap();
         let s = Session::new(store);
         let chunk = "y".repeat(102_400);
         for i in 0..655 {
@@ -471,7 +474,7 @@ fn default_limits_and_messages() {
             json!({"command": "create", "path": "/memories/last", "file_text": chunk}),
             "Error: Memory quota exceeded: at most 67108864 bytes in total",
         );
-        let store = Store::builder().max_bytes(u64::MAX).fresh().unwrap();
+        let store = Database::builder().max_bytes(u64::MAX).fresh().unwrap();
         let s = Session::new(store);
         // Filling 10,000 files is the library's business; the refusal goes through the session.
         let creates: Vec<(String, memkv::Command)> = (0..10_000)
@@ -885,7 +888,7 @@ fn totals_follow_every_write() {
         let s = s();
         s.create("/memories/a/x", "12345");
         s.create("/memories/a/y", "1");
-        let u: UserHandle<'_> = s.user();
+        let u: MemoryStore<'_> = s.user();
         assert_eq!(u.totals().unwrap(), (2, 6));
         s.ok(json!({"command": "str_replace", "path": "/memories/a/x", "old_str": "345", "new_str": ""}), "The memory file has been edited. Here is the snippet showing the change (with line numbers):\n     1\t12");
         assert_eq!(u.totals().unwrap(), (2, 3));

@@ -2,15 +2,15 @@
 
 use std::time::{Duration, Instant};
 
-use memkv::{Error, Store};
+use memkv::{Database, Error};
 use serde_json::json;
 
-fn run(store: &Store, user: &str, input: serde_json::Value) -> memkv::ToolOutput {
+fn run(store: &Database, user: &str, input: serde_json::Value) -> memkv::ToolOutput {
     store.user(user).unwrap().execute_json(&input).unwrap()
 }
 
 #[track_caller]
-fn ok(store: &Store, user: &str, input: serde_json::Value) -> String {
+fn ok(store: &Database, user: &str, input: serde_json::Value) -> String {
     let out = run(store, user, input.clone());
     let shown: String = input.to_string().chars().take(200).collect();
     assert!(!out.is_error, "{shown}…: {}", out.content);
@@ -19,7 +19,7 @@ fn ok(store: &Store, user: &str, input: serde_json::Value) -> String {
 
 #[test]
 fn moving_every_file_of_a_user_keeps_their_last_write_time() {
-    let store = Store::in_memory().unwrap();
+    let store = Database::in_memory().unwrap();
     ok(
         &store,
         "u",
@@ -55,7 +55,7 @@ fn moving_every_file_of_a_user_keeps_their_last_write_time() {
 
 #[test]
 fn user_ids_refuse_invisible_and_ambiguous_characters() {
-    let store = Store::in_memory().unwrap();
+    let store = Database::in_memory().unwrap();
     for bad in [
         "a\u{200B}b",  // zero-width space
         "a\u{200D}b",  // zero-width joiner
@@ -115,7 +115,7 @@ fn user_ids_refuse_invisible_and_ambiguous_characters() {
 fn a_user_over_a_lowered_quota_can_still_shrink_and_edit() {
     let dir = tempfile::tempdir().unwrap();
     let db = dir.path().join("db");
-    let store = Store::open(&db).unwrap();
+    let store = Database::open(&db).unwrap();
     let text: String = (0..100).map(|i| format!("line {i:03}\n")).collect(); // 900 bytes
     ok(
         &store,
@@ -123,7 +123,7 @@ fn a_user_over_a_lowered_quota_can_still_shrink_and_edit() {
         json!({"command": "create", "path": "/memories/big.md", "file_text": text}),
     );
     drop(store);
-    let store = Store::builder().max_bytes(500).open(&db).unwrap();
+    let store = Database::builder().max_bytes(500).open(&db).unwrap();
     // Smaller: allowed, though still over the quota.
     ok(
         &store,
@@ -160,7 +160,7 @@ fn a_user_over_a_lowered_quota_can_still_shrink_and_edit() {
 
 #[test]
 fn str_replace_with_many_matches_is_fast_and_lists_a_bounded_number_of_lines() {
-    let store = Store::builder()
+    let store = Database::builder()
         .max_file_bytes(1 << 20)
         .in_memory()
         .unwrap();
@@ -210,7 +210,7 @@ fn a_damaged_page_never_panics_the_calling_thread() {
     let dir = tempfile::tempdir().unwrap();
     let db = dir.path().join("db");
     {
-        let store = Store::open(&db).unwrap();
+        let store = Database::open(&db).unwrap();
         for u in 0..3 {
             for f in 0..40 {
                 let text = format!("{u} {f} ").repeat(200);
@@ -232,7 +232,7 @@ fn a_damaged_page_never_panics_the_calling_thread() {
         std::fs::write(&copy, damaged).unwrap();
         // As a server's worker thread would: every call on the damaged file.
         let results = std::thread::spawn(move || {
-            let store = match Store::builder().open_read_only(&copy) {
+            let store = match Database::builder().open_read_only(&copy) {
                 Ok(store) => store,
                 Err(e) => return vec![Err(e)],
             };

@@ -3,13 +3,13 @@
 use std::collections::BTreeMap;
 
 use memkv::{
-    Actor, ApiRefusal, ListItem, MemoryId, Operation, Retention, Store, VersionFilter, VersionId,
+    Actor, ApiRefusal, Database, ListItem, MemoryId, Operation, Retention, VersionFilter, VersionId,
 };
 use serde_json::json;
 
 use crate::util::{Fresh, each_backend, fresh};
 
-fn run(store: &Store, user: &str, actor: &str, input: serde_json::Value) -> (String, bool) {
+fn run(store: &Database, user: &str, actor: &str, input: serde_json::Value) -> (String, bool) {
     let out = store
         .user(user)
         .unwrap()
@@ -352,7 +352,7 @@ fn stores_have_records_archive_and_delete() {
 #[test]
 fn retention_prunes_oldest_first_and_can_keep_nothing() {
     each_backend(|| {
-        let store = Store::builder()
+        let store = Database::builder()
             .retention(Retention::new(None, Some(3), None))
             .fresh()
             .unwrap();
@@ -372,7 +372,10 @@ fn retention_prunes_oldest_first_and_can_keep_nothing() {
             (3, 3)
         );
 
-        let none = Store::builder().retention(Retention::NONE).fresh().unwrap();
+        let none = Database::builder()
+            .retention(Retention::NONE)
+            .fresh()
+            .unwrap();
         let u = none.user("u").unwrap();
         let m = u.create_memory("/memories/a", "0").unwrap().unwrap();
         assert_eq!(m.id, MemoryId(1));
@@ -387,7 +390,7 @@ fn retention_prunes_oldest_first_and_can_keep_nothing() {
 #[test]
 fn every_version_reads_back_through_deltas_redactions_and_pruning() {
     each_backend(|| {
-        let store = Store::builder()
+        let store = Database::builder()
             .retention(Retention::new(None, Some(60), None))
             .fresh()
             .unwrap();
@@ -419,7 +422,7 @@ fn every_version_reads_back_through_deltas_redactions_and_pruning() {
         s(json!({"command":"rename","old_path":"/memories/notes","new_path":"/memories/kept"}));
         let kept_path = "/memories/kept/é.md";
         want.push(want.last().unwrap().clone());
-        let contents = |u: &memkv::UserHandle<'_>| -> Vec<Option<String>> {
+        let contents = |u: &memkv::MemoryStore<'_>| -> Vec<Option<String>> {
             let at = u.read_file(kept_path).unwrap();
             let id = match at {
                 Some(_) => u.history(Some(kept_path)).unwrap().unwrap()[0].memory,

@@ -2,13 +2,13 @@
 //! with one error line, and nothing runs. (HTTP answers the same refusals with a 400; the
 //! server's tests check that.)
 
-use memkv::Store;
+use memkv::Database;
 use memkv::protocol;
 use serde_json::Value;
 
 #[test]
 fn text_that_is_not_json_gets_one_error_line() {
-    let store = Store::in_memory().unwrap();
+    let store = Database::in_memory().unwrap();
     let u = store.user("u").unwrap();
     let (line, errors) = protocol::answer_line(&u, b"{not json");
     assert!(errors.is_empty());
@@ -20,7 +20,7 @@ fn text_that_is_not_json_gets_one_error_line() {
 
 #[test]
 fn a_block_without_an_id_is_refused_and_nothing_runs() {
-    let store = Store::in_memory().unwrap();
+    let store = Database::in_memory().unwrap();
     let u = store.user("u").unwrap();
     for line in [
         r#"{"type":"tool_use","name":"memory","input":{"command":"create","path":"/memories/a","file_text":"x"}}"#,

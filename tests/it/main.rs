@@ -1,5 +1,6 @@
 //! Integration tests, compiled into one binary.
 
+mod architecture;
 mod backup;
 mod backup_history;
 mod concurrency;

@@ -7,7 +7,7 @@ use std::collections::{BTreeMap, BTreeSet};
 
 #[allow(unused_imports)]
 use crate::util::{Fresh, each_backend, fresh};
-use memkv::{ListItem, MemoryPath, Operation, Store};
+use memkv::{Database, ListItem, MemoryPath, Operation};
 use proptest::prelude::*;
 use serde_json::{Value, json};
 
@@ -19,8 +19,8 @@ const VIEW_MAX: usize = 330;
 
 type Files = BTreeMap<Vec<String>, String>;
 
-fn store() -> Store {
-    Store::builder()
+fn store() -> Database {
+    Database::builder()
         .max_file_bytes(MAX_FILE as u64)
         .max_lines(MAX_LINES as u64)
         .max_files(MAX_FILES as u64)
@@ -489,7 +489,7 @@ fn command() -> impl Strategy<Value = Value> {
 const USERS: [&str; 3] = ["alice", "bob@example.com", "."];
 
 /// Every invariant holds, and every user's files, contents, sizes and totals are the model's.
-fn same_as_model(store: &Store, model: &Model, after: &str) -> Result<(), TestCaseError> {
+fn same_as_model(store: &Database, model: &Model, after: &str) -> Result<(), TestCaseError> {
     let problems = store.check().unwrap();
     prop_assert!(problems.is_empty(), "after {}: {:?}", after, problems);
     for user in USERS {

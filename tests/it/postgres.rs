@@ -1,6 +1,6 @@
 //! What only a networked backend has to prove: round trips per command, whatever the depth.
 
-use memkv::Store;
+use memkv::Database;
 use serde_json::json;
 
 use crate::util::pg;
@@ -11,13 +11,13 @@ fn create(path: &str) -> serde_json::Value {
 }
 
 /// Runs `input` for `u` and asserts that it succeeded.
-fn succeeds(u: &memkv::UserHandle<'_>, input: serde_json::Value) {
+fn succeeds(u: &memkv::MemoryStore<'_>, input: serde_json::Value) {
     let out = u.execute_json(&input).unwrap();
     assert!(!out.is_error, "{input}: {}", out.content);
 }
 
 /// Asserts that `/memories` of `u` lists every one of `files` and that the store checks clean.
-fn lists_and_checks_clean(store: &Store, u: &memkv::UserHandle<'_>, files: &[&str]) {
+fn lists_and_checks_clean(store: &Database, u: &memkv::MemoryStore<'_>, files: &[&str]) {
     let listing = u
         .execute_json(&json!({"command": "view", "path": "/memories"}))
         .unwrap();
@@ -34,7 +34,7 @@ fn url_and_schema(cluster: &pg::Cluster) -> (String, String) {
     (url, schema)
 }
 
-fn count(store: &Store, f: impl FnOnce()) -> u64 {
+fn count(store: &Database, f: impl FnOnce()) -> u64 {
     let before = store.storage().round_trips().unwrap();
     f();
     store.storage().round_trips().unwrap() - before
@@ -45,7 +45,7 @@ fn count(store: &Store, f: impl FnOnce()) -> u64 {
 #[test]
 fn a_write_costs_two_round_trips_and_a_view_two_at_any_depth() {
     let Some(cluster) = pg::cluster() else { return };
-    let store = Store::builder()
+    let store = Database::builder()
         .ttl(std::time::Duration::from_secs(86_400))
         .open(cluster.fresh_url())
         .unwrap();
@@ -88,7 +88,7 @@ fn a_write_costs_two_round_trips_and_a_view_two_at_any_depth() {
 #[test]
 fn a_create_whose_reads_the_memo_answers_costs_one_round_trip() {
     let Some(cluster) = pg::cluster() else { return };
-    let store = Store::open(cluster.fresh_url()).unwrap();
+    let store = Database::open(cluster.fresh_url()).unwrap();
     let u = store.user("warm").unwrap();
     // The first write of a store reads (2 round trips); later ones assume what it learnt.
     let n = count(&store, || {
@@ -120,7 +120,7 @@ fn a_create_whose_reads_the_memo_answers_costs_one_round_trip() {
 fn a_lost_store_row_is_made_again_by_the_next_write() {
     let Some(cluster) = pg::cluster() else { return };
     let (url, schema) = url_and_schema(cluster);
-    let store = Store::open(&url).unwrap();
+    let store = Database::open(&url).unwrap();
     let u = store.user("lost").unwrap();
     let ok = |input: serde_json::Value| succeeds(&u, input);
     ok(create("/memories/f0.md"));
@@ -146,7 +146,7 @@ fn a_lost_store_row_is_made_again_by_the_next_write() {
 fn writes_and_reads_scan_no_table_sequentially() {
     let Some(cluster) = pg::cluster() else { return };
     let (url, schema) = url_and_schema(cluster);
-    let store = Store::open(&url).unwrap();
+    let store = Database::open(&url).unwrap();
     for user in ["a", "b", "c"] {
         let u = store.user(user).unwrap();
         for i in 0..8 {
@@ -203,7 +203,7 @@ fn writes_and_reads_scan_no_table_sequentially() {
 fn a_key_made_new_that_is_there_all_the_same_is_replaced_not_a_failure() {
     let Some(cluster) = pg::cluster() else { return };
     let url = cluster.fresh_url();
-    let store = Store::open(&url).unwrap();
+    let store = Database::open(&url).unwrap();
     let u = store.user("stray").unwrap();
     let ok = |input: serde_json::Value| succeeds(&u, input);
     ok(create("/memories/f0.md"));
@@ -242,25 +242,25 @@ fn a_key_made_new_that_is_there_all_the_same_is_replaced_not_a_failure() {
     assert_eq!(count(&store, || ok(create("/memories/f8.md"))), 1);
 }
 
-/// Two `Store`s on one database stand for two processes: each one's memo goes stale whenever
+/// Two `Database`s on one database stand for two processes: each one's memo goes stale whenever
 /// the other writes, and no answer may ever follow from a stale memo. Each case warms a fresh
-/// `Store` with a write of its own, lets the other change what that write read, and asserts that
+/// `Database` with a write of its own, lets the other change what that write read, and asserts that
 /// the next answer took the assumptions' path (3 round trips: the failed check, then a run with
 /// real reads) and is the one real reads give.
 #[test]
 fn a_stale_memo_never_decides_an_answer() {
     let Some(cluster) = pg::cluster() else { return };
     let url = cluster.fresh_url();
-    let open = || Store::builder().max_files(4).open(&url).unwrap();
+    let open = || Database::builder().max_files(4).open(&url).unwrap();
     let b = open();
-    let run = |store: &Store, input: serde_json::Value| {
+    let run = |store: &Database, input: serde_json::Value| {
         let u = store.user("shared").unwrap();
         let mut out = None;
         let n = count(store, || out = Some(u.execute_json(&input).unwrap()));
         let out = out.unwrap();
         (n, out.is_error, out.content)
     };
-    let ok = |store: &Store, input: serde_json::Value| {
+    let ok = |store: &Database, input: serde_json::Value| {
         let (_, failed, said) = run(store, input.clone());
         assert!(!failed, "{input}: {said}");
     };
@@ -312,7 +312,7 @@ fn a_stale_memo_never_decides_an_answer() {
 #[test]
 fn a_directory_rename_or_delete_costs_three_round_trips_at_any_size() {
     let Some(cluster) = pg::cluster() else { return };
-    let store = Store::open(cluster.fresh_url()).unwrap();
+    let store = Database::open(cluster.fresh_url()).unwrap();
     let u = store.user("dir").unwrap();
     let run = |input: serde_json::Value| {
         let out = u.execute_json(&input).unwrap();
@@ -365,7 +365,7 @@ fn a_warm_write_is_one_call_and_text_where_no_temporary_function_can_be_made() {
         // A schema of the role's own (first on its default search path).
         admin(&format!("CREATE SCHEMA AUTHORIZATION {role}"));
         let url = format!("postgres://{role}@127.0.0.1:{}/{db}", cluster.port);
-        let store = Store::open(&url).unwrap();
+        let store = Database::open(&url).unwrap();
         let u = store.user("u").unwrap();
         let run = |input: serde_json::Value| u.execute_json(&input).unwrap().content;
         let mut seen = Vec::new();
@@ -414,7 +414,7 @@ fn callers_beyond_the_pool_wait_for_a_connection_given_back() {
     use std::sync::{Arc, mpsc};
     use std::time::Duration;
     let Some(cluster) = pg::cluster() else { return };
-    let store = Arc::new(Store::builder().open(cluster.fresh_url()).unwrap());
+    let store = Arc::new(Database::builder().open(cluster.fresh_url()).unwrap());
     let callers = 64;
     let (answered, answers) = mpsc::channel();
     for t in 0..callers {
@@ -443,7 +443,7 @@ fn a_server_refusal_keeps_its_sqlstate() {
         "{}/memkv_no_such_database",
         admin.strip_suffix("/postgres").unwrap()
     );
-    let e = Store::open(&missing).unwrap_err();
+    let e = Database::open(&missing).unwrap_err();
     assert_eq!(e.sqlstate(), Some("3D000"), "{e}");
     assert!(e.to_string().contains("memkv_no_such_database"), "{e}");
     let memkv::Error::Storage(source) = &e else {
@@ -461,10 +461,10 @@ fn a_server_refusal_keeps_its_sqlstate() {
 #[test]
 fn each_backend_declares_what_it_is() {
     use memkv::storage::{Backend, Capabilities};
-    let embedded = Store::builder().in_memory().unwrap();
+    let embedded = Database::builder().in_memory().unwrap();
     assert_eq!(embedded.storage().capabilities(), Capabilities::EMBEDDED);
     let Some(cluster) = pg::cluster() else { return };
-    let served = Store::open(cluster.fresh_url()).unwrap();
+    let served = Database::open(cluster.fresh_url()).unwrap();
     let caps = served.storage().capabilities();
     assert!(
         !caps.embedded && caps.prefetch && caps.write_lanes > 1,
@@ -472,14 +472,14 @@ fn each_backend_declares_what_it_is() {
     );
 }
 
-/// The fast path off (`StoreBuilder::postgres_fast_path(false)`): every write reads what it
+/// The fast path off (`DatabaseBuilder::postgres_fast_path(false)`): every write reads what it
 /// needs and commits in plain statements, a round trip or more dearer, with the same answers
 /// and the same stored result as with it on.
 #[test]
 fn without_the_fast_path_writes_cost_more_and_answer_the_same() {
     let Some(cluster) = pg::cluster() else { return };
-    let fast = Store::open(cluster.fresh_url()).unwrap();
-    let slow = Store::builder()
+    let fast = Database::open(cluster.fresh_url()).unwrap();
+    let slow = Database::builder()
         .postgres_fast_path(false)
         .open(cluster.fresh_url())
         .unwrap();
@@ -495,7 +495,7 @@ fn without_the_fast_path_writes_cost_more_and_answer_the_same() {
     ];
     let mut trips = (0, 0);
     for input in &inputs {
-        let answer = |store: &Store, trips: &mut u64| {
+        let answer = |store: &Database, trips: &mut u64| {
             let u = store.user("same").unwrap();
             let mut out = None;
             *trips += count(store, || out = Some(u.execute_json(input).unwrap()));
@@ -505,7 +505,7 @@ fn without_the_fast_path_writes_cost_more_and_answer_the_same() {
         let b = answer(&slow, &mut trips.1);
         assert_eq!(a, b, "{input}");
     }
-    let files = |store: &Store| {
+    let files = |store: &Database| {
         let u = store.user("same").unwrap();
         u.files()
             .unwrap()

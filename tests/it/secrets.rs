@@ -8,13 +8,13 @@ use std::path::Path;
 
 #[allow(unused_imports)]
 use crate::util::{Fresh, each_backend, fresh};
-use memkv::{SecretPolicy, Store};
+use memkv::{Database, SecretPolicy};
 use serde_json::json;
 
 /// A random-looking (not real) access key id: AWS's own documented example is allowed.
 const KEY: &str = "AKIAUJZDEGXDNCF32EPF";
 
-fn run(store: &Store, input: serde_json::Value) -> (String, bool) {
+fn run(store: &Database, input: serde_json::Value) -> (String, bool) {
     let out = store.user("u").unwrap().execute_json(&input).unwrap();
     (out.content, out.is_error)
 }
@@ -64,7 +64,7 @@ fn reject_is_the_default_on_every_write() {
 #[test]
 fn redact_replaces_and_reports() {
     each_backend(|| {
-        let store = Store::builder()
+        let store = Database::builder()
             .secrets(SecretPolicy::Redact)
             .fresh()
             .unwrap();
@@ -100,7 +100,10 @@ fn redact_replaces_and_reports() {
 #[test]
 fn off_stores_as_given() {
     each_backend(|| {
-        let store = Store::builder().secrets(SecretPolicy::Off).fresh().unwrap();
+        let store = Database::builder()
+            .secrets(SecretPolicy::Off)
+            .fresh()
+            .unwrap();
         assert_eq!(
             run(
                 &store,
@@ -123,8 +126,8 @@ fn off_stores_as_given() {
     });
 }
 
-fn store(policy: SecretPolicy) -> Store {
-    Store::builder()
+fn store(policy: SecretPolicy) -> Database {
+    Database::builder()
         .secrets(policy)
         .max_file_bytes(1 << 20)
         .fresh()
@@ -132,7 +135,7 @@ fn store(policy: SecretPolicy) -> Store {
 }
 
 /// Writes `text` under `policy`: the tool's answer, and what was stored (if anything).
-fn write(store: &Store, text: &str) -> (String, bool, Option<String>) {
+fn write(store: &Database, text: &str) -> (String, bool, Option<String>) {
     let user = store.user("u").unwrap();
     let _ = user.execute_json(&json!({"command": "delete", "path": "/memories/t"}));
     let out = user
@@ -146,7 +149,7 @@ fn write(store: &Store, text: &str) -> (String, bool, Option<String>) {
 }
 
 #[track_caller]
-fn assert_benign(reject: &Store, redact: &Store, text: &str) {
+fn assert_benign(reject: &Database, redact: &Database, text: &str) {
     let created = "File created successfully at: /memories/t".to_owned();
     let want = (created, false, Some(text.to_owned()));
     assert_eq!(write(reject, text), want, "reject mode refused:\n{text}");
@@ -154,7 +157,13 @@ fn assert_benign(reject: &Store, redact: &Store, text: &str) {
 }
 
 #[track_caller]
-fn assert_caught(reject: &Store, redact: &Store, kind: &str, text: &str, secrets: &[Range<usize>]) {
+fn assert_caught(
+    reject: &Database,
+    redact: &Database,
+    kind: &str,
+    text: &str,
+    secrets: &[Range<usize>],
+) {
     let refused = format!(
         "Error: The content appears to contain a secret ({kind}). Secrets must not be stored in memory; remove it and try again."
     );

@@ -1,23 +1,23 @@
 //! Small helpers shared by the integration tests.
 
 use memkv::protocol::{self, Message};
-use memkv::{Store, ToolOutput, UserHandle};
+use memkv::{Database, MemoryStore, ToolOutput};
 use serde_json::{Value, json};
 
 /// One user's session against a store, with assertions that print the command on failure.
 pub struct Session {
-    pub store: Store,
+    pub store: Database,
 }
 
 impl Session {
     /// Whether this face carries whole `tool_use` blocks (and inputs that are not objects).
     pub const CARRIES_BLOCKS: bool = true;
 
-    pub fn new(store: Store) -> Self {
+    pub fn new(store: Database) -> Self {
         Session { store }
     }
 
-    pub fn user(&self) -> UserHandle<'_> {
+    pub fn user(&self) -> MemoryStore<'_> {
         self.store.user("tester").unwrap()
     }
 
@@ -69,7 +69,7 @@ pub trait Face {
 }
 
 /// Every file of a user with its content and times, for before/after comparisons.
-pub fn snapshot(user: &UserHandle<'_>) -> Vec<(String, String, i64, i64)> {
+pub fn snapshot(user: &MemoryStore<'_>) -> Vec<(String, String, i64, i64)> {
     user.files()
         .unwrap()
         .into_iter()
@@ -84,7 +84,7 @@ pub fn snapshot(user: &UserHandle<'_>) -> Vec<(String, String, i64, i64)> {
 
 use std::cell::Cell;
 
-use memkv::StoreBuilder;
+use memkv::DatabaseBuilder;
 
 #[path = "../support/pg.rs"]
 pub mod pg;
@@ -140,14 +140,14 @@ pub fn fresh_location() -> Option<String> {
 
 /// `.fresh()`: the store of a test, on the current backend.
 pub trait Fresh {
-    fn fresh(self) -> Result<Store, memkv::Error>;
+    fn fresh(self) -> Result<Database, memkv::Error>;
 }
 
-impl Fresh for StoreBuilder {
+impl Fresh for DatabaseBuilder {
     /// On PostgreSQL every other store runs without the fast path
-    /// ([`StoreBuilder::postgres_fast_path`]), so that both ways of writing answer the cases of
+    /// ([`DatabaseBuilder::postgres_fast_path`]), so that both ways of writing answer the cases of
     /// every suite, at no extra cost.
-    fn fresh(self) -> Result<Store, memkv::Error> {
+    fn fresh(self) -> Result<Database, memkv::Error> {
         static STORES: std::sync::atomic::AtomicUsize = std::sync::atomic::AtomicUsize::new(0);
         match fresh_location() {
             None => self.in_memory(),
@@ -159,9 +159,9 @@ impl Fresh for StoreBuilder {
     }
 }
 
-/// `Store::in_memory()` of the current backend.
-pub fn fresh() -> Result<Store, memkv::Error> {
-    Store::builder().fresh()
+/// `Database::in_memory()` of the current backend.
+pub fn fresh() -> Result<Database, memkv::Error> {
+    Database::builder().fresh()
 }
 
 /// Whether the full, heavy suite runs (`MEMKV_FULL_TESTS=1`); by default the heaviest cases

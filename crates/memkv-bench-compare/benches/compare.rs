@@ -22,8 +22,8 @@ use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Barrier};
 use std::time::{Duration, Instant};
 
-use memkv::Store;
-use redb::{Database, TableDefinition};
+use memkv::Database;
+use redb::TableDefinition;
 use serde_json::{Value, json};
 
 use common::{cmd, create, durable_store, prepare_tree, text};
@@ -134,7 +134,7 @@ fn fdatasync_rate(dir: &Path, seconds: f64) -> f64 {
 
 fn bare_redb_rate(path: &Path, seconds: f64) -> f64 {
     const T: TableDefinition<&str, &[u8]> = TableDefinition::new("files");
-    let db = Database::create(path).unwrap();
+    let db = redb::Database::create(path).unwrap();
     let value = text(1024);
     rate(seconds, |n| {
         let txn = db.begin_write().unwrap();
@@ -181,7 +181,7 @@ fn sqlite_rate(path: &Path, threads: usize, seconds: f64) -> f64 {
     })
 }
 
-fn memkv_create_rate(store: &Arc<Store>, threads: usize, seconds: f64) -> f64 {
+fn memkv_create_rate(store: &Arc<Database>, threads: usize, seconds: f64) -> f64 {
     let kib = text(1024);
     static RUN: AtomicU64 = AtomicU64::new(0);
     let tag = format!("{threads}w{}", RUN.fetch_add(1, Ordering::Relaxed));
@@ -196,7 +196,7 @@ fn memkv_create_rate(store: &Arc<Store>, threads: usize, seconds: f64) -> f64 {
 }
 
 /// Mean seconds per `view` of `/memories/hot` (50 entries) for a user with `total` files.
-fn view_dir_time(store: &Store, total: usize, reps: u32) -> f64 {
+fn view_dir_time(store: &Database, total: usize, reps: u32) -> f64 {
     let name = format!("tree{total}");
     prepare_tree(store, &name, total);
     let user = store.user(&name).unwrap();
@@ -212,7 +212,7 @@ fn view_dir_time(store: &Store, total: usize, reps: u32) -> f64 {
 }
 
 /// The workload of tools/sdk_bench.py, against memkv: mean seconds per command.
-fn memkv_sdk_workload(store: &Store, reps: usize) -> Vec<(&'static str, f64)> {
+fn memkv_sdk_workload(store: &Database, reps: usize) -> Vec<(&'static str, f64)> {
     let u = store.user("sdk").unwrap();
     let run = |v: Value| assert!(!u.execute(&cmd(v)).unwrap().is_error);
     run(
@@ -443,7 +443,7 @@ fn main() {
     });
     // What --shared costs: the same single-thread create, with read-only processes allowed.
     let shared_store = Arc::new(
-        Store::builder()
+        Database::builder()
             .max_files(u64::MAX)
             .max_bytes(u64::MAX)
             .shared(true)

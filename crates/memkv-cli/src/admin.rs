@@ -2,19 +2,19 @@
 
 use std::io::{self, Write};
 
-use memkv::Store;
+use memkv::Database;
 
 use crate::args::{CatArgs, Global, UserArg};
 
 type Result<T = ()> = std::result::Result<T, Box<dyn std::error::Error>>;
 
 /// Opens the database read-only: operators can look while `memkv exec` runs.
-pub fn open_read_only(global: &Global) -> Result<Store> {
+pub fn open_read_only(global: &Global) -> Result<Database> {
     Ok(global.builder().open_read_only(global.db_path()?)?)
 }
 
 /// Opens an existing database for writing.
-pub fn open_for_writing(global: &Global) -> Result<Store> {
+pub fn open_for_writing(global: &Global) -> Result<Database> {
     Ok(global.builder().open_existing(global.db_path()?)?)
 }
 

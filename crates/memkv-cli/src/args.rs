@@ -4,7 +4,7 @@ use std::path::PathBuf;
 use std::time::Duration;
 
 use clap::{Args, Parser, Subcommand};
-use memkv::{Limits, Retention, SecretPolicy, StoreBuilder};
+use memkv::{DatabaseBuilder, Limits, Retention, SecretPolicy};
 
 /// A per-user, transactional store for Claude's memory tool (memory_20250818).
 #[derive(Debug, Parser)]
@@ -413,9 +413,9 @@ impl Global {
     }
 
     /// A store builder with the limits and policies given on the command line.
-    pub fn builder(&self) -> StoreBuilder {
+    pub fn builder(&self) -> DatabaseBuilder {
         let secrets: SecretPolicy = self.secrets.parse().expect("clap checked the value");
-        let mut b = memkv::Store::builder()
+        let mut b = memkv::Database::builder()
             .max_file_bytes(self.max_file_bytes)
             .max_files(self.max_files)
             .max_bytes(self.max_bytes)

@@ -2,7 +2,7 @@
 
 use std::io::{self, Write};
 
-use memkv::{Actor, ApiRefusal, Store, UserHandle, Version, VersionId};
+use memkv::{Actor, ApiRefusal, Database, MemoryStore, Version, VersionId};
 use serde_json::{Value, json};
 
 use crate::Usage;
@@ -35,7 +35,7 @@ fn hex(bytes: &[u8]) -> String {
 }
 
 /// The store `user`, which must exist (have written at least once).
-fn existing<'s>(store: &'s Store, user: &str) -> Result<UserHandle<'s>> {
+fn existing<'s>(store: &'s Database, user: &str) -> Result<MemoryStore<'s>> {
     let handle = store.user(user)?;
     if store.store_info(user)?.is_none() {
         return Err(format!("no such user: {user:?} has no memories and no history").into());

@@ -64,7 +64,7 @@ pub fn keys(global: &Global, command: &KeysCommand) -> Result {
             let scope = match (store, admin) {
                 (Some(name), _) => {
                     // The rules for store names are the library's rules for user ids.
-                    memkv::Store::in_memory()?.user(name)?;
+                    memkv::Database::in_memory()?.user(name)?;
                     Scope::Store(name.clone())
                 }
                 (None, true) => Scope::Admin,

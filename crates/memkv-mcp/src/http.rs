@@ -18,7 +18,7 @@ use axum::extract::{Request, State};
 use axum::http::{HeaderMap, StatusCode};
 use axum::middleware::{self, Next};
 use axum::response::Response;
-use memkv::{Actor, Store};
+use memkv::{Actor, Database};
 use rmcp::transport::streamable_http_server::session::local::LocalSessionManager;
 use rmcp::transport::streamable_http_server::{StreamableHttpServerConfig, StreamableHttpService};
 use tokio::sync::Semaphore;
@@ -97,12 +97,12 @@ impl Default for HttpOptions {
 const SESSION_HEADER: &str = "mcp-session-id";
 
 struct Gate {
-    store: Arc<Store>,
+    store: Arc<Database>,
     authorize: Box<dyn Authorize>,
 }
 
 /// The MCP endpoint at [`PATH`], to merge into the server's router.
-pub fn router(store: Arc<Store>, options: HttpOptions, authorize: impl Authorize) -> Router {
+pub fn router(store: Arc<Database>, options: HttpOptions, authorize: impl Authorize) -> Router {
     let body_cap = memkv::protocol::max_message_bytes(store.limits()).saturating_add(64 * 1024);
     let mut config = StreamableHttpServerConfig::default()
         .with_allowed_hosts(options.allowed_hosts)

@@ -3,7 +3,7 @@
 
 use std::sync::Arc;
 
-use memkv::OwnedUserHandle;
+use memkv::OwnedMemoryStore;
 use memkv::protocol::{self, Message, Response};
 use rmcp::model::{
     CallToolRequestParams, CallToolResponse, CallToolResult, Implementation, ListToolsResult,
@@ -19,13 +19,13 @@ use crate::tool;
 
 /// The store granted to one request over HTTP (by `http`'s key check), read by the tool handler.
 #[derive(Clone)]
-pub(crate) struct Grant(pub(crate) OwnedUserHandle);
+pub(crate) struct Grant(pub(crate) OwnedMemoryStore);
 
 /// Where a tool call is answered.
 #[derive(Debug, Clone)]
 enum Target {
     /// This process owns the database.
-    Local(OwnedUserHandle),
+    Local(OwnedMemoryStore),
     /// A running `memkv serve` owns it.
     Remote(Forwarder),
     /// The store comes with each HTTP request, put there by [`crate::http`]'s gate; at most
@@ -41,7 +41,7 @@ pub struct MemoryServer {
 
 impl MemoryServer {
     /// Answers with a store this process owns (runs each command off the async workers).
-    pub fn local(user: OwnedUserHandle) -> Self {
+    pub fn local(user: OwnedMemoryStore) -> Self {
         MemoryServer {
             target: Target::Local(user),
         }

@@ -10,7 +10,7 @@
 //! - `tool`: the tool route: body cap and read timeout, the in-flight limit, then the message's
 //!   calls through [`memkv::protocol`]: for an embedded store, views on the async worker (a
 //!   read snapshot of microseconds: the hop to a thread would cost more) and writes awaited
-//!   from the library's write pipeline ([`memkv::OwnedUserHandle::execute_async`]: the store's
+//!   from the library's write pipeline ([`memkv::OwnedMemoryStore::execute_async`]: the store's
 //!   writer thread commits them in shared batches); for PostgreSQL,
 //!   [`memkv::protocol::answer`] on tokio's blocking pool (writes share commits through the
 //!   same pipeline);
@@ -45,7 +45,7 @@ use std::sync::Arc;
 use std::sync::atomic::AtomicBool;
 use std::time::Duration;
 
-use memkv::Store;
+use memkv::Database;
 use tokio::sync::Semaphore;
 
 pub use app::{ROUTES, TOOL_ROUTE, router};
@@ -105,7 +105,7 @@ impl Config {
 #[derive(Debug)]
 pub struct AppState {
     /// The database.
-    pub store: Arc<Store>,
+    pub store: Arc<Database>,
     /// The settings.
     pub config: Config,
     /// The keys requests are checked against.

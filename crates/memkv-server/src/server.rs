@@ -13,7 +13,7 @@ use std::time::{Duration, SystemTime};
 
 use hyper_util::rt::{TokioIo, TokioTimer};
 use hyper_util::server::graceful::GracefulShutdown;
-use memkv::Store;
+use memkv::Database;
 use tokio::net::TcpListener;
 use tokio::sync::Semaphore;
 
@@ -37,7 +37,7 @@ impl Server {
     /// # Errors
     /// The keys file cannot be read; the address is not loopback and no key exists; the
     /// address cannot be bound.
-    pub async fn bind(store: Arc<Store>, config: Config) -> io::Result<Server> {
+    pub async fn bind(store: Arc<Database>, config: Config) -> io::Result<Server> {
         let keys = Keys::load(KeyFile::new(&config.keys)).map_err(io::Error::other)?;
         check_auth(&config, &keys)?;
         let listener = TcpListener::bind(config.listen).await?;
@@ -217,7 +217,7 @@ fn check_auth(config: &Config, keys: &Keys) -> io::Result<()> {
 /// # Errors
 /// As [`Server::bind`], or the runtime or signal handlers cannot be set up.
 pub fn run(
-    store: Arc<Store>,
+    store: Arc<Database>,
     config: Config,
     on_listening: impl FnOnce(SocketAddr),
 ) -> io::Result<()> {

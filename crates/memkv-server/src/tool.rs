@@ -18,7 +18,7 @@ use axum::http::{HeaderMap, header};
 use axum::response::{IntoResponse, Response};
 use http_body_util::BodyExt;
 use memkv::protocol::{self, Message};
-use memkv::{Error, OwnedUserHandle, Store};
+use memkv::{Database, Error, OwnedMemoryStore};
 use serde_json::Value;
 
 use crate::AppState;
@@ -134,7 +134,10 @@ async fn run(
 /// flush, cheaper to run here than the hop to the blocking pool and back; each write joins the
 /// store's write pipeline and is awaited (its batch is run by the store's writer thread). The calls run in order, each after the one
 /// before has returned, exactly as [`protocol::answer`] runs them.
-async fn answer_here(user: &OwnedUserHandle, message: Message) -> (protocol::Response, Vec<Error>) {
+async fn answer_here(
+    user: &OwnedMemoryStore,
+    message: Message,
+) -> (protocol::Response, Vec<Error>) {
     let calls = message.calls();
     let mut results = Vec::with_capacity(calls.len());
     for (i, call) in calls.into_iter().enumerate() {
@@ -227,6 +230,6 @@ fn commands(message: &Message) -> Vec<&'static str> {
 }
 
 /// The largest body accepted: the longest valid message under the store's limits.
-pub fn max_body(store: &Store) -> usize {
+pub fn max_body(store: &Database) -> usize {
     protocol::max_message_bytes(store.limits())
 }

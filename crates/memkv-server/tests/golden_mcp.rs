@@ -24,7 +24,7 @@ fn mcp_writes_reach_the_commit_hooks() {
     use util::Fresh;
     util::each_backend(|| {
         let seen = std::sync::Arc::new(Seen::default());
-        let store = memkv::Store::builder()
+        let store = memkv::Database::builder()
             .commit_hook(seen.clone())
             .fresh()
             .unwrap();

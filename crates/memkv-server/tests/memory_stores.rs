@@ -13,7 +13,7 @@ mod library;
 
 use std::sync::Arc;
 
-use memkv::Store;
+use memkv::Database;
 use memkv_server::keys::{KeyFile, Scope};
 use memkv_server::{Config, Server};
 use serde_json::{Value, json};
@@ -34,10 +34,10 @@ struct Served {
 
 impl Served {
     fn new() -> Served {
-        Served::over(Store::builder().max_file_bytes(1000).fresh().unwrap())
+        Served::over(Database::builder().max_file_bytes(1000).fresh().unwrap())
     }
 
-    fn over(store: Store) -> Served {
+    fn over(store: Database) -> Served {
         let dir = tempfile::tempdir().unwrap();
         let store = Arc::new(store);
         let keys = KeyFile::new(dir.path().join("keys"));
@@ -477,7 +477,10 @@ impl memkv::CommitHook for Seen {
 fn every_write_of_the_server_reaches_the_commit_hooks() {
     each_backend(|| {
         let seen = Arc::new(Seen::default());
-        let store = Store::builder().commit_hook(seen.clone()).fresh().unwrap();
+        let store = Database::builder()
+            .commit_hook(seen.clone())
+            .fresh()
+            .unwrap();
         let s = Served::over(store);
         let mut c = s.client(&s.admin);
         let made = ok(&send(

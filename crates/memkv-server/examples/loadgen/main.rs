@@ -17,7 +17,7 @@
 //! temporary directory on the real disk (`LOADGEN_DIR` chooses where; `LOADGEN_KEEP=1` keeps
 //! it, with the servers' logs):
 //!
-//! 1. in-process: 32 threads run durable 1 KiB `create`s through `UserHandle::execute` (group
+//! 1. in-process: 32 threads run durable 1 KiB `create`s through `MemoryStore::execute` (group
 //!    commit), as `crates/memkv-bench-compare` measures it; nothing else runs meanwhile;
 //! 2. HTTP create: `memkv serve` started with an admin key; `LOADGEN_CLIENTS` clients, one
 //!    store each, POST durable 1 KiB `create`s; the server is stopped with SIGTERM (exit 0);
@@ -42,7 +42,7 @@ use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Barrier};
 use std::time::{Duration, Instant};
 
-use memkv::{Command, Store};
+use memkv::{Command, Database};
 use serde_json::{Value, json};
 
 use http::Request;
@@ -69,8 +69,8 @@ fn text(n: usize) -> String {
     out
 }
 
-fn durable_store(dir: &Path, name: &str) -> Store {
-    Store::builder()
+fn durable_store(dir: &Path, name: &str) -> Database {
+    Database::builder()
         .max_files(u64::MAX)
         .max_bytes(u64::MAX)
         .open(dir.join(name))

@@ -26,7 +26,7 @@ use axum::extract::Path;
 use axum::extract::rejection::PathRejection;
 use axum::http::{HeaderMap, StatusCode, Uri, header};
 use axum::response::{IntoResponse, Response};
-use memkv::{ApiRefusal, Error, Store};
+use memkv::{ApiRefusal, Database, Error};
 use serde::de::DeserializeOwned;
 use serde_json::Value;
 
@@ -105,7 +105,7 @@ pub fn admin(state: &AppState, headers: &HeaderMap, what: &str) -> Result<Caller
 /// Runs `work` on the blocking pool under the in-flight limit (503 when it is reached).
 pub async fn blocking<T: Send + 'static>(
     state: &Arc<AppState>,
-    work: impl FnOnce(&Arc<Store>) -> Result<T, ApiError> + Send + 'static,
+    work: impl FnOnce(&Arc<Database>) -> Result<T, ApiError> + Send + 'static,
 ) -> Result<T, ApiError> {
     let Ok(permit) = Arc::clone(&state.in_flight).try_acquire_owned() else {
         state.metrics.overloaded.fetch_add(1, Relaxed);
@@ -251,7 +251,7 @@ pub fn bad_page() -> ApiError {
 
 /// The record of store `id`: 404 for an id memkv does not accept and for a store that does not
 /// exist.
-pub fn existing(store: &Store, id: &str) -> Result<memkv::StoreInfo, ApiError> {
+pub fn existing(store: &Database, id: &str) -> Result<memkv::StoreInfo, ApiError> {
     if store.user(id).is_err() {
         return Err(ApiError::not_found());
     }
@@ -263,10 +263,10 @@ pub fn existing(store: &Store, id: &str) -> Result<memkv::StoreInfo, ApiError> {
 
 /// The handle of existing store `id`, recording `caller`'s key as the author of its writes.
 pub fn handle<'s>(
-    store: &'s Store,
+    store: &'s Database,
     id: &str,
     caller: &Caller,
-) -> Result<memkv::UserHandle<'s>, ApiError> {
+) -> Result<memkv::MemoryStore<'s>, ApiError> {
     existing(store, id)?;
     let user = store.user(id).map_err(|_| ApiError::not_found())?;
     Ok(user.with_actor(caller.actor()))
@@ -278,7 +278,7 @@ pub async fn on_store<T: Send + 'static>(
     state: &Arc<AppState>,
     id: &str,
     caller: Caller,
-    work: impl FnOnce(memkv::UserHandle<'_>, &str) -> Result<T, ApiError> + Send + 'static,
+    work: impl FnOnce(memkv::MemoryStore<'_>, &str) -> Result<T, ApiError> + Send + 'static,
 ) -> Result<T, ApiError> {
     let id = id.to_owned();
     blocking(state, move |store| work(handle(store, &id, &caller)?, &id)).await

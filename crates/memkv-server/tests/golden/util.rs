@@ -5,7 +5,7 @@ use std::cell::RefCell;
 use std::sync::Arc;
 
 use memkv::protocol;
-use memkv::{Response, Store, ToolOutput, ToolResult, UserHandle};
+use memkv::{Database, MemoryStore, Response, ToolOutput, ToolResult};
 use memkv_server::{Config, Server};
 use serde_json::Value;
 
@@ -20,7 +20,7 @@ pub use library::{Backend, Face, Fresh, current, each_backend, fresh, fresh_loca
 
 /// One user's session against a store served over HTTP.
 pub struct Session {
-    pub store: Arc<Store>,
+    pub store: Arc<Database>,
     client: RefCell<Client>,
     stop: Option<tokio::sync::oneshot::Sender<()>>,
     thread: Option<std::thread::JoinHandle<()>>,
@@ -33,7 +33,7 @@ impl Session {
     /// Whether this face carries whole `tool_use` blocks (and inputs that are not objects).
     pub const CARRIES_BLOCKS: bool = true;
 
-    pub fn new(store: Store) -> Self {
+    pub fn new(store: Database) -> Self {
         let store = Arc::new(store);
         let dir = tempfile::tempdir().unwrap();
         let mut config = Config::new("127.0.0.1:0".parse().unwrap(), dir.path().join("keys"));
@@ -67,7 +67,7 @@ impl Session {
         }
     }
 
-    pub fn user(&self) -> UserHandle<'_> {
+    pub fn user(&self) -> MemoryStore<'_> {
         self.store.user(USER).unwrap()
     }
 

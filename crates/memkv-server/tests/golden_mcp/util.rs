@@ -6,7 +6,7 @@
 use std::collections::HashMap;
 use std::sync::Arc;
 
-use memkv::{Store, ToolOutput, UserHandle};
+use memkv::{Database, MemoryStore, ToolOutput};
 use memkv_server::{Config, Server};
 use rmcp::ServiceExt;
 use rmcp::model::{CallToolRequestParams, ClientConfig};
@@ -26,7 +26,7 @@ const USER: &str = "tester";
 
 /// One user's session against a store served over MCP.
 pub struct Session {
-    pub store: Arc<Store>,
+    pub store: Arc<Database>,
     runtime: tokio::runtime::Runtime,
     client: Option<RunningService<RoleClient, ClientConfig>>,
     stop: Option<tokio::sync::oneshot::Sender<()>>,
@@ -39,7 +39,7 @@ impl Session {
     /// and inputs that are not objects are the Messages API's, not MCP's.
     pub const CARRIES_BLOCKS: bool = false;
 
-    pub fn new(store: Store) -> Self {
+    pub fn new(store: Database) -> Self {
         let store = Arc::new(store);
         let dir = tempfile::tempdir().unwrap();
         let mut config = Config::new("127.0.0.1:0".parse().unwrap(), dir.path().join("keys"));
@@ -77,7 +77,7 @@ impl Session {
         }
     }
 
-    pub fn user(&self) -> UserHandle<'_> {
+    pub fn user(&self) -> MemoryStore<'_> {
         self.store.user(USER).unwrap()
     }
 

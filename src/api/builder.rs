@@ -1,26 +1,26 @@
-//! [`StoreBuilder`]: how a [`Store`] is configured and opened.
+//! [`DatabaseBuilder`]: how a [`Database`] is configured and opened.
 
 use std::ffi::OsStr;
 use std::path::Path;
 use std::sync::Arc;
-use std::time::{Duration, SystemTime, UNIX_EPOCH};
+use std::time::{Duration, SystemTime};
 
-use super::Store;
+use super::Database;
 use crate::access::PendingAccess;
-use crate::change::{CommitHook, Hooks};
 use crate::error::Error;
 use crate::history::Retention;
+use crate::history::change::{CommitHook, Hooks};
 use crate::limits::{Expiry, Limits};
 use crate::migrate;
-use crate::pipeline::Pipeline;
+use crate::pipeline::{Clock, Engine, Pipeline};
 use crate::secrets::SecretPolicy;
 use crate::storage::redb::{RedbBackend, default_disk_reserve};
 use crate::storage::{AnyBackend, is_postgres_url};
 
-/// Configures a [`Store`]. Every limit defaults to PROTOCOL.md's value ([`Limits::DEFAULT`]);
+/// Configures a [`Database`]. Every limit defaults to PROTOCOL.md's value ([`Limits::DEFAULT`]);
 /// expiry is off and the secrets policy is [`SecretPolicy::Reject`] unless set.
 #[derive(Clone, Default)]
-pub struct StoreBuilder {
+pub struct DatabaseBuilder {
     limits: Limits,
     expiry: Expiry,
     secrets: SecretPolicy,
@@ -34,34 +34,9 @@ pub struct StoreBuilder {
     hooks: Vec<Arc<dyn CommitHook>>,
 }
 
-/// Where a store reads the time: the system clock unless [`StoreBuilder::clock`] sets another.
-#[derive(Clone, Default)]
-pub(super) struct Clock(Option<Arc<dyn Fn() -> SystemTime + Send + Sync>>);
-
-impl Clock {
-    pub(super) fn now_ms(&self) -> i64 {
-        let now = match &self.0 {
-            Some(f) => f(),
-            None => SystemTime::now(),
-        };
-        now.duration_since(UNIX_EPOCH)
-            .map_or(0, |d| d.as_millis() as i64)
-    }
-}
-
-impl std::fmt::Debug for Clock {
+impl std::fmt::Debug for DatabaseBuilder {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.write_str(if self.0.is_some() {
-            "Clock(custom)"
-        } else {
-            "Clock(system)"
-        })
-    }
-}
-
-impl std::fmt::Debug for StoreBuilder {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("StoreBuilder")
+        f.debug_struct("DatabaseBuilder")
             .field("limits", &self.limits)
             .field("expiry", &self.expiry)
             .field("secrets", &self.secrets)
@@ -75,7 +50,7 @@ impl std::fmt::Debug for StoreBuilder {
     }
 }
 
-impl StoreBuilder {
+impl DatabaseBuilder {
     /// Adds a hook that sees every committed change, of every face (see [`CommitHook`]);
     /// hooks are called in the order they were added.
     pub fn commit_hook(mut self, hook: Arc<dyn CommitHook>) -> Self {
@@ -174,7 +149,7 @@ impl StoreBuilder {
 
     /// Bytes of the disk to keep in reserve beside a redb file opened for writing (in
     /// `DB.reserve`), for writes that free space when the disk is full: deletes, renames,
-    /// [`Store::expire`], history pruning and redactions then still commit, while other writes
+    /// [`Database::expire`], history pruning and redactions then still commit, while other writes
     /// fail with [`Error::DiskFull`]. 0 keeps none. Default: enough to delete the largest store
     /// the byte quota allows in one command, 1.25 × [`Self::max_bytes`] + 8 MiB (88 MiB);
     /// a reserve made for the first time takes at most half of the disk's free space. Nothing
@@ -203,14 +178,14 @@ impl StoreBuilder {
     /// [`Error::Locked`] if another process has the redb file open for writing,
     /// [`Error::UnsupportedFormat`] or [`Error::NotMemkv`] if it is not a database this build can
     /// use, [`Error::Storage`] on I/O or connection failure.
-    pub fn open(self, db: impl AsRef<OsStr>) -> Result<Store, Error> {
+    pub fn open(self, db: impl AsRef<OsStr>) -> Result<Database, Error> {
         let backend = self.connect(db.as_ref(), Mode::Create)?;
         self.backend(backend)
     }
 
     /// Opens an existing database for writing; [`Error::NotFound`] if there is none (for
     /// PostgreSQL: if memkv's tables have not been created, e.g. by `memkv init`).
-    pub fn open_existing(self, db: impl AsRef<OsStr>) -> Result<Store, Error> {
+    pub fn open_existing(self, db: impl AsRef<OsStr>) -> Result<Database, Error> {
         let backend = self.connect(db.as_ref(), Mode::Existing)?;
         self.backend(backend)
     }
@@ -219,7 +194,7 @@ impl StoreBuilder {
     /// [`Self::shared`] writes to it, and every command sees the latest commit. Writes fail with
     /// [`Error::ReadOnly`]; a database that needs a migration is refused with
     /// [`Error::NeedsMigration`].
-    pub fn open_read_only(self, db: impl AsRef<OsStr>) -> Result<Store, Error> {
+    pub fn open_read_only(self, db: impl AsRef<OsStr>) -> Result<Database, Error> {
         let backend = self.connect(db.as_ref(), Mode::ReadOnly)?;
         self.backend(backend)
     }
@@ -240,28 +215,30 @@ impl StoreBuilder {
     }
 
     /// A store in memory, gone when dropped.
-    pub fn in_memory(self) -> Result<Store, Error> {
+    pub fn in_memory(self) -> Result<Database, Error> {
         self.backend(AnyBackend::Redb(RedbBackend::in_memory()?))
     }
 
     /// A store over any [`Backend`]; migrates older formats when the backend is writable.
-    pub fn backend(self, backend: AnyBackend) -> Result<Store, Error> {
+    pub fn backend(self, backend: AnyBackend) -> Result<Database, Error> {
         let hooks = Hooks::new(self.hooks);
         migrate::upgrade(&backend, &hooks)?;
-        Ok(Store {
-            backend,
-            limits: self.limits,
-            expiry: self.expiry,
-            secrets: self.secrets,
-            clock: self.clock,
-            retention: self.retention,
-            pipeline: Pipeline::new(hooks),
-            access: PendingAccess::default(),
+        Ok(Database {
+            engine: Arc::new(Engine {
+                backend,
+                limits: self.limits,
+                expiry: self.expiry,
+                secrets: self.secrets,
+                clock: self.clock,
+                retention: self.retention,
+                pipeline: Pipeline::new(hooks),
+                access: PendingAccess::default(),
+            }),
         })
     }
 }
 
-/// How [`StoreBuilder::connect`] opens a database.
+/// How [`DatabaseBuilder::connect`] opens a database.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 enum Mode {
     Create,

@@ -86,7 +86,7 @@ impl Change {
 
 /// Called by the write pipeline after each commit, with every change of the transaction in the
 /// order it was made (see the module documentation). Register one with
-/// [`crate::StoreBuilder::commit_hook`].
+/// [`crate::DatabaseBuilder::commit_hook`].
 ///
 /// A hook runs on the committing thread before any writer of the batch is answered, so a
 /// writer that got its answer knows every hook has seen its change: keep it short (hand the

@@ -1,0 +1,366 @@
+//! [`Database`]: every method of the database handle, in one place.
+
+use super::{DatabaseBuilder, MemoryStore, OwnedMemoryStore};
+use crate::admin::{ExpiredFile, PrunedHistory, UserSummary};
+
+use std::collections::BTreeMap;
+use std::ffi::OsStr;
+use std::io::Write;
+use std::path::Path;
+use std::sync::Arc;
+
+use crate::backup::{Conflict, ImportSource, Progress, Skipped, Summary};
+use crate::blocks::ToolOutput;
+use crate::command::Command;
+use crate::error::Error;
+use crate::history::{Actor, Retention};
+use crate::history::{ApiRefusal, StoreInfo};
+use crate::limits::{Expiry, Limits};
+use crate::pipeline::{self, Engine};
+use crate::secrets::SecretPolicy;
+use crate::storage::{AnyBackend, Backend};
+use crate::user_id::validate_user;
+
+/// A database handle: many memory stores (one per user id, each a `/memories` tree) in one redb
+/// file or PostgreSQL database.
+///
+/// `Database` is `Sync`: share it between threads by reference or in an `Arc`. Reads run in
+/// parallel; writes are serialized by the backend, one transaction per command.
+#[derive(Debug)]
+pub struct Database {
+    pub(crate) engine: Arc<Engine>,
+}
+
+impl Database {
+    /// A builder with PROTOCOL.md's default limits.
+    pub fn builder() -> DatabaseBuilder {
+        DatabaseBuilder::default()
+    }
+
+    /// Opens (or creates) the database at `db` (a redb file path or a `postgres://` URL) with
+    /// default limits.
+    pub fn open(db: impl AsRef<OsStr>) -> Result<Database, Error> {
+        Self::builder().open(db)
+    }
+
+    /// An in-memory store with default limits.
+    pub fn in_memory() -> Result<Database, Error> {
+        Self::builder().in_memory()
+    }
+
+    /// The backend (for its own statistics, such as
+    /// [`AnyBackend::round_trips`](crate::storage::AnyBackend::round_trips)).
+    pub fn storage(&self) -> &AnyBackend {
+        &self.engine.backend
+    }
+
+    /// Where the database lives (a path, `memory`, or a URL without its password).
+    pub fn location(&self) -> &str {
+        self.engine.backend.location()
+    }
+
+    /// How much history each store keeps.
+    pub fn retention(&self) -> &Retention {
+        &self.engine.retention
+    }
+
+    /// The limits every command is checked against.
+    pub fn limits(&self) -> &Limits {
+        &self.engine.limits
+    }
+
+    /// The handle of user `id`. Any non-empty string of at most 256 bytes without control or
+    /// format characters and without whitespace at either end is a user id
+    /// (`alice@example.com`, `.`, `team/a`, `Zoë Ng` …); ids are compared exactly.
+    ///
+    /// # Errors
+    /// [`Error::InvalidUser`] for an id that breaks these rules (see `validate_user`).
+    pub fn user(&self, id: &str) -> Result<MemoryStore<'_>, Error> {
+        validate_user(id)?;
+        Ok(MemoryStore {
+            store: self,
+            id: id.into(),
+            actor: None,
+        })
+    }
+
+    /// An owned handle of user `id`, for tasks that must own what they use (`spawn_blocking`,
+    /// async servers): the `Arc` of the store plus the id.
+    ///
+    /// # Errors
+    /// As [`Self::user`].
+    pub fn owned_user(self: &Arc<Self>, id: &str) -> Result<OwnedMemoryStore, Error> {
+        validate_user(id)?;
+        Ok(OwnedMemoryStore {
+            store: Arc::clone(self),
+            id: id.into(),
+            actor: None,
+        })
+    }
+
+    /// The expiry settings.
+    pub fn expiry(&self) -> &Expiry {
+        &self.engine.expiry
+    }
+
+    /// The secrets policy.
+    pub fn secret_policy(&self) -> SecretPolicy {
+        self.engine.secrets
+    }
+
+    /// Write transactions of the pipeline committed so far, and the writes in them that changed
+    /// something (a refused write is not counted): their ratio is the writes per disk flush that
+    /// concurrent callers achieved.
+    pub fn commit_stats(&self) -> (u64, u64) {
+        self.engine.pipeline.stats()
+    }
+
+    /// Runs `setup` first on each writer thread the store starts for async writers (a server
+    /// lowers their priority there). Call it before the first async write; `false` when a setup
+    /// was set already.
+    pub fn on_writer_thread(&self, setup: fn()) -> bool {
+        self.engine.pipeline.writers.set_setup(setup)
+    }
+
+    /// Runs `commands` (user, command) in order in one write transaction with one commit, and
+    /// returns each one's result, as concurrent callers of [`MemoryStore::execute`] would get
+    /// them. For servers that form their own batches; a failing command does not affect the
+    /// others. A `view` in a batch sees the batch's earlier writes (and records no access time).
+    ///
+    /// # Errors
+    /// Per command: [`Error::InvalidUser`] for a bad user id, or a storage failure.
+    pub fn execute_batch(&self, commands: &[(String, Command)]) -> Vec<Result<ToolOutput, Error>> {
+        pipeline::batch::tool_batch(
+            &self.engine,
+            commands.iter().map(|(user, command)| (user, command, None)),
+        )
+    }
+
+    /// As [`Self::execute_batch`], each command's changes recorded as made by its actor (as
+    /// [`MemoryStore::with_actor`] records them).
+    ///
+    /// # Errors
+    /// Per command: [`Error::InvalidUser`] for a bad user id, or a storage failure.
+    pub fn execute_batch_as(
+        &self,
+        commands: &[(String, Command, Option<Actor>)],
+    ) -> Vec<Result<ToolOutput, Error>> {
+        pipeline::batch::tool_batch(
+            &self.engine,
+            commands
+                .iter()
+                .map(|(user, command, actor)| (user, command, actor.as_ref())),
+        )
+    }
+
+    /// Writes the access times that views noted and that no write batch has written yet (see
+    /// `src/access.rs`), in one transaction. A read-only store has none to write.
+    ///
+    /// Runs by itself with the next write batch, before [`Self::expire`], and when the store
+    /// is dropped; a server may call it at shutdown. Until then, every expiry decision of this
+    /// store counts the noted times.
+    ///
+    /// # Errors
+    /// A storage failure; the notes are kept for the next write.
+    pub fn flush_access_times(&self) -> Result<(), Error> {
+        self.engine.flush_access_times()
+    }
+
+    // Memory-store records: the stores of the memory-stores API (`crate::stores`).
+
+    /// Creates a memory store with a new id (`memstore_…`).
+    ///
+    /// # Errors
+    /// A storage failure.
+    pub fn create_store(
+        &self,
+        name: &str,
+        description: &str,
+        metadata: &BTreeMap<String, String>,
+    ) -> Result<StoreInfo, Error> {
+        crate::stores::create_store(&self.engine, name, description, metadata)
+    }
+
+    /// The store `id`'s record; `None` when there is no such store (a user that never wrote).
+    ///
+    /// # Errors
+    /// A storage failure.
+    pub fn store_info(&self, id: &str) -> Result<Option<StoreInfo>, Error> {
+        crate::stores::store_info(&self.engine, id)
+    }
+
+    /// Stores ordered by id, strictly after `after`, at most `limit` of them, and whether more
+    /// follow; archived ones only with `include_archived`.
+    ///
+    /// # Errors
+    /// A storage failure.
+    pub fn list_stores(
+        &self,
+        include_archived: bool,
+        after: Option<&str>,
+        limit: usize,
+    ) -> Result<(Vec<StoreInfo>, bool), Error> {
+        crate::stores::list_stores(&self.engine, include_archived, after, limit)
+    }
+
+    /// Changes the store's name, description and metadata (`None` values remove keys).
+    ///
+    /// # Errors
+    /// A storage failure. Refusals: [`ApiRefusal::NotFound`], [`ApiRefusal::Archived`].
+    pub fn update_store(
+        &self,
+        id: &str,
+        name: Option<&str>,
+        description: Option<&str>,
+        metadata: &BTreeMap<String, Option<String>>,
+    ) -> Result<Result<StoreInfo, ApiRefusal>, Error> {
+        crate::stores::update_store(&self.engine, id, name, description, metadata)
+    }
+
+    /// Archives the store: from now on read-only (its memories can still be read and deleted,
+    /// their versions redacted, the store deleted). Archiving an archived store changes nothing.
+    ///
+    /// # Errors
+    /// A storage failure. Refusal: [`ApiRefusal::NotFound`].
+    pub fn archive_store(&self, id: &str) -> Result<Result<StoreInfo, ApiRefusal>, Error> {
+        crate::stores::archive_store(&self.engine, id)
+    }
+
+    /// Deletes the store `id` with every memory and version. `false` when there was none.
+    ///
+    /// # Errors
+    /// A storage failure.
+    pub fn delete_store(&self, id: &str) -> Result<bool, Error> {
+        crate::stores::delete_store(&self.engine, id)
+    }
+
+    // What operators ask of the whole database (`crate::admin`).
+
+    /// Every user with at least one file (live or expired), with their totals, ordered by id.
+    pub fn users(&self) -> Result<Vec<UserSummary>, Error> {
+        crate::admin::users(&self.engine)
+    }
+
+    /// Checks the file beneath the records (redb's page checksums, for a database file) and
+    /// every user's data against memkv's invariants (index, contents and their SHA-256, totals,
+    /// access times) in one snapshot; returns the problems found as `(user, description)`, those
+    /// of the file itself first, with an empty user. Changes nothing.
+    pub fn check(&self) -> Result<Vec<(String, String)>, Error> {
+        crate::admin::check(&self.engine)
+    }
+
+    /// Deletes every expired file (or, with `dry_run`, only lists them), one transaction per
+    /// user. Expired files are already invisible; this reclaims their space.
+    pub fn expire(&self, dry_run: bool) -> Result<Vec<ExpiredFile>, Error> {
+        crate::admin::expire(&self.engine, dry_run)
+    }
+
+    /// Applies the history retention now, to every store: prunes the versions it no longer
+    /// keeps, oldest first. Writes apply retention as they go; this reclaims the space of stores
+    /// not written since, or after retention was tightened. One transaction per store, each of
+    /// which may use the disk reserve on a full disk. Returns the stores that lost versions.
+    ///
+    /// # Errors
+    /// A storage failure; stores pruned before it stay pruned.
+    pub fn prune_history(&self) -> Result<Vec<PrunedHistory>, Error> {
+        crate::admin::prune_history(&self.engine)
+    }
+
+    // Backups: export, import and plain directories (`crate::backup`).
+
+    /// Writes a consistent snapshot of `users` (every store when empty) to `out`, one read
+    /// transaction, streamed: memory stays constant however large the store. Per store: its
+    /// record, its files with their memory ids, every version kept (redacted ones and those of
+    /// deleted memories included). Expired files are left out.
+    ///
+    /// # Errors
+    /// [`Error::UnknownUser`] if a user of `users` has neither files nor a store record;
+    /// [`Error::Output`] if writing fails.
+    pub fn export(
+        &self,
+        users: &[String],
+        out: impl Write,
+        progress: &mut dyn FnMut(Progress),
+    ) -> Result<Summary, Error> {
+        crate::backup::export::export(&self.engine, users, out, progress)
+    }
+
+    /// Imports the export file `file`, every user in it: [`Self::import_from`] an
+    /// [`ImportSource`] opened with this store's limits.
+    ///
+    /// # Errors
+    /// As [`Self::import_from`].
+    pub fn import(
+        &self,
+        file: &Path,
+        conflict: Conflict,
+        progress: &mut dyn FnMut(Progress),
+    ) -> Result<Summary, Error> {
+        crate::backup::import::import(&self.engine, file, conflict, progress)
+    }
+
+    /// Imports an export: verifies all of it, then applies the files of `users` (every user when
+    /// empty) in one transaction. On any problem nothing is changed and the error names the
+    /// line. Files of other users are verified (checksums, format) but neither checked against
+    /// this store's policies nor imported.
+    ///
+    /// # Errors
+    /// [`Error::Import`] for a refused file or a conflict (a user of `users` without files in
+    /// it is refused too); [`Error::Io`] if it cannot be read; storage errors.
+    pub fn import_from(
+        &self,
+        source: &mut ImportSource,
+        users: &[String],
+        conflict: Conflict,
+        progress: &mut dyn FnMut(Progress),
+    ) -> Result<Summary, Error> {
+        crate::backup::import::import_from(&self.engine, source, users, conflict, progress)
+    }
+
+    /// Pass one of [`Self::import_from`], alone: reads and checks everything but the database
+    /// (a dry run). Returns what would be imported into an empty store.
+    ///
+    /// # Errors
+    /// As [`Self::import_from`], conflicts with existing files aside.
+    pub fn verify_import(
+        &self,
+        source: &mut ImportSource,
+        users: &[String],
+        progress: &mut dyn FnMut(Progress),
+    ) -> Result<Summary, Error> {
+        crate::backup::verify::verify_import(&self.engine, source, users, progress)
+    }
+
+    /// Imports a plain directory tree (such as the SDK handler's `memories/` folder) as `user`'s
+    /// `/memories`, in one transaction. Symbolic links, special files, files that are not UTF-8
+    /// and names the path rules reject are skipped and reported (or, with `strict`, refuse the
+    /// whole import). Links are never followed: nothing outside `dir` is read. A file over the
+    /// file-size limit is skipped on its size alone, and no file is read past that limit.
+    /// Modification times in the future are taken as now.
+    pub fn import_dir(
+        &self,
+        dir: &Path,
+        user: &str,
+        strict: bool,
+        conflict: Conflict,
+        progress: &mut dyn FnMut(Progress),
+    ) -> Result<(Summary, Vec<Skipped>), Error> {
+        crate::backup::dir::import_dir(&self.engine, dir, user, strict, conflict, progress)
+    }
+
+    /// Writes `user`'s live files under `dir` as plain files. `dir` must be missing (it is
+    /// created) or an empty directory; never a symbolic link. Nothing is written through a link
+    /// or over an existing file, so nothing outside `dir` changes; on an error, what was written
+    /// is removed again.
+    ///
+    /// # Errors
+    /// [`Error::UnknownUser`] if `user` has no files; [`Error::Io`] naming the file.
+    pub fn export_dir(
+        &self,
+        user: &str,
+        dir: &Path,
+        progress: &mut dyn FnMut(Progress),
+    ) -> Result<Summary, Error> {
+        crate::backup::dir::export_dir(&self.engine, user, dir, progress)
+    }
+}

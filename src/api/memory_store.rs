@@ -1,0 +1,331 @@
+//! One user's `/memories`: [`MemoryStore`] (a borrow of the [`Database`]) and [`OwnedMemoryStore`]
+//! (an `Arc` of it, for async callers), and the commands they run.
+
+use std::sync::Arc;
+
+use serde_json::Value;
+
+use super::{Database, FileInfo};
+use crate::blocks::ToolOutput;
+use crate::blocks::{ToolResult, ToolUse};
+use crate::command::Command;
+use crate::error::Error;
+use crate::exec::{self};
+use crate::history::Actor;
+use crate::history::{ApiRefusal, Memory, MemoryId, Page, Version, VersionId};
+use crate::memories::ListItem;
+use crate::pipeline::Scope;
+use crate::pipeline::jobs::ToolJob;
+use crate::versions::VersionFilter;
+
+/// One user's `/memories`. Cheap to create; borrow of the [`Database`].
+#[derive(Debug, Clone)]
+pub struct MemoryStore<'s> {
+    pub(crate) store: &'s Database,
+    pub(crate) id: Arc<str>,
+    /// Who the changes made through this handle are recorded as made by.
+    pub(crate) actor: Option<Actor>,
+}
+
+/// One user's `/memories`, owning a share of the store: `'static`, `Send` and cheap to clone,
+/// for async tasks and worker threads. [`Self::handle`] gives the borrowed [`MemoryStore`] with
+/// every command method.
+#[derive(Debug)]
+pub struct OwnedMemoryStore {
+    pub(super) store: Arc<Database>,
+    pub(super) id: Arc<str>,
+    pub(super) actor: Option<Actor>,
+}
+
+impl Clone for OwnedMemoryStore {
+    fn clone(&self) -> Self {
+        OwnedMemoryStore {
+            store: Arc::clone(&self.store),
+            id: Arc::clone(&self.id),
+            actor: self.actor.clone(),
+        }
+    }
+}
+
+impl OwnedMemoryStore {
+    /// The user id.
+    pub fn id(&self) -> &str {
+        &self.id
+    }
+
+    /// The database this memory store is in.
+    pub fn database(&self) -> &Arc<Database> {
+        &self.store
+    }
+
+    /// The handle to run commands with.
+    pub fn handle(&self) -> MemoryStore<'_> {
+        MemoryStore {
+            store: &self.store,
+            id: Arc::clone(&self.id),
+            actor: self.actor.clone(),
+        }
+    }
+
+    /// This handle, recording its changes as made by `actor`.
+    pub fn with_actor(mut self, actor: Option<Actor>) -> Self {
+        self.actor = actor;
+        self
+    }
+
+    /// [`MemoryStore::execute`] for async callers: a `view` runs in place (a read snapshot,
+    /// which never waits for a lock or a flush, on an embedded store); a write joins the same
+    /// group commit as blocking callers, and the future resolves once it is durable. The
+    /// batch is led by a blocking caller in it or by one of the store's writer threads, so the
+    /// awaiting task never blocks its executor on a write. No async runtime is needed.
+    ///
+    /// On a backend with round trips (PostgreSQL) a `view` blocks for them: run it where
+    /// blocking is allowed.
+    pub async fn execute_async(&self, command: Command) -> Result<ToolOutput, Error> {
+        if command.is_read_only() {
+            return self.handle().execute(&command);
+        }
+        let job = ToolJob {
+            user: Arc::clone(&self.id),
+            command,
+            actor: self.actor.clone(),
+        };
+        crate::pipeline::submit_async(&self.store.engine, Box::new(job)).await
+    }
+}
+
+impl MemoryStore<'_> {
+    /// The user id.
+    pub fn id(&self) -> &str {
+        &self.id
+    }
+
+    /// This handle, recording its changes (versions) as made by `actor`.
+    pub fn with_actor(mut self, actor: Option<Actor>) -> Self {
+        self.actor = actor;
+        self
+    }
+
+    /// Who this handle's changes are recorded as made by.
+    pub fn actor(&self) -> Option<&Actor> {
+        self.actor.as_ref()
+    }
+
+    /// Runs one command in its own transaction.
+    ///
+    /// Whatever the model got wrong comes back as a [`ToolOutput`] with `is_error: true`, and
+    /// nothing is changed. `Err` means the storage failed; nothing was changed then either.
+    ///
+    /// Safe to call from many threads at once: reads run in parallel, and writes from
+    /// concurrent callers are committed together, one disk flush for the lot (group commit).
+    /// Each caller gets the result it would have had alone; it returns once that is durable.
+    pub fn execute(&self, command: &Command) -> Result<ToolOutput, Error> {
+        if let Command::View { path, view_range } = command {
+            let engine = &*self.store.engine;
+            let now = engine.now_ms();
+            let settings = engine.settings(&self.id);
+            let used = engine.used_after(&self.id, settings.expiry_cutoff(now));
+            let view = (path.as_str(), *view_range);
+            let (output, stale) =
+                exec::read(&engine.backend, &self.id, &settings, view, now, &used)?;
+            if let Some(path) = stale {
+                engine.note_access(&self.id, &path, now);
+            }
+            return Ok(output);
+        }
+        crate::pipeline::submit(
+            &self.store.engine,
+            Box::new(ToolJob {
+                user: Arc::clone(&self.id),
+                command: command.clone(),
+                actor: self.actor.clone(),
+            }),
+        )
+    }
+
+    /// Parses and runs the `input` object of a `tool_use` block.
+    pub fn execute_json(&self, input: &Value) -> Result<ToolOutput, Error> {
+        match Command::from_json(input) {
+            Ok(command) => self.execute(&command),
+            Err(e) => Ok(ToolOutput {
+                content: e.message(),
+                is_error: true,
+            }),
+        }
+    }
+
+    /// The user's live file count and bytes.
+    pub fn totals(&self) -> Result<(u64, u64), Error> {
+        let files = self.files()?;
+        Ok((files.len() as u64, files.iter().map(|f| f.size).sum()))
+    }
+
+    /// Every live file of the user, in path order (for operators; the model uses `view`).
+    pub fn files(&self) -> Result<Vec<FileInfo>, Error> {
+        crate::admin::files(self.scope())
+    }
+
+    /// The content of the live file at `path` (for operators), `None` if there is no such file.
+    ///
+    /// # Errors
+    /// [`Error::InvalidPath`] if `path` breaks the path rules.
+    pub fn read_file(&self, path: &str) -> Result<Option<String>, Error> {
+        crate::admin::read_file(self.scope(), path)
+    }
+
+    // The memory tool's blocks.
+
+    /// Answers a whole `tool_use` block. A block for another tool gets an error result.
+    ///
+    /// # Errors
+    /// A storage failure; nothing was applied.
+    pub fn handle_tool_use(&self, block: &ToolUse) -> Result<ToolResult, Error> {
+        let output = match crate::blocks::block_call(block) {
+            Ok(command) => self.execute(&command)?,
+            Err(answered) => answered,
+        };
+        Ok(ToolResult::new(block.id.clone(), output))
+    }
+
+    // The memory-stores API: memories (`crate::memories`).
+
+    /// Creates a memory at the model path `path` (`/memories/…`).
+    ///
+    /// # Errors
+    /// A storage failure. Refusals: [`ApiRefusal::PathExists`], [`ApiRefusal::InvalidPath`]
+    /// (the path rules, or a file where a directory would be), [`ApiRefusal::Limit`],
+    /// [`ApiRefusal::Archived`].
+    pub fn create_memory(
+        &self,
+        path: &str,
+        content: &str,
+    ) -> Result<Result<Memory, ApiRefusal>, Error> {
+        crate::memories::create_memory(self.scope(), path, content)
+    }
+
+    /// The live memory `id`, with its content when `with_content`.
+    ///
+    /// # Errors
+    /// A storage failure.
+    pub fn memory(&self, id: MemoryId, with_content: bool) -> Result<Option<Memory>, Error> {
+        crate::memories::memory(self.scope(), id, with_content)
+    }
+
+    /// Changes the content and/or the path (a model path) of the memory `id`, keeping its id:
+    /// one `modified` version, none when nothing changes. With `expected_sha256`, only if the
+    /// memory's current content has that hash.
+    ///
+    /// # Errors
+    /// A storage failure. Refusals: [`ApiRefusal::NotFound`],
+    /// [`ApiRefusal::PreconditionFailed`], [`ApiRefusal::PathExists`],
+    /// [`ApiRefusal::InvalidPath`], [`ApiRefusal::ParentIsFile`], [`ApiRefusal::Limit`],
+    /// [`ApiRefusal::Archived`].
+    pub fn update_memory(
+        &self,
+        id: MemoryId,
+        content: Option<&str>,
+        path: Option<&str>,
+        expected_sha256: Option<[u8; 32]>,
+    ) -> Result<Result<Memory, ApiRefusal>, Error> {
+        crate::memories::update_memory(self.scope(), id, content, path, expected_sha256)
+    }
+
+    /// Deletes the memory `id` (a `deleted` version); with `expected_sha256`, only if its
+    /// current content has that hash. Allowed on an archived store.
+    ///
+    /// # Errors
+    /// A storage failure. Refusals: [`ApiRefusal::NotFound`],
+    /// [`ApiRefusal::PreconditionFailed`].
+    pub fn delete_memory(
+        &self,
+        id: MemoryId,
+        expected_sha256: Option<[u8; 32]>,
+    ) -> Result<Result<(), ApiRefusal>, Error> {
+        crate::memories::delete_memory(self.scope(), id, expected_sha256)
+    }
+
+    /// The memories below the model directory `prefix` (`/memories` for all), in path order:
+    /// every one (`depth` 0), or those at most `depth` levels below with deeper ones rolled up
+    /// into [`ListItem::Prefix`]. At most `limit` items from `page` (a token an earlier call
+    /// returned); also returns the next page's token, `None` on the last page.
+    ///
+    /// # Errors
+    /// A storage failure. Refusals: [`ApiRefusal::InvalidPath`], [`ApiRefusal::InvalidPage`].
+    pub fn list_memories(
+        &self,
+        prefix: &str,
+        depth: u32,
+        page: Option<&str>,
+        limit: usize,
+        with_content: bool,
+    ) -> Result<Result<Page<ListItem>, ApiRefusal>, Error> {
+        crate::memories::list_memories(self.scope(), prefix, depth, page, limit, with_content)
+    }
+
+    // The memory-stores API: versions and history (`crate::versions`).
+
+    /// The versions kept that `filter` admits, oldest first: at most `limit` from `page` (a
+    /// token an earlier call returned), and the next page's token (`None` on the last page).
+    /// With `with_content`, each carries its content.
+    ///
+    /// # Errors
+    /// A storage failure. Refusal: [`ApiRefusal::InvalidPage`].
+    pub fn versions(
+        &self,
+        filter: &VersionFilter,
+        page: Option<&str>,
+        limit: usize,
+        with_content: bool,
+    ) -> Result<Result<Page<Version>, ApiRefusal>, Error> {
+        crate::versions::versions(self.scope(), filter, page, limit, with_content)
+    }
+
+    /// The version `id`, if kept; with its content when `with_content`.
+    ///
+    /// # Errors
+    /// A storage failure.
+    pub fn version(&self, id: VersionId, with_content: bool) -> Result<Option<Version>, Error> {
+        crate::versions::version(self.scope(), id, with_content)
+    }
+
+    /// Redacts the version `id`: its content, path, hash and size are erased for good, and
+    /// when and by whom (this handle's actor) is recorded. Redacting a redacted version changes
+    /// nothing. Allowed on an archived store. The current version of a live memory is refused
+    /// (the memory would go on serving the content): update or delete the memory first.
+    ///
+    /// # Errors
+    /// A storage failure. Refusals: [`ApiRefusal::NotFound`], [`ApiRefusal::LiveVersion`].
+    pub fn redact(&self, id: VersionId) -> Result<Result<Version, ApiRefusal>, Error> {
+        crate::versions::redact(self.scope(), id)
+    }
+
+    /// Makes the content of version `id` current again, as a new version: of the same memory
+    /// when it is live (at its current path), else as a new memory at the version's path.
+    ///
+    /// # Errors
+    /// A storage failure. Refusals: [`ApiRefusal::NotFound`], [`ApiRefusal::NotRestorable`]
+    /// (redacted, or a deletion), [`ApiRefusal::PathExists`], [`ApiRefusal::ParentIsFile`],
+    /// [`ApiRefusal::Limit`], [`ApiRefusal::Archived`].
+    pub fn restore(&self, id: VersionId) -> Result<Result<Memory, ApiRefusal>, Error> {
+        crate::versions::restore(self.scope(), id)
+    }
+
+    /// The versions of the memory at the model path `path` (live now), oldest first; every
+    /// version of the store when `path` is `None`. For the CLI's `history`.
+    ///
+    /// # Errors
+    /// A storage failure. Refusals: [`ApiRefusal::InvalidPath`], [`ApiRefusal::NotFound`] (no
+    /// memory at `path`).
+    pub fn history(&self, path: Option<&str>) -> Result<Result<Vec<Version>, ApiRefusal>, Error> {
+        crate::versions::history(self.scope(), path)
+    }
+
+    /// The memory store as the modules below the public face see it.
+    pub(crate) fn scope(&self) -> Scope<'_> {
+        Scope {
+            engine: &self.store.engine,
+            user: &self.id,
+            actor: self.actor.as_ref(),
+        }
+    }
+}

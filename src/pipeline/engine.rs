@@ -1,0 +1,149 @@
+//! [`Engine`]: what a database handle holds, below the public face: the backend, the policies
+//! every write is checked against, the clock, the write pipeline and the pending access times.
+//! Every module that does the work of a public method takes an `&Engine` (and a [`Scope`] for
+//! one memory store), so that they sit below `crate::api` and never name it.
+
+use std::sync::Arc;
+use std::time::{SystemTime, UNIX_EPOCH};
+
+use super::{Pipeline, transact};
+use crate::access::{self, PendingAccess};
+use crate::error::Error;
+use crate::exec::Expired;
+use crate::history::change::Changes;
+use crate::history::{Actor, Retention};
+use crate::limits::{Expiry, Limits, Settings};
+use crate::path::MemoryPath;
+use crate::secrets::SecretPolicy;
+use crate::storage::{AnyBackend, Finish, ReadTxn, WriteTxn};
+use crate::time::millis;
+use crate::tree::TreeRead;
+
+/// The state of one open database.
+#[derive(Debug)]
+pub(crate) struct Engine {
+    pub(crate) backend: AnyBackend,
+    pub(crate) limits: Limits,
+    pub(crate) expiry: Expiry,
+    pub(crate) secrets: SecretPolicy,
+    pub(crate) clock: Clock,
+    pub(crate) retention: Retention,
+    pub(crate) pipeline: Pipeline,
+    /// Access times noted by views, written with the next writes (see [`crate::access`]).
+    pub(crate) access: PendingAccess,
+}
+
+/// One memory store of an engine, and who writes to it.
+#[derive(Clone, Copy)]
+pub(crate) struct Scope<'a> {
+    pub(crate) engine: &'a Engine,
+    pub(crate) user: &'a str,
+    pub(crate) actor: Option<&'a Actor>,
+}
+
+/// Where a database reads the time: the system clock unless a builder sets another.
+#[derive(Clone, Default)]
+pub(crate) struct Clock(pub(crate) Option<Arc<dyn Fn() -> SystemTime + Send + Sync>>);
+
+impl Clock {
+    pub(crate) fn now_ms(&self) -> i64 {
+        let now = match &self.0 {
+            Some(f) => f(),
+            None => SystemTime::now(),
+        };
+        now.duration_since(UNIX_EPOCH)
+            .map_or(0, |d| d.as_millis() as i64)
+    }
+}
+
+impl std::fmt::Debug for Clock {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(if self.0.is_some() {
+            "Clock(custom)"
+        } else {
+            "Clock(system)"
+        })
+    }
+}
+
+/// Access times that views noted are written before the database goes (best effort: a failure
+/// here can only let those files expire earlier than they would have).
+impl Drop for Engine {
+    fn drop(&mut self) {
+        let _ = self.flush_access_times();
+    }
+}
+
+impl Engine {
+    /// The current time, in ms since the epoch.
+    pub(crate) fn now_ms(&self) -> i64 {
+        self.clock.now_ms()
+    }
+
+    /// Everything a command of `user` is checked against.
+    pub(crate) fn settings(&self, user: &str) -> Settings {
+        Settings {
+            limits: self.limits,
+            secrets: self.secrets,
+            ttl_ms: self.expiry.ttl_for(user).map(millis),
+            granularity_ms: millis(self.expiry.granularity),
+            retention: self.retention,
+        }
+    }
+
+    /// Runs `f` in one write transaction through the write pipeline (see [`transact`]), with
+    /// this database's commit hooks.
+    pub(crate) fn transact<R>(
+        &self,
+        lock: &[&str],
+        frees_space: bool,
+        f: impl FnMut(&mut dyn WriteTxn, &Changes) -> Result<(R, Finish), Error>,
+    ) -> Result<R, Error> {
+        transact(&self.backend, &self.pipeline.hooks, lock, frees_space, f)
+    }
+
+    /// The body of [`crate::Database::flush_access_times`].
+    pub(crate) fn flush_access_times(&self) -> Result<(), Error> {
+        let notes = self.access.take();
+        if notes.is_empty() {
+            return Ok(());
+        }
+        let mut lock: Vec<&str> = notes.iter().map(|(user, _, _)| user.as_str()).collect();
+        lock.sort_unstable();
+        lock.dedup();
+        let written = self.transact(&lock, false, |txn, changes| {
+            access::apply(txn, &notes, changes)?;
+            Ok(((), Finish::Commit))
+        });
+        match written {
+            Ok(()) | Err(Error::ReadOnly) => Ok(()),
+            Err(e) => {
+                self.access.restore(notes);
+                Err(e)
+            }
+        }
+    }
+
+    /// Notes a view of a file whose recorded access time is stale; writes the notes at once
+    /// when too many wait (best effort: the view has succeeded whatever happens here).
+    pub(crate) fn note_access(&self, user: &str, path: &MemoryPath, now_ms: i64) {
+        if self.access.note(user, path, now_ms) > access::MAX_PENDING {
+            let _ = self.flush_access_times();
+        }
+    }
+
+    /// The files of `user` that views used after `cutoff_ms` but whose time is not written yet.
+    pub(crate) fn used_after(&self, user: &str, cutoff_ms: Option<i64>) -> Vec<MemoryPath> {
+        cutoff_ms.map_or_else(Vec::new, |cutoff| self.access.used_after(user, cutoff))
+    }
+
+    /// The expired files of `user`'s tree, as of now (those that views used meanwhile are not).
+    pub(crate) fn expired<T: ReadTxn + ?Sized>(
+        &self,
+        user: &str,
+        tree: &TreeRead<'_, T>,
+    ) -> Result<Expired, Error> {
+        let cutoff = self.settings(user).expiry_cutoff(self.now_ms());
+        Ok(Expired::load(tree, cutoff)?.except(&self.used_after(user, cutoff)))
+    }
+}
