@@ -272,7 +272,7 @@ fn lineage_key_v5(memory: u64, seq: u64) -> [u8; 16] {
 /// Format 6 keeps a memory's latest version's content only in the file and older ones as
 /// deltas (`crate::history::body`), and chains each memory's versions (each names the one
 /// before it; `Ids` names the latest, for deleted memories too) instead of indexing them in
-/// `Lineage`; the store record moves from `Meta` to `Database`, beside the newest versions.
+/// `Lineage`; the store record moves from `Meta` to `Store`, beside the newest versions.
 /// Format-5 versions keep their full content (the new form allows it; what they count toward
 /// the history budget is unchanged), get their `previous`, and `Lineage` goes.
 fn v5_to_v6(txn: &mut dyn WriteTxn) -> Result<(), Error> {

@@ -1,12 +1,13 @@
 #!/usr/bin/env bash
-# The README's test command: every suite of the repository. Rust first; then the Python and
-# TypeScript packages, the MCP client tests, the memory-stores API tests and schemathesis
-# against the `memkv` binary that `cargo test` built. A suite that cannot run fails the script.
+# The README's test command: every suite of the repository. cargo builds the Rust tests first;
+# then the Rust tests, the Python and TypeScript packages, the MCP client tests, the memory-stores
+# API tests and schemathesis run, the others against the `memkv` binary that build made. A suite
+# that cannot run fails the script.
 #
-# While cargo builds and tests, the suites' virtualenvs and node_modules are installed in the
-# background (MEMKV_PREPARE_ONLY=1 of each script). The suites then run two at a time: each
-# mostly waits on the processes it starts. A suite's output goes to target/test-logs/NAME.log;
-# its last lines are shown when it passes, all of it when it fails.
+# While cargo builds, the suites' virtualenvs and node_modules are installed in the background
+# (MEMKV_PREPARE_ONLY=1 of each script). The suites then run three at a time (the Rust tests in a
+# lane of their own): each mostly waits on the processes it starts. A suite's output goes to
+# target/test-logs/NAME.log; its last lines are shown when it passes, all of it when it fails.
 #
 # MEMKV_FULL_TESTS=1 adds the heavy suites: the fuzz smoke (cargo-fuzz installed and every target
 # built and run, about 6 minutes on a fresh 2-core machine), a longer schemathesis run and the
@@ -60,12 +61,11 @@ prepare=$!
 set +m
 background+=("$prepare")
 
-echo "== cargo test --workspace (redb, and PostgreSQL when its binaries are installed:"
-echo "   tools/install-postgres.sh; without them its halves print SKIPPED)"
-cargo test --workspace --locked
-took "cargo test"
+echo "== cargo test --workspace --no-run (the build; the tests run below, beside the other suites)"
+cargo test --workspace --locked --no-run
+took "cargo test's build"
 
-# The debug binary is built by the CLI's tests above (dependencies are optimized even in dev).
+# The debug binary is built with the CLI's tests above (dependencies are optimized even in dev).
 export MEMKV_BIN="${MEMKV_BIN:-$target_dir/debug/memkv}"
 # `cargo build -p memkv-cli` here would build it again, with other features (no dev-dependencies
 # unified): 100 s on a fresh machine for the same binary.
@@ -76,13 +76,20 @@ if ! wait "$prepare"; then
     cat "$logs/prepare.log"
     exit 1
 fi
-took "package installs, after cargo test"
+took "package installs, after cargo test's build"
 
 if [ "${MEMKV_FULL_TESTS:-}" = 1 ]; then
     export SCHEMATHESIS_SECONDS=${SCHEMATHESIS_SECONDS:-300}
 fi
-# Two lanes of about the same length.
+# The Rust tests (redb, and PostgreSQL when its binaries are installed: tools/install-postgres.sh;
+# without them its halves print SKIPPED) in a lane of their own, beside two lanes of about the
+# same length for the other suites: all of them mostly wait on the processes, servers and disk
+# flushes they start, so three lanes share the two cores.
 set -m
+(
+    suite "cargo test" cargo test --workspace --locked
+) &
+lane0=$!
 (
     suite Python tools/test-python.sh
     suite MCP tools/test-mcp.sh
@@ -95,11 +102,12 @@ lane1=$!
 ) &
 lane2=$!
 set +m
-background+=("$lane1" "$lane2")
+background+=("$lane0" "$lane1" "$lane2")
 status=0
+wait "$lane0" || status=1
 wait "$lane1" || status=1
 wait "$lane2" || status=1
-took "Python, TypeScript, MCP, memory stores and schemathesis"
+took "cargo test, Python, TypeScript, MCP, memory stores and schemathesis"
 [ "$status" = 0 ] || exit 1
 
 if [ "${MEMKV_FULL_TESTS:-}" = 1 ]; then

@@ -31,6 +31,8 @@ pub struct DatabaseBuilder {
     disk_reserve: Option<u64>,
     /// PostgreSQL without its fast path ([`Self::postgres_fast_path`]).
     no_fast_path: bool,
+    /// PostgreSQL with the statements of older servers ([`Self::postgres_older_statements`]).
+    older_statements: bool,
     hooks: Vec<Arc<dyn CommitHook>>,
 }
 
@@ -45,6 +47,7 @@ impl std::fmt::Debug for DatabaseBuilder {
             .field("retention", &self.retention)
             .field("disk_reserve", &self.disk_reserve)
             .field("no_fast_path", &self.no_fast_path)
+            .field("older_statements", &self.older_statements)
             .field("hooks", &self.hooks.len())
             .finish()
     }
@@ -169,6 +172,15 @@ impl DatabaseBuilder {
         self
     }
 
+    /// Whether PostgreSQL writes use the statements memkv uses on servers older than
+    /// PostgreSQL 15 and 12 (default: no, each server gets what it supports):
+    /// `INSERT … ON CONFLICT` instead of `MERGE`, no `plan_cache_mode`. The answers are the
+    /// same. Nothing for redb.
+    pub fn postgres_older_statements(mut self, on: bool) -> Self {
+        self.older_statements = on;
+        self
+    }
+
     /// Opens the database at `db` for writing, creating it if it does not exist: a redb file at
     /// a path, or a PostgreSQL database at a `postgres://` / `postgresql://` URL (with the
     /// `postgres` feature; its tables are created on first use). Data in an older layout is
@@ -201,7 +213,7 @@ impl DatabaseBuilder {
 
     fn connect(&self, db: &OsStr, mode: Mode) -> Result<AnyBackend, Error> {
         if let Some(url) = db.to_str().filter(|d| is_postgres_url(d)) {
-            return postgres_backend(url, mode, !self.no_fast_path);
+            return postgres_backend(url, mode, !self.no_fast_path, self.older_statements);
         }
         let path = Path::new(db);
         let reserve = self
@@ -247,7 +259,12 @@ enum Mode {
 }
 
 #[cfg(feature = "postgres")]
-fn postgres_backend(url: &str, mode: Mode, fast_path: bool) -> Result<AnyBackend, Error> {
+fn postgres_backend(
+    url: &str,
+    mode: Mode,
+    fast_path: bool,
+    older_statements: bool,
+) -> Result<AnyBackend, Error> {
     use crate::storage::postgres::{Access, PgBackend};
     let access = match mode {
         Mode::Create => Access::Create,
@@ -256,11 +273,19 @@ fn postgres_backend(url: &str, mode: Mode, fast_path: bool) -> Result<AnyBackend
     };
     let backend = PgBackend::connect(url, access)?;
     backend.set_fast_path(fast_path);
+    if older_statements {
+        backend.use_older_statements();
+    }
     Ok(AnyBackend::Postgres(backend))
 }
 
 #[cfg(not(feature = "postgres"))]
-fn postgres_backend(url: &str, _mode: Mode, _fast_path: bool) -> Result<AnyBackend, Error> {
+fn postgres_backend(
+    url: &str,
+    _mode: Mode,
+    _fast_path: bool,
+    _older_statements: bool,
+) -> Result<AnyBackend, Error> {
     Err(Error::Unsupported {
         location: crate::storage::redact_url(url),
         reason: "this memkv was built without PostgreSQL support (cargo feature `postgres`)".into(),

@@ -108,9 +108,9 @@ impl Space {
     /// so that the records one write touches share as few pages as they can: the newest access
     /// entries (the end of `Access`), the user's totals and the top-level directories (the start
     /// of `Nodes`) side by side, and so the newest versions (the end of `Versions`), the store
-    /// record every write rewrites (`Database`) and the newest memory's entry (the start of
+    /// record every write rewrites (`Store`) and the newest memory's entry (the start of
     /// `Memories`, in descending order). PostgreSQL, whose rows are not kept in key order, has
-    /// `Snapshots` and `Database` the other way round, as layout 6 added them.
+    /// `Snapshots` and `Store` the other way round, as layout 6 added them.
     pub const fn numbers(self) -> SpaceNumbers {
         let (redb, postgres) = match self {
             Space::Access => (1, 1),

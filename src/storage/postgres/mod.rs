@@ -210,6 +210,16 @@ impl PgBackend {
         }
     }
 
+    /// Writes with the statements memkv uses on servers older than PostgreSQL 15 and 12,
+    /// whatever this server is: `INSERT … ON CONFLICT` instead of `MERGE`, and each statement
+    /// planned as the server chooses instead of once (`plan_cache_mode`). The answers are the
+    /// same; for comparing the two, and for ruling either feature out. Takes effect on
+    /// connections that have not written yet: call it before the first write.
+    pub fn use_older_statements(&self) {
+        self.shared.merge.store(false, Ordering::Relaxed);
+        self.shared.generic.store(false, Ordering::Relaxed);
+    }
+
     /// Connects to the database at `url` (`postgres://` or `postgresql://`; `sslmode` and
     /// `sslrootcert` as in libpq's URLs, see the `tls` module), checks memkv's tables and their versions,
     /// and with [`Access::Create`] creates them if they are missing.
