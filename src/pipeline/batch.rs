@@ -64,11 +64,11 @@ pub(crate) fn tool_batch<'a>(
 }
 
 /// Runs `jobs` as one batch and answers each, in order.
-pub(crate) fn run(store: &Engine, jobs: &mut [Box<dyn Job>]) -> Vec<Answer> {
-    let notes = store.access.take();
+pub(crate) fn run(engine: &Engine, jobs: &mut [Box<dyn Job>]) -> Vec<Answer> {
+    let notes = engine.access.take();
     match jobs {
         [] if notes.is_empty() => return Vec::new(),
-        [job] if notes.is_empty() => return vec![alone(store, job.as_mut())],
+        [job] if notes.is_empty() => return vec![alone(engine, job.as_mut())],
         _ => {}
     }
     let users: Vec<String> = jobs.iter().map(|j| j.user().to_owned()).collect();
@@ -79,12 +79,12 @@ pub(crate) fn run(store: &Engine, jobs: &mut [Box<dyn Job>]) -> Vec<Answer> {
     // Every job's reads, announced at once: one round trip for the whole batch. (Each job's
     // fetches depend on its arguments alone, not on what the others write; the backend serves
     // later reads from what it fetched, updated by the batch's writes.)
-    let nows: Vec<i64> = jobs.iter().map(|_| store.now_ms()).collect();
+    let nows: Vec<i64> = jobs.iter().map(|_| engine.now_ms()).collect();
     let mut fetches: Vec<Fetch> = Vec::new();
-    if store.backend.capabilities().prefetch {
+    if engine.backend.capabilities().prefetch {
         let mut one = Vec::new();
         for (job, &now) in jobs.iter().zip(&nows) {
-            job.fetches(&store.settings(job.user()), now, &mut one);
+            job.fetches(&engine.settings(job.user()), now, &mut one);
             for f in one.drain(..) {
                 if !fetches.contains(&f) {
                     fetches.push(f);
@@ -92,14 +92,14 @@ pub(crate) fn run(store: &Engine, jobs: &mut [Box<dyn Job>]) -> Vec<Answer> {
             }
         }
     }
-    let hooks = &store.pipeline.hooks;
-    let applied = transact(&store.backend, hooks, &lock, false, |txn, changes| {
+    let hooks = &engine.pipeline.hooks;
+    let applied = transact(&engine.backend, hooks, &lock, false, |txn, changes| {
         txn.prefetch(&fetches, false)?;
         access::apply(txn, &notes, changes)?;
         let mut answers = Vec::with_capacity(jobs.len());
         let mut changed = 0;
         for (job, &now) in jobs.iter_mut().zip(&nows) {
-            let settings = store.settings(job.user());
+            let settings = engine.settings(job.user());
             let user = job.user().to_owned();
             let rec = settings.recorder(now, job.actor(), changes);
             let mut tree = Tree::new(txn, &user, rec);
@@ -116,14 +116,14 @@ pub(crate) fn run(store: &Engine, jobs: &mut [Box<dyn Job>]) -> Vec<Answer> {
     });
     match applied {
         Ok((answers, changed)) => {
-            store.pipeline.queue.committed(changed);
+            engine.pipeline.queue.committed(changed);
             answers.into_iter().map(Ok).collect()
         }
         // The shared commit may have been applied: re-running a job (an `insert`, say) could
         // apply it twice. Every caller learns that the outcome is unknown. The notes are kept
         // (writing one twice changes nothing).
         Err(Error::OutcomeUnknown { location }) => {
-            store.access.restore(notes);
+            engine.access.restore(notes);
             jobs.iter()
                 .map(|_| {
                     Err(Error::OutcomeUnknown {
@@ -135,26 +135,26 @@ pub(crate) fn run(store: &Engine, jobs: &mut [Box<dyn Job>]) -> Vec<Answer> {
         // Any other failure rolled the shared transaction back: give every job a transaction
         // of its own, so each fails or succeeds alone, and keep the notes for the next batch.
         Err(_) => {
-            store.access.restore(notes);
+            engine.access.restore(notes);
             jobs.iter_mut()
-                .map(|job| alone(store, job.as_mut()))
+                .map(|job| alone(engine, job.as_mut()))
                 .collect()
         }
     }
 }
 
 /// Runs `job` in a transaction of its own, aborted when the job is refused.
-fn alone(store: &Engine, job: &mut dyn Job) -> Answer {
-    let now = store.now_ms();
+fn alone(engine: &Engine, job: &mut dyn Job) -> Answer {
+    let now = engine.now_ms();
     let user = job.user().to_owned();
-    let settings = store.settings(&user);
+    let settings = engine.settings(&user);
     let mut fetches = Vec::new();
-    if store.backend.capabilities().prefetch {
+    if engine.backend.capabilities().prefetch {
         job.fetches(&settings, now, &mut fetches);
     }
-    let hooks = &store.pipeline.hooks;
+    let hooks = &engine.pipeline.hooks;
     let answer = transact(
-        &store.backend,
+        &engine.backend,
         hooks,
         &[&user],
         job.frees_space(),
@@ -175,7 +175,7 @@ fn alone(store: &Engine, job: &mut dyn Job) -> Answer {
     match answer {
         Ok((answer, finish)) => {
             if finish == Finish::Commit {
-                store.pipeline.queue.committed(1);
+                engine.pipeline.queue.committed(1);
             }
             Ok(answer)
         }

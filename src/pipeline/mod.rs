@@ -102,17 +102,17 @@ impl Pipeline {
 
     /// Runs `batch` and answers its callers; returns the next batch when a writer thread must
     /// lead it.
-    pub(crate) fn lead(&self, store: &Engine, batch: queue::Batch) -> Option<queue::Batch> {
-        let answered = self.run(store, batch);
+    pub(crate) fn lead(&self, engine: &Engine, batch: queue::Batch) -> Option<queue::Batch> {
+        let answered = self.run(engine, batch);
         answered.deliver();
         self.queue.hand_over()
     }
 
     /// Runs `batch`; its callers are answered by [`Answered::deliver`].
-    pub(crate) fn run(&self, store: &Engine, batch: queue::Batch) -> Answered {
+    pub(crate) fn run(&self, engine: &Engine, batch: queue::Batch) -> Answered {
         let (mut jobs, slots): (Vec<Box<dyn Job>>, Vec<Arc<Slot>>) = batch.into_iter().unzip();
         let answers = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
-            batch::run(store, &mut jobs)
+            batch::run(engine, &mut jobs)
         }));
         let answers = match answers {
             Ok(answers) => {
@@ -256,7 +256,7 @@ mod tests {
     /// until `hold` other jobs are queued behind it (an event, not a time).
     struct Probe {
         n: usize,
-        store: Arc<Engine>,
+        engine: Arc<Engine>,
         hold: usize,
         runs: Arc<AtomicUsize>,
     }
@@ -279,7 +279,7 @@ mod tests {
             _: i64,
         ) -> Result<Ran, Error> {
             if self.runs.fetch_add(1, Ordering::SeqCst) == 0 {
-                wait_until(|| self.store.pipeline.queue.queued() == self.hold);
+                wait_until(|| self.engine.pipeline.queue.queued() == self.hold);
             }
             Ok(Ran {
                 answer: Box::new(self.n),
@@ -291,19 +291,19 @@ mod tests {
     #[test]
     fn concurrent_callers_share_batches_and_get_their_own_answers() {
         let db = crate::Database::in_memory().unwrap();
-        let store = Arc::clone(&db.engine);
+        let engine = Arc::clone(&db.engine);
         let runs = Arc::new(AtomicUsize::new(0));
         let threads: Vec<_> = (0..16)
             .map(|n| {
-                let (store, runs) = (Arc::clone(&store), Arc::clone(&runs));
+                let (engine, runs) = (Arc::clone(&engine), Arc::clone(&runs));
                 std::thread::spawn(move || {
                     let job = Probe {
                         n,
-                        store: Arc::clone(&store),
+                        engine: Arc::clone(&engine),
                         hold: 15,
                         runs,
                     };
-                    let answer: usize = submit(&store, Box::new(job)).unwrap();
+                    let answer: usize = submit(&engine, Box::new(job)).unwrap();
                     assert_eq!(answer, n);
                 })
             })
@@ -312,7 +312,7 @@ mod tests {
             t.join().unwrap();
         }
         // The first caller's batch, then one batch of the 15 queued behind it.
-        assert_eq!(store.pipeline.stats(), (2, 16));
+        assert_eq!(engine.pipeline.stats(), (2, 16));
     }
 
     #[test]
@@ -322,16 +322,16 @@ mod tests {
             let (running, most) = (Arc::new(AtomicUsize::new(0)), Arc::new(AtomicUsize::new(0)));
             let submitted = Arc::new(AtomicUsize::new(0));
             let db = crate::Database::in_memory().unwrap();
-            let store = Arc::clone(&db.engine);
+            let engine = Arc::clone(&db.engine);
             let threads: Vec<_> = (0..24)
                 .map(|n| {
                     let (queue, running, most) = (queue.clone(), running.clone(), most.clone());
-                    let (submitted, store) = (submitted.clone(), store.clone());
+                    let (submitted, engine) = (submitted.clone(), engine.clone());
                     std::thread::spawn(move || {
                         let slot = Slot::new(true);
                         let job = Box::new(Probe {
                             n,
-                            store,
+                            engine,
                             hold: usize::MAX,
                             runs: Arc::new(AtomicUsize::new(1)),
                         });

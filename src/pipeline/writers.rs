@@ -1,7 +1,7 @@
-//! A store's writer threads: they lead the batches that hold only async callers, so an async
+//! A database's writer threads: they lead the batches that hold only async callers, so an async
 //! server's handlers await their writes without blocking a worker or a thread of their own.
 //! Started on the first async write, one per write lane; 64 concurrent async writers cost the
-//! machine one thread on an embedded store. They end when the store is dropped.
+//! machine one thread on an embedded database. They end when the database is dropped.
 
 use std::sync::mpsc::{self, Receiver, Sender};
 
@@ -16,7 +16,7 @@ type Work = (Arc<Engine>, Batch);
 
 #[derive(Default)]
 pub(crate) struct Writers {
-    /// The store, once an async write has shown it lives in an `Arc`.
+    /// The engine, set by the first async write.
     home: OnceLock<Weak<Engine>>,
     /// Run first on each writer thread (a server lowers their priority).
     setup: OnceLock<fn()>,
@@ -29,9 +29,9 @@ struct Started {
 }
 
 impl Writers {
-    pub(crate) fn set_home(&self, store: &Arc<Engine>) {
+    pub(crate) fn set_home(&self, engine: &Arc<Engine>) {
         if self.home.get().is_none() {
-            let _ = self.home.set(Arc::downgrade(store));
+            let _ = self.home.set(Arc::downgrade(engine));
         }
     }
 
@@ -45,20 +45,20 @@ impl Writers {
     }
 
     /// Hands `batch` to a writer thread, starting them on first use.
-    pub(crate) fn send(&self, store: &Arc<Engine>, batch: Batch) {
+    pub(crate) fn send(&self, engine: &Arc<Engine>, batch: Batch) {
         let mut started = self.started.lock().unwrap_or_else(PoisonError::into_inner);
         if started.is_none() {
-            *started = Some(self.start(store.backend.capabilities().write_lanes));
+            *started = Some(self.start(engine.backend.capabilities().write_lanes));
         }
-        let work = (Arc::clone(store), batch);
+        let work = (Arc::clone(engine), batch);
         let sent = started.as_ref().map(|s| s.work.send(work));
         drop(started);
-        if let Some(Err(mpsc::SendError((store, batch)))) = sent {
+        if let Some(Err(mpsc::SendError((engine, batch)))) = sent {
             // No writer thread could be started (the system refused every one): the batch is
             // led here, on the caller's thread, rather than never.
             let mut next = Some(batch);
             while let Some(batch) = next {
-                next = store.pipeline.lead(&store, batch);
+                next = engine.pipeline.lead(&engine, batch);
             }
         }
     }
@@ -86,16 +86,16 @@ impl Writers {
 }
 
 /// A writer thread: leads each batch it is given, and the batches after it that no blocking
-/// caller can lead, until the store is dropped.
+/// caller can lead, until the database is dropped.
 fn serve(queue: &Mutex<Receiver<Work>>) {
     loop {
         let work = queue.lock().unwrap_or_else(PoisonError::into_inner).recv();
-        let Ok((store, mut batch)) = work else {
+        let Ok((engine, mut batch)) = work else {
             return;
         };
         loop {
-            let answered = store.pipeline.run(&store, batch);
-            match store.pipeline.hand_over() {
+            let answered = engine.pipeline.run(&engine, batch);
+            match engine.pipeline.hand_over() {
                 Some(next) => {
                     answered.deliver();
                     batch = next;
@@ -105,7 +105,7 @@ fn serve(queue: &Mutex<Receiver<Work>>) {
                     // one until its answer, so the last handle is let go on a caller's thread
                     // and the database is closed when that caller drops the store, not later
                     // here (a caller reopening the file must not find it still open).
-                    drop(store);
+                    drop(engine);
                     answered.deliver();
                     break;
                 }
