@@ -31,7 +31,7 @@ pub struct FileInfo {
     pub accessed_ms: i64,
 }
 
-/// What [`Database::prune_history`] pruned from one store.
+/// What [`crate::Database::prune_history`] pruned from one store.
 #[derive(Debug, Clone, PartialEq, Eq)]
 #[non_exhaustive]
 pub struct PrunedHistory {
@@ -43,7 +43,7 @@ pub struct PrunedHistory {
     pub bytes: u64,
 }
 
-/// One user's share of a store, as listed by [`Database::users`].
+/// One user's share of a store, as listed by [`crate::Database::users`].
 #[derive(Debug, Clone, PartialEq, Eq)]
 #[non_exhaustive]
 pub struct UserSummary {
@@ -61,7 +61,7 @@ pub struct UserSummary {
     pub expired_bytes: u64,
 }
 
-/// A file deleted (or, in a dry run, due to be deleted) by [`Database::expire`].
+/// A file deleted (or, in a dry run, due to be deleted) by [`crate::Database::expire`].
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct ExpiredFile {
     /// The owner.
@@ -74,7 +74,7 @@ pub struct ExpiredFile {
     pub last_used_ms: i64,
 }
 
-/// The body of [`Database::users`].
+/// The body of [`crate::Database::users`].
 pub(crate) fn users(db: &Engine) -> Result<Vec<UserSummary>, Error> {
     let now = db.now_ms();
     let txn = db.backend.begin_read()?;
@@ -111,7 +111,7 @@ pub(crate) fn users(db: &Engine) -> Result<Vec<UserSummary>, Error> {
         .collect()
 }
 
-/// The body of [`Database::check`].
+/// The body of [`crate::Database::check`].
 pub(crate) fn check(db: &Engine) -> Result<Vec<(String, String)>, Error> {
     let mut out: Vec<(String, String)> = db
         .backend
@@ -146,7 +146,7 @@ fn check_records(db: &Engine) -> Result<Vec<(String, String)>, Error> {
     Ok(out)
 }
 
-/// The body of [`Database::expire`].
+/// The body of [`crate::Database::expire`].
 pub(crate) fn expire(db: &Engine, dry_run: bool) -> Result<Vec<ExpiredFile>, Error> {
     db.flush_access_times()?;
     let now = db.now_ms();
@@ -179,7 +179,7 @@ pub(crate) fn expire(db: &Engine, dry_run: bool) -> Result<Vec<ExpiredFile>, Err
     Ok(out)
 }
 
-/// The body of [`Database::prune_history`].
+/// The body of [`crate::Database::prune_history`].
 pub(crate) fn prune_history(db: &Engine) -> Result<Vec<PrunedHistory>, Error> {
     let mut users = Vec::new();
     db.backend.begin_read()?.users(Space::Store, &mut |u| {

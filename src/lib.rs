@@ -45,10 +45,10 @@
 //!   (`crates/memkv-server`) and MCP (`crates/memkv-mcp`) faces.
 //! - `stores`, `memories`, `versions`: the memory-stores API's stores, memories and versions;
 //!   `admin`: users, check, expiry, pruning and operator reads; `backup`: export, import, and
-//!   plain-directory migration ([`Database::export`] into an [`ExportFile`] or any writer,
-//!   [`Database::import_from`] an [`ImportSource`], [`Database::import_dir`],
-//!   [`Database::export_dir`]); `migrate` upgrades older formats on open; `check` verifies every
-//!   invariant.
+//!   plain-directory migration ([`crate::Database::export`] into an [`ExportFile`] or any writer,
+//!   [`crate::Database::import_from`] an [`ImportSource`], [`crate::Database::import_dir`],
+//!   [`crate::Database::export_dir`]); `migrate` upgrades older formats on open; `check` verifies
+//!   every invariant.
 //! - `pipeline`: the one path of every write: group commit (concurrent writers, blocking or
 //!   async, share transactions and flushes), the transaction wrapper that hands committed
 //!   changes to the commit hooks, and the `Engine` every module above works on (the backend,

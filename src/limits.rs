@@ -9,8 +9,8 @@ use crate::history::{Actor, Retention};
 use crate::secrets::SecretPolicy;
 
 /// Why a write was refused before anything changed: a limit or the secrets policy. Rendered by
-/// `crate::messages`: [`crate::messages::refusal`] for the model, [`crate::messages::refusal_reason`]
-/// for an operator (an import).
+/// `crate::messages`: [`crate::messages::refusal`] for the model,
+/// [`crate::messages::refusal_reason`] for an operator (an import).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(crate) enum Refusal {
     /// The file would be `size` bytes, over `limit`.

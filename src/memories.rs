@@ -1,6 +1,6 @@
 //! Memories by id, with preconditions, and their listing: what the memory-stores API does to a
-//! store's files, on [`MemoryStore`]. Every write is one transaction through `crate::tree`, so it
-//! records its version like a memory-tool command, checks the same limits and the secrets
+//! store's files, on [`crate::MemoryStore`]. Every write is one transaction through `crate::tree`,
+//! so it records its version like a memory-tool command, checks the same limits and the secrets
 //! policy, and changes nothing when refused.
 
 use std::ops::ControlFlow;
@@ -142,7 +142,7 @@ pub(crate) fn write_tree<R: Send + 'static>(
     )
 }
 
-/// The body of [`MemoryStore::create_memory`].
+/// The body of [`crate::MemoryStore::create_memory`].
 pub(crate) fn create_memory(
     scope: Scope<'_>,
     path: &str,
@@ -175,7 +175,7 @@ pub(crate) fn create_memory(
     })
 }
 
-/// The body of [`MemoryStore::memory`].
+/// The body of [`crate::MemoryStore::memory`].
 pub(crate) fn memory(
     scope: Scope<'_>,
     id: MemoryId,
@@ -197,7 +197,7 @@ pub(crate) fn memory(
     Ok(Some(memory_of(&path, meta, content)))
 }
 
-/// The body of [`MemoryStore::update_memory`].
+/// The body of [`crate::MemoryStore::update_memory`].
 pub(crate) fn update_memory(
     scope: Scope<'_>,
     id: MemoryId,
@@ -260,7 +260,7 @@ pub(crate) fn update_memory(
     })
 }
 
-/// The body of [`MemoryStore::delete_memory`].
+/// The body of [`crate::MemoryStore::delete_memory`].
 pub(crate) fn delete_memory(
     scope: Scope<'_>,
     id: MemoryId,
@@ -283,7 +283,7 @@ pub(crate) fn delete_memory(
     })
 }
 
-/// The body of [`MemoryStore::list_memories`].
+/// The body of [`crate::MemoryStore::list_memories`].
 pub(crate) fn list_memories(
     scope: Scope<'_>,
     prefix: &str,

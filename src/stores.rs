@@ -1,5 +1,5 @@
 //! Memory stores as the memory-stores API sees them: each memkv user is one, with its own record
-//! (name, description, metadata, archival). On [`Database`].
+//! (name, description, metadata, archival). On [`crate::Database`].
 
 use std::collections::BTreeMap;
 use std::io::Read;
@@ -40,7 +40,7 @@ fn new_store_id() -> Result<String, Error> {
 /// most 16 bytes long.
 const ALL_KEYS_END: [u8; 17] = [0xFF; 17];
 
-/// The body of [`Database::create_store`].
+/// The body of [`crate::Database::create_store`].
 pub(crate) fn create_store(
     db: &Engine,
     name: &str,
@@ -64,7 +64,7 @@ pub(crate) fn create_store(
     Ok(info_of(&id, store))
 }
 
-/// The body of [`Database::store_info`].
+/// The body of [`crate::Database::store_info`].
 pub(crate) fn store_info(db: &Engine, id: &str) -> Result<Option<StoreInfo>, Error> {
     if validate_user(id).is_err() {
         return Ok(None);
@@ -73,7 +73,7 @@ pub(crate) fn store_info(db: &Engine, id: &str) -> Result<Option<StoreInfo>, Err
     Ok(record::store_record(&txn, id)?.map(|r| info_of(id, r)))
 }
 
-/// The body of [`Database::list_stores`].
+/// The body of [`crate::Database::list_stores`].
 pub(crate) fn list_stores(
     db: &Engine,
     include_archived: bool,
@@ -105,7 +105,7 @@ pub(crate) fn list_stores(
     Ok((out, false))
 }
 
-/// The body of [`Database::update_store`].
+/// The body of [`crate::Database::update_store`].
 pub(crate) fn update_store(
     db: &Engine,
     id: &str,
@@ -136,7 +136,7 @@ pub(crate) fn update_store(
     })
 }
 
-/// The body of [`Database::archive_store`].
+/// The body of [`crate::Database::archive_store`].
 pub(crate) fn archive_store(db: &Engine, id: &str) -> Result<Result<StoreInfo, ApiRefusal>, Error> {
     let now = db.now_ms();
     change_store(db, id, |r| {
@@ -179,7 +179,7 @@ fn change_store(
     })
 }
 
-/// The body of [`Database::delete_store`].
+/// The body of [`crate::Database::delete_store`].
 pub(crate) fn delete_store(db: &Engine, id: &str) -> Result<bool, Error> {
     if validate_user(id).is_err() {
         return Ok(false);

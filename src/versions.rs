@@ -1,4 +1,4 @@
-//! A store's history, read and redacted, and versions restored: on [`MemoryStore`].
+//! A store's history, read and redacted, and versions restored: on [`crate::MemoryStore`].
 
 use std::ops::ControlFlow;
 
@@ -67,7 +67,7 @@ fn version_of<T: ReadTxn + ?Sized>(
     })
 }
 
-/// The body of [`MemoryStore::versions`].
+/// The body of [`crate::MemoryStore::versions`].
 pub(crate) fn versions(
     scope: Scope<'_>,
     filter: &VersionFilter,
@@ -142,7 +142,7 @@ pub(crate) fn versions(
     Ok(Ok(Page { items, next }))
 }
 
-/// The body of [`MemoryStore::version`].
+/// The body of [`crate::MemoryStore::version`].
 pub(crate) fn version(
     scope: Scope<'_>,
     id: VersionId,
@@ -154,7 +154,7 @@ pub(crate) fn version(
         .transpose()
 }
 
-/// The body of [`MemoryStore::redact`].
+/// The body of [`crate::MemoryStore::redact`].
 pub(crate) fn redact(
     scope: Scope<'_>,
     id: VersionId,
@@ -177,7 +177,7 @@ pub(crate) fn redact(
     })
 }
 
-/// The body of [`MemoryStore::restore`].
+/// The body of [`crate::MemoryStore::restore`].
 pub(crate) fn restore(
     scope: Scope<'_>,
     id: VersionId,
@@ -236,7 +236,7 @@ pub(crate) fn restore(
     })
 }
 
-/// The body of [`MemoryStore::history`].
+/// The body of [`crate::MemoryStore::history`].
 pub(crate) fn history(
     scope: Scope<'_>,
     path: Option<&str>,

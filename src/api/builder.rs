@@ -231,7 +231,8 @@ impl DatabaseBuilder {
         self.backend(AnyBackend::Redb(RedbBackend::in_memory()?))
     }
 
-    /// A store over any [`Backend`]; migrates older formats when the backend is writable.
+    /// A database over any [`crate::storage::Backend`]; migrates older formats when the backend is
+    /// writable.
     pub fn backend(self, backend: AnyBackend) -> Result<Database, Error> {
         let hooks = Hooks::new(self.hooks);
         migrate::upgrade(&backend, &hooks)?;

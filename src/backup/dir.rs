@@ -15,7 +15,7 @@ use crate::pipeline::{Engine, Scope};
 use crate::storage::Finish;
 use crate::user_id::validate_user;
 
-/// The body of [`Database::import_dir`].
+/// The body of [`crate::Database::import_dir`].
 pub(crate) fn import_dir(
     db: &Engine,
     dir: &Path,
@@ -89,7 +89,7 @@ pub(crate) fn import_dir(
     Ok((summary, skipped))
 }
 
-/// The body of [`Database::export_dir`].
+/// The body of [`crate::Database::export_dir`].
 pub(crate) fn export_dir(
     db: &Engine,
     user: &str,
@@ -221,7 +221,7 @@ fn write_tree(
     Ok(summary)
 }
 
-/// A walk of a directory tree for [`Database::import_dir`].
+/// A walk of a directory tree for [`crate::Database::import_dir`].
 struct Walk<'a> {
     root: &'a Path,
     user: &'a str,

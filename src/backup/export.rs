@@ -42,7 +42,7 @@ impl<W: Write> Write for Hashing<W> {
     }
 }
 
-/// The body of [`Database::export`].
+/// The body of [`crate::Database::export`].
 pub(crate) fn export(
     db: &Engine,
     users: &[String],

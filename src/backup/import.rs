@@ -23,7 +23,7 @@ use crate::pipeline::Engine;
 use crate::storage::{Finish, Space, WriteTxn};
 use crate::tree::Tree;
 
-/// The body of [`Database::import`].
+/// The body of [`crate::Database::import`].
 pub(crate) fn import(
     db: &Engine,
     file: &Path,
@@ -34,7 +34,7 @@ pub(crate) fn import(
     import_from(db, &mut source, &[], conflict, progress)
 }
 
-/// The body of [`Database::import_from`].
+/// The body of [`crate::Database::import_from`].
 pub(crate) fn import_from(
     db: &Engine,
     source: &mut ImportSource,

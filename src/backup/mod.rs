@@ -6,9 +6,10 @@
 //! transaction: all or nothing. Both go through the same path rules, limits, secrets policy and
 //! transactions as the six commands.
 //!
-//! - `export`: [`Database::export`], the JSON Lines writer.
-//! - `import`: [`Database::import`], the two passes (verify, then apply) and the conflict policy.
-//! - `dir`: [`Database::import_dir`] and [`Database::export_dir`], plain directory trees.
+//! - `export`: [`crate::Database::export`], the JSON Lines writer. - `import`:
+//!   [`crate::Database::import`], the two passes (verify, then apply) and the conflict policy. -
+//!   `dir`: [`crate::Database::import_dir`] and [`crate::Database::export_dir`], plain directory
+//!   trees.
 
 pub(crate) mod dir;
 pub(crate) mod export;
@@ -156,9 +157,9 @@ impl fmt::Display for Skipped {
     }
 }
 
-/// A host file name made safe to print: control characters (ESC, CR, LF, …), format
-/// characters (bidi overrides, zero-width), line separators and backslashes escaped as `\u{…}`/`\\`; bytes that
-/// are not UTF-8 as `\x..`.
+/// A host file name made safe to print: control characters (ESC, CR, LF, …), format characters
+/// (bidi overrides, zero-width), line separators and backslashes escaped as `\u{…}`/`\\`; bytes
+/// that are not UTF-8 as `\x..`.
 pub(crate) fn escape_path(path: &Path) -> String {
     use std::os::unix::ffi::OsStrExt;
     use unicode_properties::{GeneralCategory, UnicodeGeneralCategory};

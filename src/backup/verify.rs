@@ -19,7 +19,7 @@ use crate::pipeline::Engine;
 use crate::secrets::SecretPolicy;
 use crate::user_id::validate_user;
 
-/// The body of [`Database::verify_import`].
+/// The body of [`crate::Database::verify_import`].
 pub(crate) fn verify_import(
     db: &Engine,
     source: &mut ImportSource,

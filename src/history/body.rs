@@ -32,7 +32,7 @@ pub(crate) enum Body {
     Current { run: u32 },
     /// Its successor's content with one splice.
     Delta(Delta),
-    /// The whole content, kept under the version's number in [`Space::Snapshots`].
+    /// The whole content, kept under the version's number in [`crate::storage::Space::Snapshots`].
     Snapshot,
 }
 

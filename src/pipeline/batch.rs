@@ -28,8 +28,8 @@ use crate::storage::{Backend, Fetch, Finish};
 use crate::tree::Tree;
 use crate::user_id::validate_user;
 
-/// Runs memory-tool `commands` as one batch ([`Database::execute_batch`]): those of a bad user
-/// id are answered at once, the others in one transaction.
+/// Runs memory-tool `commands` as one batch ([`crate::Database::execute_batch`]): those of a bad
+/// user id are answered at once, the others in one transaction.
 pub(crate) fn tool_batch<'a>(
     db: &Engine,
     commands: impl ExactSizeIterator<Item = (&'a String, &'a Command, Option<&'a Actor>)>,

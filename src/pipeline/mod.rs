@@ -15,8 +15,8 @@
 //!   the same transaction wrapper a batch uses.
 //! - [`transact`] is the only caller of [`crate::storage::Backend::write`]. It gives the
 //!   transaction a fresh [`Changes`], where every change is noted as it is made
-//!   (`crate::history::change`), and after a commit hands them to the store's commit hooks, before any
-//!   writer is answered. History is recorded in the same place a change is made
+//!   (`crate::history::change`), and after a commit hands them to the store's commit hooks, before
+//!   any writer is answered. History is recorded in the same place a change is made
 //!   (`crate::history::append`, which also notes the change).
 
 pub(crate) mod batch;

@@ -99,8 +99,8 @@ fn the_public_types_have_their_methods_in_one_place() {
     assert_eq!(found.len(), 4, "{found:?}");
 }
 
-/// The modules (their first `depth` path segments) each module under `root` imports: every `crate::…` and
-/// `super::…` path in its code.
+/// The modules (their first `depth` path segments) each module under `root` imports: every
+/// `crate::…` and `super::…` path in its code.
 fn imports(root: &Path, depth: usize) -> BTreeMap<String, BTreeSet<String>> {
     let sources = sources(root);
     let key = |segments: &[String]| segments[..segments.len().min(depth)].join("::");

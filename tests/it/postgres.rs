@@ -242,11 +242,11 @@ fn a_key_made_new_that_is_there_all_the_same_is_replaced_not_a_failure() {
     assert_eq!(count(&store, || ok(create("/memories/f8.md"))), 1);
 }
 
-/// Two `Database` handles on one database stand for two processes: each one's memo goes stale whenever
-/// the other writes, and no answer may ever follow from a stale memo. Each case warms a fresh
-/// `Database` with a write of its own, lets the other change what that write read, and asserts that
-/// the next answer took the assumptions' path (3 round trips: the failed check, then a run with
-/// real reads) and is the one real reads give.
+/// Two `Database` handles on one database stand for two processes: each one's memo goes stale
+/// whenever the other writes, and no answer may ever follow from a stale memo. Each case warms a
+/// fresh `Database` with a write of its own, lets the other change what that write read, and
+/// asserts that the next answer took the assumptions' path (3 round trips: the failed check, then a
+/// run with real reads) and is the one real reads give.
 #[test]
 fn a_stale_memo_never_decides_an_answer() {
     let Some(cluster) = pg::cluster() else { return };

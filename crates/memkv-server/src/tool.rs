@@ -129,11 +129,11 @@ async fn run(
     Ok(response)
 }
 
-/// Answers `message` on the async worker, for an embedded store: each view is a read snapshot
-/// of microseconds (bounded by the `view` output budget) that never waits for a lock or a
-/// flush, cheaper to run here than the hop to the blocking pool and back; each write joins the
-/// store's write pipeline and is awaited (its batch is run by the store's writer thread). The calls run in order, each after the one
-/// before has returned, exactly as [`protocol::answer`] runs them.
+/// Answers `message` on the async worker, for an embedded store: each view is a read snapshot of
+/// microseconds (bounded by the `view` output budget) that never waits for a lock or a flush,
+/// cheaper to run here than the hop to the blocking pool and back; each write joins the store's
+/// write pipeline and is awaited (its batch is run by the store's writer thread). The calls run in
+/// order, each after the one before has returned, exactly as [`protocol::answer`] runs them.
 async fn answer_here(
     user: &OwnedMemoryStore,
     message: Message,

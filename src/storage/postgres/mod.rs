@@ -221,8 +221,8 @@ impl PgBackend {
     }
 
     /// Connects to the database at `url` (`postgres://` or `postgresql://`; `sslmode` and
-    /// `sslrootcert` as in libpq's URLs, see the `tls` module), checks memkv's tables and their versions,
-    /// and with [`Access::Create`] creates them if they are missing.
+    /// `sslrootcert` as in libpq's URLs, see the `tls` module), checks memkv's tables and their
+    /// versions, and with [`Access::Create`] creates them if they are missing.
     pub fn connect(url: &str, access: Access) -> Result<Self, Error> {
         let location = redact_url(url);
         let (url, tls) = tls::split(url);

@@ -3,17 +3,18 @@
 //!
 //! A redb commit is copy-on-write: even a delete writes new pages before the old ones are free,
 //! and with history kept a delete frees nothing at all. On a full disk every write would fail,
-//! and a store that filled its disk could not be shrunk through memkv. So the backend keeps
-//! [`Reserve::target`] bytes allocated in this file (allocated for real, not a sparse length).
+//! and a store that filled its disk could not be shrunk through memkv. So the backend keeps a
+//! target number of bytes ([`Reserve::keep`]) allocated in this file (allocated for real, not a
+//! sparse length).
 //! When a write that frees space (`Backend::write_freeing`: a delete, a rename, expiry, pruning,
 //! a redaction) finds the disk full, the reserve is given up (truncated to nothing) and the write
 //! runs again; right after, the reserve takes back what it can. Other writes never touch it, so
 //! they get [`crate::Error::DiskFull`] while the disk is full, and whatever the freeing writes
 //! freed inside the file is theirs to reuse.
 //!
-//! At open, the reserve's goal is its target, but at most half of what it holds and the disk's
-//! free space make together, so that a small disk still leaves room for the database. Given up, it takes back
-//! what it can, up to that goal, and nothing beyond it while the process runs.
+//! At open, the reserve's goal is its target, but at most half of what it holds and the disk's free
+//! space make together, so that a small disk still leaves room for the database. Given up, it takes
+//! back what it can, up to that goal, and nothing beyond it while the process runs.
 
 use std::fs::{File, OpenOptions};
 use std::io;
