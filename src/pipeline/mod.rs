@@ -316,6 +316,52 @@ mod tests {
     }
 
     #[test]
+    fn memory_stores_api_writes_share_the_batches_of_the_tool() {
+        // A held batch, then 8 memory-stores API creates and 8 tool commands queued behind it:
+        // they run as one batch, each with its own answer.
+        let db = Arc::new(crate::Database::in_memory().unwrap());
+        let engine = Arc::clone(&db.engine);
+        let runs = Arc::new(AtomicUsize::new(0));
+        let first = {
+            let (engine, runs) = (Arc::clone(&engine), Arc::clone(&runs));
+            std::thread::spawn(move || {
+                let job = Probe {
+                    n: 0,
+                    engine: Arc::clone(&engine),
+                    hold: 16,
+                    runs,
+                };
+                submit::<usize>(&engine, Box::new(job)).unwrap()
+            })
+        };
+        wait_until(|| runs.load(Ordering::SeqCst) == 1);
+        let writers: Vec<_> = (0..16)
+            .map(|n| {
+                let db = Arc::clone(&db);
+                std::thread::spawn(move || {
+                    let user = db.user("u").unwrap();
+                    let path = format!("/memories/{n}.md");
+                    if n % 2 == 0 {
+                        let memory = user.create_memory(&path, "api").unwrap().unwrap();
+                        assert_eq!(memory.path, path);
+                    } else {
+                        let input = serde_json::json!(
+                            {"command": "create", "path": path, "file_text": "tool"}
+                        );
+                        assert!(!user.execute_json(&input).unwrap().is_error);
+                    }
+                })
+            })
+            .collect();
+        for t in writers {
+            t.join().unwrap();
+        }
+        assert_eq!(first.join().unwrap(), 0);
+        assert_eq!(engine.pipeline.stats(), (2, 17));
+        assert_eq!(db.user("u").unwrap().files().unwrap().len(), 16);
+    }
+
+    #[test]
     fn batches_run_at_once_up_to_the_lanes_and_never_beyond() {
         for lanes in [1, 3] {
             let queue = Arc::new(Queue::default());
