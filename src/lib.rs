@@ -112,6 +112,25 @@ pub use api::{
     Database, DatabaseBuilder, ExpiredFile, FileInfo, MAX_USER_ID_BYTES, MemoryStore,
     OwnedMemoryStore, PrunedHistory, UserSummary,
 };
+
+/// The old name of [`Database`].
+#[deprecated(
+    since = "0.1.0",
+    note = "renamed `Database`: the handle of a whole database"
+)]
+pub type Store = Database;
+/// The old name of [`DatabaseBuilder`].
+#[deprecated(since = "0.1.0", note = "renamed `DatabaseBuilder`")]
+pub type StoreBuilder = DatabaseBuilder;
+/// The old name of [`MemoryStore`].
+#[deprecated(
+    since = "0.1.0",
+    note = "renamed `MemoryStore`: one user id's memory store"
+)]
+pub type UserHandle<'a> = MemoryStore<'a>;
+/// The old name of [`OwnedMemoryStore`].
+#[deprecated(since = "0.1.0", note = "renamed `OwnedMemoryStore`")]
+pub type OwnedUserHandle = OwnedMemoryStore;
 pub use backup::{
     Conflict, EXPORT_FORMAT, EXPORT_VERSION, ExportFile, ImportSource, Progress, Skipped, Summary,
 };

@@ -209,3 +209,14 @@ fn no_two_modules_import_each_other() {
     assert!(library.len() > 10, "{library:?}");
     assert!(library["api"].contains("pipeline"), "{library:?}");
 }
+
+#[test]
+#[allow(deprecated)]
+fn the_old_names_still_compile() {
+    let db: memkv::Store = memkv::StoreBuilder::default().in_memory().unwrap();
+    let db = std::sync::Arc::new(db);
+    let owned: memkv::OwnedUserHandle = db.owned_user("u").unwrap();
+    let user: memkv::UserHandle<'_> = owned.handle();
+    let view = serde_json::json!({"command": "view", "path": "/memories"});
+    assert!(!user.execute_json(&view).unwrap().is_error);
+}
