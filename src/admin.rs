@@ -1,4 +1,5 @@
-//! What operators ask of a whole store: its users, a full check, expiry, history pruning.
+//! What operators ask of the whole database: its users (memory stores), a full check, expiry,
+//! history pruning; and of one memory store, its files and their contents.
 
 use std::collections::BTreeSet;
 use std::ops::ControlFlow;

@@ -11,8 +11,8 @@
 //! use serde_json::json;
 //!
 //! # fn main() -> Result<(), memkv::Error> {
-//! let store = Database::in_memory()?; // or Database::open("memkv.redb")?
-//! let alice = store.user("alice@example.com")?;
+//! let db = Database::in_memory()?; // or Database::open("memkv.redb")?
+//! let alice = db.user("alice@example.com")?;
 //!
 //! let out = alice.execute_json(&json!({
 //!     "command": "create",
@@ -26,7 +26,7 @@
 //! assert!(out.content.ends_with("14B\t/memories\n14B\t/memories/notes.md"));
 //!
 //! // Another user sees nothing of alice's.
-//! let bob = store.user("bob")?;
+//! let bob = db.user("bob")?;
 //! let out = bob.execute_json(&json!({"command": "view", "path": "/memories/notes.md"}))?;
 //! assert!(out.is_error);
 //! # Ok(())

@@ -43,7 +43,7 @@ impl Database {
         Self::builder().open(db)
     }
 
-    /// An in-memory store with default limits.
+    /// An in-memory database with default limits.
     pub fn in_memory() -> Result<Database, Error> {
         Self::builder().in_memory()
     }
@@ -85,7 +85,7 @@ impl Database {
     }
 
     /// An owned handle of user `id`, for tasks that must own what they use (`spawn_blocking`,
-    /// async servers): the `Arc` of the store plus the id.
+    /// async servers): the `Arc` of the database plus the id.
     ///
     /// # Errors
     /// As [`Self::user`].
@@ -108,9 +108,10 @@ impl Database {
         self.engine.secrets
     }
 
-    /// Write transactions of the pipeline committed so far, and the writes in them that changed
-    /// something (a refused write is not counted): their ratio is the writes per disk flush that
-    /// concurrent callers achieved.
+    /// Batches of the write queue committed so far (memory-tool commands and memory-stores API
+    /// writes; imports, expiry, pruning, store records and access-time flushes are not counted),
+    /// and the writes in them that changed something (a refused write, a `view`, is not): their
+    /// ratio is the writes per disk flush that concurrent callers achieved.
     pub fn commit_stats(&self) -> (u64, u64) {
         self.engine.pipeline.stats()
     }
@@ -154,11 +155,11 @@ impl Database {
     }
 
     /// Writes the access times that views noted and that no write batch has written yet (see
-    /// `src/access.rs`), in one transaction. A read-only store has none to write.
+    /// `src/access.rs`), in one transaction. A read-only database has none to write.
     ///
-    /// Runs by itself with the next write batch, before [`Self::expire`], and when the store
+    /// Runs by itself with the next write batch, before [`Self::expire`], and when the database
     /// is dropped; a server may call it at shutdown. Until then, every expiry decision of this
-    /// store counts the noted times.
+    /// database counts the noted times.
     ///
     /// # Errors
     /// A storage failure; the notes are kept for the next write.

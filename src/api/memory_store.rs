@@ -10,7 +10,6 @@ use crate::blocks::ToolOutput;
 use crate::blocks::{ToolResult, ToolUse};
 use crate::command::Command;
 use crate::error::Error;
-use crate::exec::{self};
 use crate::history::Actor;
 use crate::history::{ApiRefusal, Memory, MemoryId, Page, Version, VersionId};
 use crate::memories::ListItem;
@@ -58,6 +57,12 @@ impl OwnedMemoryStore {
         &self.store
     }
 
+    /// The old name of [`Self::database`].
+    #[deprecated(since = "0.1.0", note = "renamed `database`")]
+    pub fn store(&self) -> &Arc<Database> {
+        &self.store
+    }
+
     /// The handle to run commands with.
     pub fn handle(&self) -> MemoryStore<'_> {
         MemoryStore {
@@ -76,8 +81,9 @@ impl OwnedMemoryStore {
     /// [`MemoryStore::execute`] for async callers: a `view` runs in place (a read snapshot,
     /// which never waits for a lock or a flush, on an embedded store); a write joins the same
     /// group commit as blocking callers, and the future resolves once it is durable. The
-    /// batch is led by a blocking caller in it or by one of the store's writer threads, so the
-    /// awaiting task never blocks its executor on a write. No async runtime is needed.
+    /// batch is led by a blocking caller in it or by one of the database's writer threads, so
+    /// the awaiting task does not run the write (unless the system refuses every writer
+    /// thread, when the batch is run in place rather than never). No async runtime is needed.
     ///
     /// On a backend with round trips (PostgreSQL) a `view` blocks for them: run it where
     /// blocking is allowed.
@@ -121,17 +127,7 @@ impl MemoryStore<'_> {
     /// Each caller gets the result it would have had alone; it returns once that is durable.
     pub fn execute(&self, command: &Command) -> Result<ToolOutput, Error> {
         if let Command::View { path, view_range } = command {
-            let engine = &*self.store.engine;
-            let now = engine.now_ms();
-            let settings = engine.settings(&self.id);
-            let used = engine.used_after(&self.id, settings.expiry_cutoff(now));
-            let view = (path.as_str(), *view_range);
-            let (output, stale) =
-                exec::read(&engine.backend, &self.id, &settings, view, now, &used)?;
-            if let Some(path) = stale {
-                engine.note_access(&self.id, &path, now);
-            }
-            return Ok(output);
+            return self.store.engine.view(&self.id, path, *view_range);
         }
         crate::pipeline::submit(
             &self.store.engine,

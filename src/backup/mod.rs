@@ -6,9 +6,10 @@
 //! transaction: all or nothing. Both go through the same path rules, limits, secrets policy and
 //! transactions as the six commands.
 //!
-//! - `export`: [`crate::Database::export`], the JSON Lines writer. - `import`:
-//!   [`crate::Database::import`], the two passes (verify, then apply) and the conflict policy. -
-//!   `dir`: [`crate::Database::import_dir`] and [`crate::Database::export_dir`], plain directory
+//! - `export`: [`crate::Database::export`], the JSON Lines writer.
+//! - `import`: [`crate::Database::import`], the two passes (verify, then apply) and the conflict
+//!   policy.
+//! - `dir`: [`crate::Database::import_dir`] and [`crate::Database::export_dir`], plain directory
 //!   trees.
 
 pub(crate) mod dir;

@@ -5,9 +5,11 @@
 //! redaction and an exact restore by `crate::tree`, a store's record by `crate::stores`. The
 //! notes of one transaction collect in its [`Changes`], which only the write pipeline
 //! (`crate::pipeline`) creates; once the transaction is durable, the pipeline hands them, in the
-//! order they were made, to every [`CommitHook`] the store was built with. An aborted or failed
-//! transaction's notes are dropped with it, so a hook never sees a change that did not commit,
-//! and sees every one that did.
+//! order they were made, to every [`CommitHook`] the database was built with. An aborted or
+//! failed transaction's notes are dropped with it, so a hook never sees a change that did not
+//! commit. It sees every one that did, with one exception: when a PostgreSQL commit is lost in
+//! flight (`Error::OutcomeUnknown`: the commit may or may not have applied), its changes are not
+//! handed to the hooks.
 
 use std::cell::RefCell;
 use std::sync::Arc;
@@ -91,13 +93,15 @@ impl Change {
 /// A hook runs on the committing thread before any writer of the batch is answered, so a
 /// writer that got its answer knows every hook has seen its change: keep it short (hand the
 /// changes to a queue of your own for slow work). A panic in a hook is caught and ignored: the
-/// changes are committed whatever a hook does.
+/// changes are committed whatever a hook does. A hook must not write to the same database: it
+/// runs while its batch still holds the write queue's lane, so such a write would wait for
+/// itself.
 pub trait CommitHook: Send + Sync + 'static {
     /// The changes of one committed transaction (never empty).
     fn committed(&self, changes: &[Change]);
 }
 
-/// The hooks a store calls after each commit.
+/// The hooks a database calls after each commit.
 #[derive(Clone, Default)]
 pub(crate) struct Hooks(Arc<[Arc<dyn CommitHook>]>);
 

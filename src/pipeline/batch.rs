@@ -36,9 +36,16 @@ pub(crate) fn tool_batch<'a>(
 ) -> Vec<Result<ToolOutput, Error>> {
     let mut results: Vec<Option<Result<ToolOutput, Error>>> = Vec::with_capacity(commands.len());
     let mut valid: Vec<Box<dyn Job>> = Vec::new();
+    let mut views = Vec::new();
     for (user, command, actor) in commands {
         match validate_user(user) {
             Ok(()) => {
+                views.push(match command {
+                    Command::View { path, view_range } => {
+                        Some((user.as_str(), path.as_str(), *view_range))
+                    }
+                    _ => None,
+                });
                 valid.push(Box::new(ToolJob {
                     user: user.as_str().into(),
                     command: command.clone(),
@@ -48,6 +55,20 @@ pub(crate) fn tool_batch<'a>(
             }
             Err(e) => results.push(Some(Err(e))),
         }
+    }
+    // Views alone need no write transaction: each is answered from a read snapshot, as
+    // `MemoryStore::execute` answers it (so a batch of views works on a read-only database too).
+    if !valid.is_empty() && views.iter().all(Option::is_some) {
+        let mut views = views.into_iter().flatten();
+        return results
+            .into_iter()
+            .map(|r| {
+                r.unwrap_or_else(|| {
+                    let (user, path, range) = views.next().expect("one view per valid command");
+                    db.view(user, path, range)
+                })
+            })
+            .collect();
     }
     let mut applied = run(db, &mut valid).into_iter();
     results

@@ -8,8 +8,10 @@ use std::time::{SystemTime, UNIX_EPOCH};
 
 use super::{Pipeline, transact};
 use crate::access::{self, PendingAccess};
+use crate::blocks::ToolOutput;
+use crate::command::ViewRange;
 use crate::error::Error;
-use crate::exec::Expired;
+use crate::exec::{self, Expired};
 use crate::history::change::Changes;
 use crate::history::{Actor, Retention};
 use crate::limits::{Expiry, Limits, Settings};
@@ -135,6 +137,31 @@ impl Engine {
     /// The files of `user` that views used after `cutoff_ms` but whose time is not written yet.
     pub(crate) fn used_after(&self, user: &str, cutoff_ms: Option<i64>) -> Vec<MemoryPath> {
         cutoff_ms.map_or_else(Vec::new, |cutoff| self.access.used_after(user, cutoff))
+    }
+
+    /// A `view` of `user`'s tree, in a read snapshot: it never waits for a lock or a flush. Notes
+    /// the access time of a file whose recorded one is stale (written with the next writes).
+    pub(crate) fn view(
+        &self,
+        user: &str,
+        path: &str,
+        view_range: Option<ViewRange>,
+    ) -> Result<ToolOutput, Error> {
+        let now = self.now_ms();
+        let settings = self.settings(user);
+        let used = self.used_after(user, settings.expiry_cutoff(now));
+        let (output, stale) = exec::read(
+            &self.backend,
+            user,
+            &settings,
+            (path, view_range),
+            now,
+            &used,
+        )?;
+        if let Some(path) = stale {
+            self.note_access(user, &path, now);
+        }
+        Ok(output)
     }
 
     /// The expired files of `user`'s tree, as of now (those that views used meanwhile are not).

@@ -50,7 +50,8 @@ impl Job for ToolJob {
     ) -> Result<Ran, Error> {
         let output: ToolOutput = exec::write(tree, settings, &self.command, now_ms)?;
         Ok(Ran {
-            refused: output.is_error,
+            // A `view` in a batch changes nothing either (it records no access time there).
+            refused: output.is_error || self.command.is_read_only(),
             answer: Box::new(output),
         })
     }

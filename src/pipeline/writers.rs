@@ -39,9 +39,11 @@ impl Writers {
         self.home.get().and_then(Weak::upgrade)
     }
 
-    /// Sets what each writer thread runs first; `false` when it was set already.
+    /// Sets what each writer thread runs first; `false` when it was set already or the threads
+    /// have started (they read it once, when they start).
     pub(crate) fn set_setup(&self, setup: fn()) -> bool {
-        self.setup.set(setup).is_ok()
+        let started = self.started.lock().unwrap_or_else(PoisonError::into_inner);
+        started.is_none() && self.setup.set(setup).is_ok()
     }
 
     /// Hands `batch` to a writer thread, starting them on first use.

@@ -216,6 +216,7 @@ fn the_old_names_still_compile() {
     let db: memkv::Store = memkv::StoreBuilder::default().in_memory().unwrap();
     let db = std::sync::Arc::new(db);
     let owned: memkv::OwnedUserHandle = db.owned_user("u").unwrap();
+    assert!(std::sync::Arc::ptr_eq(owned.store(), &db));
     let user: memkv::UserHandle<'_> = owned.handle();
     let view = serde_json::json!({"command": "view", "path": "/memories"});
     assert!(!user.execute_json(&view).unwrap().is_error);

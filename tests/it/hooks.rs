@@ -348,3 +348,36 @@ fn imports_and_expiry_reach_the_hooks() {
         );
     });
 }
+
+#[test]
+fn a_batch_of_views_needs_no_write_transaction() {
+    // Views alone are answered from read snapshots: on a read-only database too, and no write
+    // is counted for them; a view beside a write is counted as no change either.
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("db");
+    {
+        let db = Database::open(&path).unwrap();
+        let out = db
+            .user("u")
+            .unwrap()
+            .execute(&create("/memories/a", "a\n"))
+            .unwrap();
+        assert!(!out.is_error, "{}", out.content);
+    }
+    let view = memkv::Command::View {
+        path: "/memories/a".into(),
+        view_range: None,
+    };
+    let read_only = Database::builder().open_read_only(&path).unwrap();
+    let out = read_only.execute_batch(&[("u".into(), view.clone()), ("u".into(), view.clone())]);
+    for o in &out {
+        let o = o.as_ref().unwrap();
+        assert!(!o.is_error && o.content.contains("a"), "{}", o.content);
+    }
+    assert_eq!(read_only.commit_stats(), (0, 0));
+    drop(read_only);
+    let db = Database::open(&path).unwrap();
+    let out = db.execute_batch(&[("u".into(), create("/memories/b", "b")), ("u".into(), view)]);
+    assert!(out.iter().all(|o| !o.as_ref().unwrap().is_error));
+    assert_eq!(db.commit_stats(), (1, 1));
+}
