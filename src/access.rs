@@ -6,7 +6,7 @@
 //!
 //! - by the next write batch (group commit), in its own transaction, before its commands: no
 //!   flush of their own;
-//! - by [`crate::Database::flush_access_times`]: when a store is dropped, before `expire` deletes
+//! - by [`crate::Database::flush_access_times`]: when a database is dropped, before `expire` deletes
 //!   anything, and by a read that finds more than [`MAX_PENDING`] notes waiting (one write for
 //!   all of them).
 //!

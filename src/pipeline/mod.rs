@@ -15,7 +15,7 @@
 //!   the same transaction wrapper a batch uses.
 //! - [`transact`] is the only caller of [`crate::storage::Backend::write`]. It gives the
 //!   transaction a fresh [`Changes`], where every change is noted as it is made
-//!   (`crate::history::change`), and after a commit hands them to the store's commit hooks, before
+//!   (`crate::history::change`), and after a commit hands them to the database's commit hooks, before
 //!   any writer is answered. History is recorded in the same place a change is made
 //!   (`crate::history::append`, which also notes the change).
 
@@ -67,7 +67,7 @@ pub(crate) struct Ran {
     pub refused: bool,
 }
 
-/// The queue, its writer threads and the commit hooks of a store.
+/// The queue, its writer threads and the commit hooks of a database.
 #[derive(Default)]
 pub(crate) struct Pipeline {
     queue: Queue,
@@ -168,7 +168,7 @@ pub(crate) fn submit<R: 'static>(db: &Engine, job: Box<dyn Job>) -> Result<R, Er
     };
     let mut next = pipeline.lead(db, batch);
     // The next batch holds only async callers: a writer thread leads it, or, when this
-    // store has none, this caller does.
+    // database has none, this caller does.
     while let Some(batch) = next {
         next = match pipeline.writers.home() {
             Some(home) => {
@@ -182,7 +182,7 @@ pub(crate) fn submit<R: 'static>(db: &Engine, job: Box<dyn Job>) -> Result<R, Er
 }
 
 /// Runs `job` in the next batch; the future resolves once that batch is durable. The batch is
-/// run by a blocking caller in it or by one of the store's writer threads (started on first
+/// run by a blocking caller in it or by one of the database's writer threads (started on first
 /// use, one per write lane), never by the task that awaits.
 pub(crate) async fn submit_async<R: 'static>(
     db: &Arc<Engine>,

@@ -14,7 +14,7 @@
 //! - a **blocking** caller sleeps on its slot's condition variable, and may be made the next
 //!   leader;
 //! - an **async** caller holds a future that its slot wakes; it never leads (it must not block
-//!   an async worker), so a batch with no blocking caller in it is led by one of the store's
+//!   an async worker), so a batch with no blocking caller in it is led by one of the database's
 //!   writer threads (`super::Writers`).
 //!
 //! A finishing leader hands the next batch to a blocking caller in it, else to a writer thread

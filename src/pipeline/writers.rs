@@ -103,7 +103,7 @@ fn serve(queue: &Mutex<Receiver<Work>>) {
                     batch = next;
                 }
                 None => {
-                    // The store's handle goes before the callers are answered: each of them holds
+                    // The engine's handle goes before the callers are answered: each of them holds
                     // one until its answer, so the last handle is let go on a caller's thread
                     // and the database is closed when that caller drops the store, not later
                     // here (a caller reopening the file must not find it still open).
