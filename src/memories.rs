@@ -73,6 +73,47 @@ pub(crate) fn find<T: ReadTxn + ?Sized>(
     }
 }
 
+/// The memory `id` of the tree's store, checked against the caller's precondition on its
+/// content's hash: its path and metadata, or the refusal.
+fn find_expected<T: WriteTxn + ?Sized>(
+    tree: &Tree<'_, T>,
+    id: MemoryId,
+    expected_sha256: Option<[u8; 32]>,
+) -> Result<Result<(MemoryPath, FileMeta), ApiRefusal>, Error> {
+    let user = tree.read().user().to_owned();
+    let Some((path, meta)) = find(tree.read().txn(), &user, id)? else {
+        return Ok(Err(ApiRefusal::NotFound));
+    };
+    if let Some(expected) = expected_sha256
+        && expected != meta.sha256
+    {
+        return Ok(Err(ApiRefusal::PreconditionFailed {
+            current: meta.sha256,
+        }));
+    }
+    Ok(Ok((path, meta)))
+}
+
+/// Whether a memory may be made at `path`: nothing there, and no file above it; the refusal if
+/// not.
+pub(crate) fn path_is_free<T: WriteTxn + ?Sized>(
+    tree: &Tree<'_, T>,
+    path: &MemoryPath,
+) -> Result<Result<(), ApiRefusal>, Error> {
+    if tree.read().node(path)?.is_some() {
+        return Ok(Err(ApiRefusal::PathExists {
+            path: path.to_string(),
+        }));
+    }
+    if let Some(parent) = tree.read().file_ancestor(path)? {
+        return Ok(Err(ApiRefusal::ParentIsFile {
+            path: path.to_string(),
+            parent: parent.to_string(),
+        }));
+    }
+    Ok(Ok(()))
+}
+
 /// Checks `content` against the secrets policy and the limits and writes it (moving the file
 /// `old` from `from` to `path` first when given): the refusal, or nothing.
 pub(crate) fn store_content<T: WriteTxn + ?Sized>(
@@ -157,16 +198,8 @@ pub(crate) fn create_memory(
         if tree.archived()? {
             return Ok(Err(ApiRefusal::Archived));
         }
-        if tree.read().node(&path)?.is_some() {
-            return Ok(Err(ApiRefusal::PathExists {
-                path: path.to_string(),
-            }));
-        }
-        if let Some(parent) = tree.read().file_ancestor(&path)? {
-            return Ok(Err(ApiRefusal::ParentIsFile {
-                path: path.to_string(),
-                parent: parent.to_string(),
-            }));
+        if let Err(refusal) = path_is_free(tree, &path)? {
+            return Ok(Err(refusal));
         }
         if let Err(refusal) = store_content(tree, settings, &path, &content, None)? {
             return Ok(Err(refusal));
@@ -214,30 +247,15 @@ pub(crate) fn update_memory(
         if tree.archived()? {
             return Ok(Err(ApiRefusal::Archived));
         }
-        let user = tree.read().user().to_owned();
-        let Some((from, meta)) = find(tree.read().txn(), &user, id)? else {
-            return Ok(Err(ApiRefusal::NotFound));
+        let (from, meta) = match find_expected(tree, id, expected_sha256)? {
+            Ok(found) => found,
+            Err(refusal) => return Ok(Err(refusal)),
         };
-        if let Some(expected) = expected_sha256
-            && expected != meta.sha256
-        {
-            return Ok(Err(ApiRefusal::PreconditionFailed {
-                current: meta.sha256,
-            }));
-        }
         let to = to.clone().unwrap_or_else(|| from.clone());
-        if to != from {
-            if tree.read().node(&to)?.is_some() {
-                return Ok(Err(ApiRefusal::PathExists {
-                    path: to.to_string(),
-                }));
-            }
-            if let Some(parent) = tree.read().file_ancestor(&to)? {
-                return Ok(Err(ApiRefusal::ParentIsFile {
-                    path: to.to_string(),
-                    parent: parent.to_string(),
-                }));
-            }
+        if to != from
+            && let Err(refusal) = path_is_free(tree, &to)?
+        {
+            return Ok(Err(refusal));
         }
         let current;
         let content = match &content {
@@ -267,17 +285,10 @@ pub(crate) fn delete_memory(
     expected_sha256: Option<[u8; 32]>,
 ) -> Result<Result<(), ApiRefusal>, Error> {
     write_tree(scope, true, move |tree, _| {
-        let user = tree.read().user().to_owned();
-        let Some((path, meta)) = find(tree.read().txn(), &user, id)? else {
-            return Ok(Err(ApiRefusal::NotFound));
+        let (path, meta) = match find_expected(tree, id, expected_sha256)? {
+            Ok(found) => found,
+            Err(refusal) => return Ok(Err(refusal)),
         };
-        if let Some(expected) = expected_sha256
-            && expected != meta.sha256
-        {
-            return Ok(Err(ApiRefusal::PreconditionFailed {
-                current: meta.sha256,
-            }));
-        }
         tree.remove(&path, Node::File(meta))?;
         Ok(Ok(()))
     })

@@ -212,16 +212,8 @@ pub(crate) fn restore(
             None => {
                 let path = MemoryPath::parse(&path)
                     .map_err(|e| Error::Corrupt(format!("a version's path is invalid: {e}")))?;
-                if tree.read().node(&path)?.is_some() {
-                    return Ok(Err(ApiRefusal::PathExists {
-                        path: path.to_string(),
-                    }));
-                }
-                if let Some(parent) = tree.read().file_ancestor(&path)? {
-                    return Ok(Err(ApiRefusal::ParentIsFile {
-                        path: path.to_string(),
-                        parent: parent.to_string(),
-                    }));
+                if let Err(refusal) = crate::memories::path_is_free(tree, &path)? {
+                    return Ok(Err(refusal));
                 }
                 if let Err(refusal) = store_content(tree, settings, &path, &content, None)? {
                     return Ok(Err(refusal));

@@ -6,33 +6,10 @@
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, SystemTime};
 
-use memkv::{Change, ChangeKind, CommitHook, Conflict, Database, DatabaseBuilder};
+use memkv::{ChangeKind, Conflict, Database, DatabaseBuilder};
 use serde_json::json;
 
-use crate::util::{Fresh, each_backend};
-
-/// A hook that keeps what it is given, one entry per commit.
-#[derive(Default)]
-pub struct Seen(Mutex<Vec<Vec<Change>>>);
-
-impl CommitHook for Seen {
-    fn committed(&self, changes: &[Change]) {
-        self.0.lock().unwrap().push(changes.to_vec());
-    }
-}
-
-impl Seen {
-    /// Everything seen since the last call, as (kind, store, path, previous path).
-    pub fn take(&self) -> Vec<(ChangeKind, String, Option<String>, Option<String>)> {
-        let commits = std::mem::take(&mut *self.0.lock().unwrap());
-        assert!(commits.iter().all(|c| !c.is_empty()), "an empty commit");
-        commits
-            .into_iter()
-            .flatten()
-            .map(|c| (c.kind, c.store, c.path, c.previous_path))
-            .collect()
-    }
-}
+use crate::util::{Fresh, Seen, each_backend};
 
 fn hooked(builder: DatabaseBuilder) -> (Database, Arc<Seen>) {
     let seen = Arc::new(Seen::default());
@@ -101,7 +78,7 @@ fn the_tool_commands_reach_the_hooks_and_refusals_do_not() {
         let out = store.execute_batch(&batch);
         assert!(out[1].as_ref().unwrap().is_error);
         assert_eq!(store.commit_stats().1, 6 + 2);
-        let commits = std::mem::take(&mut *seen.0.lock().unwrap());
+        let commits = seen.take_commits();
         assert_eq!(commits.len(), 1, "{commits:?}");
         let paths: Vec<_> = commits[0]
             .iter()

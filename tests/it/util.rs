@@ -201,3 +201,32 @@ impl Drop for Using {
         CURRENT.with(|c| c.set(self.0));
     }
 }
+
+/// A commit hook that keeps what it is given, one entry per commit (for the tests that check
+/// which writes reach the hooks, in the library and over the server's faces).
+#[derive(Default)]
+pub struct Seen(std::sync::Mutex<Vec<Vec<memkv::Change>>>);
+
+impl memkv::CommitHook for Seen {
+    fn committed(&self, changes: &[memkv::Change]) {
+        self.0.lock().unwrap().push(changes.to_vec());
+    }
+}
+
+impl Seen {
+    /// The commits seen since the last call, each with its changes (never empty).
+    pub fn take_commits(&self) -> Vec<Vec<memkv::Change>> {
+        let commits = std::mem::take(&mut *self.0.lock().unwrap());
+        assert!(commits.iter().all(|c| !c.is_empty()), "an empty commit");
+        commits
+    }
+
+    /// The changes seen since the last call, in order, as (kind, store, path, previous path).
+    pub fn take(&self) -> Vec<(memkv::ChangeKind, String, Option<String>, Option<String>)> {
+        self.take_commits()
+            .into_iter()
+            .flatten()
+            .map(|c| (c.kind, c.store, c.path, c.previous_path))
+            .collect()
+    }
+}

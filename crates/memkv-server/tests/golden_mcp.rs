@@ -8,22 +8,12 @@ mod util;
 #[path = "../../../tests/it/golden.rs"]
 mod golden;
 
-/// Keeps every change the commit hooks are given.
-#[derive(Default)]
-struct Seen(std::sync::Mutex<Vec<memkv::Change>>);
-
-impl memkv::CommitHook for Seen {
-    fn committed(&self, changes: &[memkv::Change]) {
-        self.0.lock().unwrap().extend_from_slice(changes);
-    }
-}
-
 #[test]
 fn mcp_writes_reach_the_commit_hooks() {
     use memkv::ChangeKind::{MemoryCreated, MemoryDeleted};
     use util::Fresh;
     util::each_backend(|| {
-        let seen = std::sync::Arc::new(Seen::default());
+        let seen = std::sync::Arc::new(util::Seen::default());
         let store = memkv::Database::builder()
             .commit_hook(seen.clone())
             .fresh()
@@ -35,9 +25,10 @@ fn mcp_writes_reach_the_commit_hooks() {
         );
         session.answer(serde_json::json!({"command": "view", "path": "/memories"}));
         session.answer(serde_json::json!({"command": "delete", "path": "/memories/a"}));
-        let changes: Vec<_> = std::mem::take(&mut *seen.0.lock().unwrap())
+        let changes: Vec<_> = seen
+            .take()
             .into_iter()
-            .map(|c| (c.kind, c.store, c.path))
+            .map(|(kind, store, path, _)| (kind, store, path))
             .collect();
         let a = Some("/memories/a".to_string());
         assert_eq!(

@@ -20,7 +20,9 @@ use serde_json::{Value, json};
 #[path = "../../../../tests/it/util.rs"]
 mod library;
 
-pub use library::{Backend, Face, Fresh, current, each_backend, fresh, fresh_location, snapshot};
+pub use library::{
+    Backend, Face, Fresh, Seen, current, each_backend, fresh, fresh_location, snapshot,
+};
 
 const USER: &str = "tester";
 
