@@ -4,6 +4,7 @@
 use std::collections::BTreeSet;
 use std::ops::ControlFlow;
 
+use crate::changes::ChangePage;
 use crate::check;
 use crate::error::Error;
 use crate::exec;
@@ -259,4 +260,41 @@ pub(crate) fn read_file(scope: Scope<'_>, path: &str) -> Result<Option<String>, 
         }
         _ => Ok(None),
     }
+}
+
+/// The body of [`crate::Database::changes`].
+pub(crate) fn changes(
+    db: &Engine,
+    after: u64,
+    limit: usize,
+    store: Option<&str>,
+) -> Result<ChangePage, Error> {
+    if let Some(store) = store {
+        crate::user_id::validate_user(store)?;
+    }
+    let txn = db.backend.begin_read()?;
+    crate::changes::read(&txn, after, limit.clamp(1, MAX_CHANGES_PAGE), store)
+}
+
+/// The most entries one page of the change log holds.
+pub const MAX_CHANGES_PAGE: usize = 1000;
+
+/// The body of [`crate::Database::last_change`].
+pub(crate) fn last_change(db: &Engine) -> Result<u64, Error> {
+    crate::changes::last(&db.backend.begin_read()?)
+}
+
+/// The body of [`crate::Database::trim_changes`].
+pub(crate) fn trim_changes(db: &Engine) -> Result<u64, Error> {
+    let retention = db.pipeline.commits.changes;
+    let now_ms = db.now_ms();
+    db.transact(&[], true, |txn, _| {
+        let removed = crate::changes::trim(txn, &retention, now_ms)?;
+        let finish = if removed > 0 {
+            Finish::Commit
+        } else {
+            Finish::Abort
+        };
+        Ok((removed, finish))
+    })
 }

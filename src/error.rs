@@ -76,6 +76,18 @@ pub enum Error {
         /// What gave it away.
         reason: String,
     },
+    /// A reader of the change log asked for entries that retention has removed: following on
+    /// from `after` would skip changes. Start again from a full export, which says the `seq`
+    /// it was taken at.
+    #[error(
+        "cursor expired: the change log no longer holds the entries after {after} (retention removed every entry up to {trimmed}); start again from a full export"
+    )]
+    CursorExpired {
+        /// The cursor asked for.
+        after: u64,
+        /// Every entry up to this `seq` is gone.
+        trimmed: u64,
+    },
     /// The database was opened read-only and the operation writes.
     #[error("the database was opened read-only")]
     ReadOnly,

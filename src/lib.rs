@@ -80,6 +80,7 @@ mod admin;
 mod api;
 mod backup;
 mod blocks;
+mod changes;
 mod check;
 pub mod command;
 mod error;
@@ -135,6 +136,7 @@ pub use backup::{
     Conflict, EXPORT_FORMAT, EXPORT_VERSION, ExportFile, ImportSource, Progress, Skipped, Summary,
 };
 pub use blocks::{TOOL_NAME, ToolOutput, ToolResult, ToolUse};
+pub use changes::{ChangeEntry, ChangePage, ChangeRetention};
 pub use command::{Command, InputError, ViewRange};
 pub use error::{DatabaseError, Error};
 pub use history::change::{Change, ChangeKind, CommitHook};
@@ -147,5 +149,5 @@ pub use memories::ListItem;
 pub use path::{MemoryPath, PathError};
 pub use protocol::{InvalidMessage, Message, Response};
 pub use secrets::SecretPolicy;
-pub use time::utc;
+pub use time::{rfc3339_ms, utc};
 pub use versions::VersionFilter;

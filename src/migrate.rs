@@ -11,24 +11,24 @@ use serde::{Deserialize, Serialize};
 
 use crate::error::Error;
 use crate::history::body::Body;
-use crate::history::change::Hooks;
 use crate::history::record::{self, IdEntry, StoreRecord, VersionRecord};
 use crate::history::{Actor, Operation, Redaction};
 use crate::layout::LAYOUT_VERSION as FORMAT_VERSION;
 use crate::layout::{self, FileMeta, Node, Totals, UserTotals};
 use crate::path::MemoryPath;
+use crate::pipeline::Commits;
 use crate::storage::{AnyBackend, Backend, Finish, ReadTxn, Space, WriteTxn};
 
 /// Brings the data in `backend` to [`FORMAT_VERSION`]. A read-only backend holding older data is
 /// refused with [`Error::NeedsMigration`]. The backend has already refused unknown versions.
 /// Runs through the write pipeline's [`crate::pipeline::transact`]; it changes the layout, not
 /// a memory, so it notes no change for `hooks`.
-pub(crate) fn upgrade(backend: &AnyBackend, hooks: &Hooks) -> Result<(), Error> {
+pub(crate) fn upgrade(backend: &AnyBackend, commits: &Commits) -> Result<(), Error> {
     let found = backend.begin_read()?.layout_version()?;
     if found == FORMAT_VERSION {
         return Ok(());
     }
-    let result = crate::pipeline::transact(backend, hooks, &[], false, |txn, _| {
+    let result = crate::pipeline::transact(backend, commits, &[], false, |txn, _| {
         // Re-read inside the write transaction: another process may have migrated meanwhile.
         let mut version = txn.layout_version()?;
         while version < FORMAT_VERSION {
@@ -40,6 +40,9 @@ pub(crate) fn upgrade(backend: &AnyBackend, hooks: &Hooks) -> Result<(), Error> 
                 3 => v3_to_v4(txn)?,
                 4 => v4_to_v5(txn)?,
                 5 => v5_to_v6(txn)?,
+                // Format 7 added the change log, which starts empty: each backend makes its
+                // table when it opens the database for writing.
+                6 => {}
                 other => {
                     return Err(Error::UnsupportedFormat {
                         location: backend.location().to_owned(),

@@ -14,6 +14,16 @@ use unicode_properties::{GeneralCategory, UnicodeGeneralCategory};
 /// The root of every user's tree, as the model spells it.
 pub const ROOT: &str = "/memories";
 
+/// The memory-stores API's spelling of a model path: relative to the store's root
+/// (`/memories/notes.md` → `/notes.md`, the root itself → `/`; a prefix keeps its trailing `/`).
+pub fn api_path(model: &str) -> String {
+    match model.strip_prefix(ROOT) {
+        Some("") => "/".to_owned(),
+        Some(rest) if rest.starts_with('/') => rest.to_owned(),
+        _ => model.to_owned(),
+    }
+}
+
 /// Longest accepted path, in UTF-8 bytes of its NFC form.
 pub const MAX_PATH_BYTES: usize = 1024;
 /// Most segments below `/memories`.

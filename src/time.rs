@@ -28,6 +28,14 @@ pub fn utc(ms: i64) -> String {
     )
 }
 
+/// `YYYY-MM-DDTHH:MM:SS.mmmZ` (RFC 3339 in UTC, with milliseconds: the memory-stores API's
+/// times) from milliseconds since the epoch.
+pub fn rfc3339_ms(ms: i64) -> String {
+    let seconds = utc(ms);
+    let base = seconds.strip_suffix('Z').unwrap_or(&seconds);
+    format!("{base}.{:03}Z", ms.rem_euclid(1000))
+}
+
 #[cfg(test)]
 mod tests {
     #[test]

@@ -7,12 +7,13 @@ use std::time::{Duration, SystemTime};
 
 use super::Database;
 use crate::access::PendingAccess;
+use crate::changes::ChangeRetention;
 use crate::error::Error;
 use crate::history::Retention;
 use crate::history::change::{CommitHook, Hooks};
 use crate::limits::{Expiry, Limits};
 use crate::migrate;
-use crate::pipeline::{Clock, Engine, Pipeline};
+use crate::pipeline::{Clock, Commits, Engine, Pipeline};
 use crate::secrets::SecretPolicy;
 use crate::storage::redb::{RedbBackend, default_disk_reserve};
 use crate::storage::{AnyBackend, is_postgres_url};
@@ -34,6 +35,7 @@ pub struct DatabaseBuilder {
     /// PostgreSQL with the statements of older servers ([`Self::postgres_older_statements`]).
     older_statements: bool,
     hooks: Vec<Arc<dyn CommitHook>>,
+    changes: ChangeRetention,
 }
 
 impl std::fmt::Debug for DatabaseBuilder {
@@ -49,6 +51,7 @@ impl std::fmt::Debug for DatabaseBuilder {
             .field("no_fast_path", &self.no_fast_path)
             .field("older_statements", &self.older_statements)
             .field("hooks", &self.hooks.len())
+            .field("changes", &self.changes)
             .finish()
     }
 }
@@ -104,6 +107,13 @@ impl DatabaseBuilder {
     /// [`Retention::DEFAULT`]; [`Retention::NONE`] keeps none.
     pub fn retention(mut self, retention: Retention) -> Self {
         self.retention = retention;
+        self
+    }
+
+    /// How much of the change log is kept ([`crate::Database::changes`]). Default =
+    /// [`ChangeRetention::DEFAULT`]: 30 days and 1,000,000 entries.
+    pub fn change_retention(mut self, retention: ChangeRetention) -> Self {
+        self.changes = retention;
         self
     }
 
@@ -234,8 +244,11 @@ impl DatabaseBuilder {
     /// A database over any [`crate::storage::Backend`]; migrates older formats when the backend is
     /// writable.
     pub fn backend(self, backend: AnyBackend) -> Result<Database, Error> {
-        let hooks = Hooks::new(self.hooks);
-        migrate::upgrade(&backend, &hooks)?;
+        let commits = Commits {
+            hooks: Hooks::new(self.hooks),
+            changes: self.changes,
+        };
+        migrate::upgrade(&backend, &commits)?;
         Ok(Database {
             engine: Arc::new(Engine {
                 backend,
@@ -244,7 +257,7 @@ impl DatabaseBuilder {
                 secrets: self.secrets,
                 clock: self.clock,
                 retention: self.retention,
-                pipeline: Pipeline::new(hooks),
+                pipeline: Pipeline::new(commits),
                 access: PendingAccess::default(),
             }),
         })

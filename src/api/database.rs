@@ -2,6 +2,7 @@
 
 use super::{DatabaseBuilder, MemoryStore, OwnedMemoryStore};
 use crate::admin::{ExpiredFile, PrunedHistory, UserSummary};
+use crate::changes::ChangePage;
 
 use std::collections::BTreeMap;
 use std::ffi::OsStr;
@@ -265,6 +266,43 @@ impl Database {
     /// A storage failure; stores pruned before it stay pruned.
     pub fn prune_history(&self) -> Result<Vec<PrunedHistory>, Error> {
         crate::admin::prune_history(&self.engine)
+    }
+
+    // The change log (`crate::changes`).
+
+    /// The change log's entries after `after` (0: from the start), oldest first, at most
+    /// `limit` (1 to 1,000), of `store` only when given; and the cursor for the next page.
+    /// Every committed change of every face has one entry, numbered in commit order across
+    /// the database.
+    ///
+    /// # Errors
+    /// [`Error::CursorExpired`] when retention removed entries after `after` (start again from
+    /// a full export); a storage failure.
+    pub fn changes(
+        &self,
+        after: u64,
+        limit: usize,
+        store: Option<&str>,
+    ) -> Result<ChangePage, Error> {
+        crate::admin::changes(&self.engine, after, limit, store)
+    }
+
+    /// The last `seq` of the change log (0: none yet).
+    ///
+    /// # Errors
+    /// A storage failure.
+    pub fn last_change(&self) -> Result<u64, Error> {
+        crate::admin::last_change(&self.engine)
+    }
+
+    /// Applies the change log's retention ([`crate::DatabaseBuilder::change_retention`]) now;
+    /// returns how many entries it removed. An embedded database applies it as it writes; on
+    /// PostgreSQL, `memkv serve` calls this from time to time.
+    ///
+    /// # Errors
+    /// A storage failure.
+    pub fn trim_changes(&self) -> Result<u64, Error> {
+        crate::admin::trim_changes(&self.engine)
     }
 
     // Backups: export, import and plain directories (`crate::backup`).

@@ -113,7 +113,7 @@ pub(crate) fn run(engine: &Engine, jobs: &mut [Box<dyn Job>]) -> Vec<Answer> {
             }
         }
     }
-    let hooks = &engine.pipeline.hooks;
+    let hooks = &engine.pipeline.commits;
     let applied = transact(&engine.backend, hooks, &lock, false, |txn, changes| {
         txn.prefetch(&fetches, false)?;
         access::apply(txn, &notes, changes)?;
@@ -173,7 +173,7 @@ fn alone(engine: &Engine, job: &mut dyn Job) -> Answer {
     if engine.backend.capabilities().prefetch {
         job.fetches(&settings, now, &mut fetches);
     }
-    let hooks = &engine.pipeline.hooks;
+    let hooks = &engine.pipeline.commits;
     let answer = transact(
         &engine.backend,
         hooks,

@@ -101,7 +101,7 @@ impl Engine {
         frees_space: bool,
         f: impl FnMut(&mut dyn WriteTxn, &Changes) -> Result<(R, Finish), Error>,
     ) -> Result<R, Error> {
-        transact(&self.backend, &self.pipeline.hooks, lock, frees_space, f)
+        transact(&self.backend, &self.pipeline.commits, lock, frees_space, f)
     }
 
     /// The body of [`crate::Database::flush_access_times`].

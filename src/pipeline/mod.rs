@@ -32,6 +32,7 @@ pub(crate) use engine::{Clock, Engine, Scope};
 use queue::{Answer, Next, Pending, Queue, Slot};
 pub(crate) use writers::Writers;
 
+use crate::changes::ChangeRetention;
 use crate::error::Error;
 use crate::history::Actor;
 use crate::history::change::{Changes, Hooks};
@@ -67,26 +68,34 @@ pub(crate) struct Ran {
     pub refused: bool,
 }
 
-/// The queue, its writer threads and the commit hooks of a database.
+/// The queue, its writer threads and what every commit does besides its writes.
 #[derive(Default)]
 pub(crate) struct Pipeline {
     queue: Queue,
     pub(crate) writers: Writers,
+    pub(crate) commits: Commits,
+}
+
+/// What every commit does besides its writes: the change log's entries (and its retention),
+/// then the commit hooks.
+#[derive(Debug, Clone, Default)]
+pub(crate) struct Commits {
     pub(crate) hooks: Hooks,
+    pub(crate) changes: ChangeRetention,
 }
 
 impl std::fmt::Debug for Pipeline {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("Pipeline")
-            .field("hooks", &self.hooks)
+            .field("commits", &self.commits)
             .finish_non_exhaustive()
     }
 }
 
 impl Pipeline {
-    pub(crate) fn new(hooks: Hooks) -> Pipeline {
+    pub(crate) fn new(commits: Commits) -> Pipeline {
         Pipeline {
-            hooks,
+            commits,
             ..Pipeline::default()
         }
     }
@@ -209,18 +218,26 @@ fn downcast<R: 'static>(answer: Answer) -> Result<R, Error> {
 
 /// Runs `f` in one write transaction locking the stores `lock` (through
 /// [`Backend::write_freeing`] when `frees_space`), with a fresh [`Changes`] for each attempt;
-/// after a commit, hands the changes to `hooks`. The one caller of the backend's writes.
+/// before the commit, writes the change log's entries of the changes noted
+/// ([`crate::changes::write`]: in the same transaction); after it, hands the changes to the
+/// hooks. The one caller of the backend's writes.
 pub(crate) fn transact<R>(
     backend: &AnyBackend,
-    hooks: &Hooks,
+    commits: &Commits,
     lock: &[&str],
     frees_space: bool,
     mut f: impl FnMut(&mut dyn WriteTxn, &Changes) -> Result<(R, Finish), Error>,
 ) -> Result<R, Error> {
     let mut noted = Changes::default();
+    let trims = backend.capabilities().embedded;
+    let mut changes = Vec::new();
     let run = |txn: &mut dyn WriteTxn| {
         noted = Changes::default();
         let (r, finish) = f(txn, &noted)?;
+        changes = noted.take();
+        if finish == Finish::Commit {
+            crate::changes::write(txn, &changes, &commits.changes, trims)?;
+        }
         Ok(((r, finish), finish))
     };
     let (r, finish) = if frees_space {
@@ -229,7 +246,7 @@ pub(crate) fn transact<R>(
         backend.write(lock, run)?
     };
     if finish == Finish::Commit {
-        hooks.committed(&noted.take());
+        commits.hooks.committed(&changes);
     }
     Ok(r)
 }

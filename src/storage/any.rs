@@ -4,7 +4,7 @@
 use std::ops::ControlFlow;
 
 use super::redb::{RedbBackend, RedbRead};
-use super::{Backend, Capabilities, Fetch, Finish, ReadTxn, Space, Visit, WriteTxn};
+use super::{Backend, Capabilities, Fetch, Finish, LogBounds, ReadTxn, Space, Visit, WriteTxn};
 use crate::error::Error;
 
 #[cfg(feature = "postgres")]
@@ -105,6 +105,14 @@ impl ReadTxn for AnyRead {
         visit: &mut dyn FnMut(&str) -> Result<ControlFlow<()>, Error>,
     ) -> Result<(), Error> {
         dispatch!(self, t => t.users(space, visit))
+    }
+
+    fn log_read(&self, after: u64, limit: usize) -> Result<Vec<(u64, Vec<u8>)>, Error> {
+        dispatch!(self, t => t.log_read(after, limit))
+    }
+
+    fn log_bounds(&self) -> Result<LogBounds, Error> {
+        dispatch!(self, t => t.log_bounds())
     }
 }
 

@@ -144,6 +144,16 @@ impl Space {
     ];
 }
 
+/// Where the change log stands (see `crate::changes`): the last sequence number given and the
+/// last one trimmed away (every entry up to it is gone; 0 when none was).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct LogBounds {
+    /// The highest `seq` committed (0: none yet).
+    pub last: u64,
+    /// Every entry with `seq <= trimmed` has been removed by retention.
+    pub trimmed: u64,
+}
+
 /// Called for each entry of a scan, in key order; return `ControlFlow::Break(())` to stop.
 pub type Visit<'v> = &'v mut dyn FnMut(&[u8], &[u8]) -> Result<ControlFlow<()>, Error>;
 
@@ -278,6 +288,13 @@ pub trait ReadTxn {
         space: Space,
         visit: &mut dyn FnMut(&str) -> Result<ControlFlow<()>, Error>,
     ) -> Result<(), Error>;
+
+    /// The change log's entries with `seq > after`, oldest first, at most `limit` of them. The
+    /// log is the database's, not a user's: a sequence across every store.
+    fn log_read(&self, after: u64, limit: usize) -> Result<Vec<(u64, Vec<u8>)>, Error>;
+
+    /// Where the change log stands.
+    fn log_bounds(&self) -> Result<LogBounds, Error>;
 }
 
 /// Writes, within one transaction.
@@ -304,6 +321,18 @@ pub trait WriteTxn: ReadTxn {
     ) -> Result<(), Error>;
     /// Records that the data is now in layout version `version`.
     fn set_layout_version(&mut self, version: u64) -> Result<(), Error>;
+
+    /// Appends `entries` to the change log at the next sequence numbers, in order. Numbers
+    /// are given in commit order across every writer of the database, so that a reader that
+    /// sees an entry sees every entry below it: a reader following the log never skips one
+    /// that commits later with a lower number (`docs/design.md`, The change log).
+    fn log_append(&mut self, entries: &[Vec<u8>]) -> Result<(), Error>;
+
+    /// Replaces the entry `seq` (a redaction scrubs what it held); no entry, nothing done.
+    fn log_rewrite(&mut self, seq: u64, value: &[u8]) -> Result<(), Error>;
+
+    /// Removes every entry with `seq <= through` and records it in [`LogBounds::trimmed`].
+    fn log_trim(&mut self, through: u64) -> Result<(), Error>;
 }
 
 /// `url` without its password (in the user info or a `password=` parameter), for messages,

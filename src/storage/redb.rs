@@ -56,6 +56,10 @@ pub const REDB_FORMAT: u64 = 1;
 const DATA: TableDefinition<&[u8], &[u8]> = TableDefinition::new("memkv_data");
 /// The `Snapshots` space (since layout 6).
 const SNAPSHOTS: TableDefinition<&[u8], &[u8]> = TableDefinition::new("memkv_snapshots");
+/// The change log (since layout 7): `seq -> entry` (`crate::changes`).
+const CHANGES: TableDefinition<u64, &[u8]> = TableDefinition::new("memkv_changes");
+/// The `seq` through which retention trimmed the change log, in `META`.
+const TRIMMED_KEY: &str = "changes_trimmed";
 /// `format_version -> u64`.
 const META: TableDefinition<&str, u64> = TableDefinition::new("memkv_meta");
 const FORMAT_KEY: &str = "format_version";
@@ -300,11 +304,12 @@ impl RedbBackend {
                 found
             };
             let legacy = consolidate_legacy_tables(&txn, &tables, h)?;
-            let complete = [DATA.name(), SNAPSHOTS.name()]
+            let complete = [DATA.name(), SNAPSHOTS.name(), CHANGES.name()]
                 .iter()
                 .all(|name| tables.iter().any(|t| t == name));
             txn.open_table(DATA).map_err(|e| h.fail(e))?;
             txn.open_table(SNAPSHOTS).map_err(|e| h.fail(e))?;
+            txn.open_table(CHANGES).map_err(|e| h.fail(e))?;
             if found.is_some() && complete && !legacy {
                 // Nothing changed: don't spend a disk flush on opening.
                 txn.abort().map_err(|e| h.fail(e))

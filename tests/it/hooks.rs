@@ -95,6 +95,7 @@ fn the_tool_commands_reach_the_hooks_and_refusals_do_not() {
         assert_eq!(c.sha256.map(|s| hex(&s)), Some(meta.sha256.clone()));
         assert_eq!(c.at_ms, meta.modified_ms);
         assert!(c.memory.is_some() && c.version.is_some() && c.actor.is_none());
+        seen.assert_logged(&store);
     });
 }
 
@@ -170,6 +171,7 @@ fn async_writes_share_the_pipeline_with_blocking_ones() {
         };
         assert!(!block_on(user.execute_async(view)).unwrap().is_error);
         assert!(seen.take().is_empty());
+        seen.assert_logged(&store);
     });
 }
 
@@ -267,6 +269,7 @@ fn the_memory_stores_api_and_versions_reach_the_hooks() {
                 (StoreDeleted, None, None),
             ]
         );
+        seen.assert_logged(&store);
     });
 }
 
@@ -323,6 +326,7 @@ fn imports_and_expiry_reach_the_hooks() {
                 memory(MemoryDeleted, "b", "/memories/y.md"),
             ]
         );
+        seen.assert_logged(&store);
     });
 }
 

@@ -205,15 +205,55 @@ impl Drop for Using {
 /// A commit hook that keeps what it is given, one entry per commit (for the tests that check
 /// which writes reach the hooks, in the library and over the server's faces).
 #[derive(Default)]
-pub struct Seen(std::sync::Mutex<Vec<Vec<memkv::Change>>>);
+pub struct Seen(
+    std::sync::Mutex<Vec<Vec<memkv::Change>>>,
+    /// Every change ever seen, for [`Seen::assert_logged`].
+    std::sync::Mutex<Vec<memkv::Change>>,
+);
 
 impl memkv::CommitHook for Seen {
     fn committed(&self, changes: &[memkv::Change]) {
         self.0.lock().unwrap().push(changes.to_vec());
+        self.1.lock().unwrap().extend_from_slice(changes);
     }
 }
 
 impl Seen {
+    /// The change log of `db` holds exactly the changes the hook saw, in the same order,
+    /// numbered 1, 2, 3, … (a field a redaction scrubbed from an entry excepted: that field is
+    /// then absent from the entry).
+    pub fn assert_logged(&self, db: &memkv::Database) {
+        let mut logged = Vec::new();
+        let mut after = 0;
+        loop {
+            let page = db.changes(after, 1000, None).unwrap();
+            if page.entries.is_empty() {
+                break;
+            }
+            after = page.next_after;
+            logged.extend(page.entries);
+        }
+        let seen = self.1.lock().unwrap();
+        assert_eq!(logged.len(), seen.len(), "{logged:#?}\n{seen:#?}");
+        for (i, (entry, change)) in logged.iter().zip(seen.iter()).enumerate() {
+            assert_eq!(entry.seq, i as u64 + 1);
+            let mut want = change.clone();
+            let got = &entry.change;
+            if got.path.is_none() && got.sha256.is_none() {
+                // Scrubbed by a redaction.
+                want.path = None;
+                want.previous_path = None;
+                want.sha256 = None;
+                want.size = None;
+            }
+            if got.previous_path.is_none() {
+                want.previous_path = None;
+            }
+            assert_eq!(got, &want, "entry {}", entry.seq);
+        }
+        assert_eq!(db.last_change().unwrap(), seen.len() as u64);
+    }
+
     /// The commits seen since the last call, each with its changes (never empty).
     pub fn take_commits(&self) -> Vec<Vec<memkv::Change>> {
         let commits = std::mem::take(&mut *self.0.lock().unwrap());

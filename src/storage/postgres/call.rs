@@ -60,6 +60,8 @@ impl Session {
         let p_value: Vec<&[u8]> = stores.iter().map(|(_, v, _)| *v).collect();
         let p_old: Vec<Option<&[u8]>> = stores.iter().map(|(.., old)| *old).collect();
         let p_check: Vec<bool> = stores.iter().map(|(.., old)| old.is_some()).collect();
+        let log = std::mem::take(&mut self.log);
+        let log: Vec<&[u8]> = log.iter().map(Vec::as_slice).collect();
         let conn = self
             .conn
             .as_mut()
@@ -69,6 +71,7 @@ impl Session {
             &[
                 &lock, &c_store, &c_space, &c_key, &c_value, &d_store, &d_space, &d_key, &i_store,
                 &i_space, &i_key, &i_value, &p_store, &p_space, &p_key, &p_value, &p_old, &p_check,
+                &log,
             ],
         );
         drop((puts, removes, first, inserts, stores));

@@ -271,10 +271,11 @@ impl PgBackend {
                 });
             }
             let ddl = format!(
-                "BEGIN;\nSELECT pg_advisory_xact_lock(7236294851093548853);\n{}\n\
+                "BEGIN;\nSELECT pg_advisory_xact_lock(7236294851093548853);\n{}\n{}\n\
                  INSERT INTO memkv_meta VALUES ('layout_version', {LAYOUT_VERSION}), \
                  ('pg_schema', {SCHEMA_VERSION}) ON CONFLICT DO NOTHING;\nCOMMIT;",
-                sql::SCHEMA
+                sql::SCHEMA,
+                sql::CHANGES_SCHEMA
             );
             if let Err(e) = client.batch_execute(&ddl) {
                 let _ = client.batch_execute("ROLLBACK");
@@ -289,6 +290,26 @@ impl PgBackend {
                         sqlstate: e.code().map(|c| c.code().to_owned()),
                     }));
                 }
+                return Err(query_error(&self.location, &e));
+            }
+        }
+        if access != Access::ReadOnly {
+            // A database made before the change log (layout 6) gets its table; the layout's
+            // migration follows.
+            let ddl = format!(
+                "BEGIN;\nSELECT pg_advisory_xact_lock(7236294851093548853);\n{}\nCOMMIT;",
+                sql::CHANGES_SCHEMA
+            );
+            let missing = sql::last_rows(
+                client
+                    .simple_query("SELECT to_regclass('memkv_changes') IS NULL")
+                    .map_err(|e| query_error(&self.location, &e))?,
+            )
+            .first()
+            .and_then(|r| r.get(0).map(|v| v == "t"))
+            .unwrap_or(false);
+            if missing && let Err(e) = client.batch_execute(&ddl) {
+                let _ = client.batch_execute("ROLLBACK");
                 return Err(query_error(&self.location, &e));
             }
         }

@@ -13,7 +13,7 @@ use std::collections::{BTreeSet, HashMap, HashSet};
 use std::sync::Arc;
 use std::sync::atomic::Ordering;
 
-use super::super::{Fetch, Space};
+use super::super::{Fetch, LogBounds, Space};
 #[cfg(doc)]
 use super::super::{ReadTxn, WriteTxn};
 use super::Shared;
@@ -63,6 +63,8 @@ pub(crate) struct Session {
     pub(crate) read_keys: BTreeSet<CacheKey>,
     pub(crate) written: BTreeSet<CacheKey>,
     pub(crate) removed_log: Vec<(u8, String, Vec<u8>, Vec<u8>)>,
+    /// Change-log entries to append, sent last (see [`sql::log_append`]).
+    pub(crate) log: Vec<Vec<u8>>,
 }
 
 impl Session {
@@ -95,6 +97,7 @@ impl Session {
             read_keys: BTreeSet::new(),
             written: BTreeSet::new(),
             removed_log: Vec::new(),
+            log: Vec::new(),
         }
     }
 
@@ -182,6 +185,7 @@ impl Session {
         sql::remove_keys(out, &removes);
         sql::put_keys(out, &puts);
         self.written.extend(dirty);
+        sql::log_append(out, &std::mem::take(&mut self.log));
     }
 
     /// Answers `fetches` (the missing part of a write's announced reads) from the memo, when it
@@ -259,6 +263,7 @@ impl Session {
     /// Forgets queued writes (the transaction is being rolled back).
     pub(crate) fn forget_writes(&mut self) {
         self.pending.clear();
+        self.log.clear();
         self.dirty.clear();
         self.fresh.clear();
         self.removed_ranges.clear();
@@ -345,6 +350,37 @@ impl Session {
             })
             .cloned()
             .collect()
+    }
+
+    pub(super) fn log_read(
+        &mut self,
+        after: u64,
+        limit: usize,
+    ) -> Result<Vec<(u64, Vec<u8>)>, Error> {
+        let rows = self.run(&sql::log_read(after, limit), "")?;
+        rows.iter()
+            .map(|r| {
+                let seq = r
+                    .get(0)
+                    .and_then(|v| v.parse::<u64>().ok())
+                    .ok_or_else(|| Error::Corrupt("a change-log number is not a number".into()))?;
+                Ok((seq, sql::unhex(r.get(1).unwrap_or_default())?))
+            })
+            .collect()
+    }
+
+    pub(super) fn log_bounds(&mut self) -> Result<LogBounds, Error> {
+        let rows = self.run(sql::LOG_BOUNDS, "")?;
+        let number = |i: usize| {
+            rows.first()
+                .and_then(|r| r.get(i))
+                .and_then(|v| v.parse::<u64>().ok())
+                .unwrap_or(0)
+        };
+        Ok(LogBounds {
+            last: number(0),
+            trimmed: number(1),
+        })
     }
 
     pub(super) fn layout_version(&mut self) -> Result<u64, Error> {

@@ -31,6 +31,49 @@ CREATE TABLE IF NOT EXISTS memkv_entries (
     PRIMARY KEY (store, space, key)
 );";
 
+/// The change log's table (since layout 7): made with [`SCHEMA`], and on a writable open of a
+/// database made before it.
+pub(crate) const CHANGES_SCHEMA: &str = "\
+CREATE TABLE IF NOT EXISTS memkv_changes (
+    seq   bigint PRIMARY KEY,
+    value bytea  NOT NULL
+);
+INSERT INTO memkv_meta VALUES ('changes_last', 0), ('changes_trimmed', 0) ON CONFLICT DO NOTHING;";
+
+/// Appends change-log entries as the last statement before the commit: the row of
+/// `changes_last` is locked until the commit, so numbers are given in commit order and a
+/// reader that sees one sees every lower one (`docs/postgres.md`).
+pub(crate) fn log_append(out: &mut String, entries: &[Vec<u8>]) {
+    if entries.is_empty() {
+        return;
+    }
+    let n = entries.len();
+    let _ = write!(
+        out,
+        "WITH h AS (UPDATE memkv_meta SET value = value + {n} WHERE name = 'changes_last' \
+         RETURNING value) INSERT INTO memkv_changes (seq, value) \
+         SELECT h.value - {n} + t.o, t.e FROM h, unnest(ARRAY["
+    );
+    for (i, e) in entries.iter().enumerate() {
+        if i > 0 {
+            out.push(',');
+        }
+        bytea(out, e);
+    }
+    out.push_str("]) WITH ORDINALITY AS t(e, o);\n");
+}
+
+/// The change log's entries after `after`, oldest first, at most `limit`.
+pub(crate) fn log_read(after: u64, limit: usize) -> String {
+    format!(
+        "SELECT seq, value FROM memkv_changes WHERE seq > {after} ORDER BY seq LIMIT {limit};\n"
+    )
+}
+
+/// The change log's bounds: `changes_last`, `changes_trimmed`.
+pub(crate) const LOG_BOUNDS: &str = "SELECT (SELECT value FROM memkv_meta WHERE name = \
+     'changes_last'), (SELECT value FROM memkv_meta WHERE name = 'changes_trimmed');\n";
+
 /// The `space` column's number for `space`.
 pub(crate) fn space_number(space: Space) -> u8 {
     space.numbers().postgres

@@ -7,7 +7,7 @@ use std::cell::RefCell;
 use std::ops::ControlFlow;
 use std::sync::atomic::Ordering;
 
-use super::super::{Fetch, ReadTxn, Space, Visit, WriteTxn};
+use super::super::{Fetch, LogBounds, ReadTxn, Space, Visit, WriteTxn};
 use super::cache::ck;
 use super::session::Session;
 use super::sql;
@@ -107,6 +107,14 @@ macro_rules! impl_read_txn {
                 }
                 Ok(())
             }
+
+            fn log_read(&self, after: u64, limit: usize) -> Result<Vec<(u64, Vec<u8>)>, Error> {
+                self.session.borrow_mut().log_read(after, limit)
+            }
+
+            fn log_bounds(&self) -> Result<LogBounds, Error> {
+                self.session.borrow_mut().log_bounds()
+            }
         }
     };
 }
@@ -189,6 +197,29 @@ impl WriteTxn for PgWrite {
         let session = self.session.get_mut();
         session.pending.push_str(&format!(
             "UPDATE memkv_meta SET value = {version} WHERE name = 'layout_version';\n"
+        ));
+        Ok(())
+    }
+
+    fn log_append(&mut self, entries: &[Vec<u8>]) -> Result<(), Error> {
+        self.session.get_mut().log.extend_from_slice(entries);
+        Ok(())
+    }
+
+    fn log_rewrite(&mut self, seq: u64, value: &[u8]) -> Result<(), Error> {
+        let mut text = String::from("UPDATE memkv_changes SET value = ");
+        sql::bytea(&mut text, value);
+        text.push_str(&format!(" WHERE seq = {seq};\n"));
+        self.session.get_mut().pending.push_str(&text);
+        Ok(())
+    }
+
+    fn log_trim(&mut self, through: u64) -> Result<(), Error> {
+        // Idempotent: concurrent trims agree.
+        self.session.get_mut().pending.push_str(&format!(
+            "DELETE FROM memkv_changes WHERE seq <= {through};\n\
+             UPDATE memkv_meta SET value = greatest(value, {through}) \
+             WHERE name = 'changes_trimmed';\n"
         ));
         Ok(())
     }

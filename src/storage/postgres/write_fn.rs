@@ -57,7 +57,7 @@ pub(crate) fn write_function(merge: bool) -> String {
          a_dstore bytea[], a_dspace smallint[], a_dkey bytea[], \
          a_istore bytea[], a_ispace smallint[], a_ikey bytea[], a_ivalue bytea[], \
          a_pstore bytea[], a_pspace smallint[], a_pkey bytea[], a_pvalue bytea[], \
-         a_pold bytea[], a_pcheck boolean[]) \
+         a_pold bytea[], a_pcheck boolean[], a_log bytea[]) \
          RETURNS void LANGUAGE plpgsql AS $memkv$\n\
          DECLARE n bigint;\n\
          BEGIN\n\
@@ -74,6 +74,12 @@ pub(crate) fn write_function(merge: bool) -> String {
          INSERT INTO {ENTRIES} (store, space, key, value) \
          SELECT * FROM unnest(a_istore, a_ispace, a_ikey, a_ivalue); END IF;\n\
          IF cardinality(a_pstore) > 0 THEN {put}; END IF;\n\
+         IF cardinality(a_log) > 0 THEN \
+         UPDATE memkv_meta SET value = value + cardinality(a_log) \
+         WHERE name = 'changes_last' RETURNING value INTO n; \
+         INSERT INTO memkv_changes (seq, value) \
+         SELECT n - cardinality(a_log) + t.o, t.e FROM unnest(a_log) WITH ORDINALITY AS t(e, o); \
+         END IF;\n\
          END\n$memkv$",
         locked = locked_rows("a_lock"),
         differing = differing_rows("a_cstore, a_cspace, a_ckey, a_cvalue"),
@@ -83,9 +89,9 @@ pub(crate) fn write_function(merge: bool) -> String {
 
 /// The call of [`write_function`], and its parameters' types.
 pub(crate) const WRITE_CALL: &str = "SELECT pg_temp.memkv_write($1, $2, $3, $4, $5, $6, $7, \
-     $8, $9, $10, $11, $12, $13, $14, $15, $16, $17, $18)";
+     $8, $9, $10, $11, $12, $13, $14, $15, $16, $17, $18, $19)";
 #[rustfmt::skip]
-pub(crate) const WRITE_TYPES: [postgres::types::Type; 18] = {
+pub(crate) const WRITE_TYPES: [postgres::types::Type; 19] = {
     use postgres::types::Type;
     const B: Type = Type::BYTEA_ARRAY;
     const S: Type = Type::INT2_ARRAY;
@@ -95,5 +101,6 @@ pub(crate) const WRITE_TYPES: [postgres::types::Type; 18] = {
         B, S, B,                       // a_dstore, a_dspace, a_dkey
         B, S, B, B,                    // a_istore, a_ispace, a_ikey, a_ivalue
         B, S, B, B, B, Type::BOOL_ARRAY, // a_pstore, a_pspace, a_pkey, a_pvalue, a_pold, a_pcheck
+        B,                             // a_log: change-log entries, appended last
     ]
 };

@@ -7,9 +7,9 @@ use std::sync::Arc;
 use redb::{Database, ReadOnlyTable, ReadTransaction, ReadableTable, Table, TableError};
 
 use super::health::{self, Health};
-use super::{DATA, FORMAT_KEY, META, SNAPSHOTS};
+use super::{CHANGES, DATA, FORMAT_KEY, META, SNAPSHOTS, TRIMMED_KEY};
 use crate::error::Error;
-use crate::storage::{Finish, ReadTxn, Space, Visit, WriteTxn};
+use crate::storage::{Finish, LogBounds, ReadTxn, Space, Visit, WriteTxn};
 
 /// `len(user) | user`: the prefix of every key of `user`.
 pub(super) fn user_prefix(user: &str) -> Vec<u8> {
@@ -54,6 +54,50 @@ pub(super) fn after_prefix(prefix: &[u8]) -> Option<Vec<u8>> {
 }
 
 type Bytes = &'static [u8];
+
+fn log_read_in(
+    table: &impl ReadableTable<u64, Bytes>,
+    h: &Health,
+    after: u64,
+    limit: usize,
+) -> Result<Vec<(u64, Vec<u8>)>, Error> {
+    h.guard(|| {
+        let Some(first) = after.checked_add(1) else {
+            return Ok(Vec::new());
+        };
+        let mut out = Vec::new();
+        for entry in table.range(first..).map_err(|e| h.fail(e))?.take(limit) {
+            let (k, v) = entry.map_err(|e| h.fail(e))?;
+            out.push((k.value(), v.value().to_vec()));
+        }
+        Ok(out)
+    })
+}
+
+fn log_bounds_in(
+    table: Option<&impl ReadableTable<u64, Bytes>>,
+    meta: &impl ReadableTable<&'static str, u64>,
+    h: &Health,
+) -> Result<LogBounds, Error> {
+    h.guard(|| {
+        let trimmed = meta
+            .get(TRIMMED_KEY)
+            .map_err(|e| h.fail(e))?
+            .map_or(0, |v| v.value());
+        let last = match table {
+            Some(table) => table
+                .last()
+                .map_err(|e| h.fail(e))?
+                .map_or(0, |(k, _)| k.value()),
+            None => 0,
+        };
+        // An empty log after a trim still remembers how far it went.
+        Ok(LogBounds {
+            last: last.max(trimmed),
+            trimmed,
+        })
+    })
+}
 
 fn get_in(
     table: &impl ReadableTable<Bytes, Bytes>,
@@ -160,6 +204,8 @@ pub(super) struct ReadTables {
     /// `None` in a file of an older layout, which has none (it is created on a writable open).
     snapshots: Option<ReadOnlyTable<Bytes, Bytes>>,
     meta: ReadOnlyTable<&'static str, u64>,
+    /// `None` in a file of an older layout (created on a writable open).
+    changes: Option<ReadOnlyTable<u64, Bytes>>,
     _txn: ReadTransaction,
 }
 
@@ -174,10 +220,16 @@ impl ReadTables {
                 Err(e) => return Err(h.fail(e)),
             };
             let meta = txn.open_table(META).map_err(|e| h.fail(e))?;
+            let changes = match txn.open_table(CHANGES) {
+                Ok(table) => Some(table),
+                Err(TableError::TableDoesNotExist(_)) => None,
+                Err(e) => return Err(h.fail(e)),
+            };
             Ok(ReadTables {
                 data,
                 snapshots,
                 meta,
+                changes,
                 _txn: txn,
             })
         })
@@ -254,6 +306,18 @@ impl ReadTxn for RedbRead {
             None => Ok(()),
         }
     }
+
+    fn log_read(&self, after: u64, limit: usize) -> Result<Vec<(u64, Vec<u8>)>, Error> {
+        match &self.tables().changes {
+            Some(table) => log_read_in(table, &self.health, after, limit),
+            None => Ok(Vec::new()),
+        }
+    }
+
+    fn log_bounds(&self) -> Result<LogBounds, Error> {
+        let t = self.tables();
+        log_bounds_in(t.changes.as_ref(), &t.meta, &self.health)
+    }
 }
 
 /// The tables of one write transaction, opened once for all of it.
@@ -261,6 +325,7 @@ pub struct RedbWrite<'t> {
     data: Table<'t, Bytes, Bytes>,
     snapshots: Table<'t, Bytes, Bytes>,
     meta: Table<'t, &'static str, u64>,
+    changes: Table<'t, u64, Bytes>,
     health: &'t Health,
 }
 
@@ -310,6 +375,14 @@ impl ReadTxn for RedbWrite<'_> {
         visit: &mut dyn FnMut(&str) -> Result<ControlFlow<()>, Error>,
     ) -> Result<(), Error> {
         users_in(self.of(space), self.health, space, visit)
+    }
+
+    fn log_read(&self, after: u64, limit: usize) -> Result<Vec<(u64, Vec<u8>)>, Error> {
+        log_read_in(&self.changes, self.health, after, limit)
+    }
+
+    fn log_bounds(&self) -> Result<LogBounds, Error> {
+        log_bounds_in(Some(&self.changes), &self.meta, self.health)
     }
 }
 
@@ -362,6 +435,52 @@ impl WriteTxn for RedbWrite<'_> {
             Ok(())
         })
     }
+
+    fn log_append(&mut self, entries: &[Vec<u8>]) -> Result<(), Error> {
+        if entries.is_empty() {
+            return Ok(());
+        }
+        // One writer at a time: the next number is the last one's successor.
+        let mut seq = self.log_bounds()?.last;
+        let h = self.health;
+        h.guard(|| {
+            for entry in entries {
+                seq += 1;
+                self.changes
+                    .insert(seq, entry.as_slice())
+                    .map_err(|e| h.fail(e))?;
+            }
+            Ok(())
+        })
+    }
+
+    fn log_rewrite(&mut self, seq: u64, value: &[u8]) -> Result<(), Error> {
+        let h = self.health;
+        h.guard(|| {
+            let present = self.changes.get(seq).map_err(|e| h.fail(e))?.is_some();
+            if present {
+                self.changes.insert(seq, value).map_err(|e| h.fail(e))?;
+            }
+            Ok(())
+        })
+    }
+
+    fn log_trim(&mut self, through: u64) -> Result<(), Error> {
+        let bounds = self.log_bounds()?;
+        if through <= bounds.trimmed {
+            return Ok(());
+        }
+        let h = self.health;
+        h.guard(|| {
+            self.changes
+                .retain_in(..=through, |_, _| false)
+                .map_err(|e| h.fail(e))?;
+            self.meta
+                .insert(TRIMMED_KEY, through.min(bounds.last))
+                .map_err(|e| h.fail(e))?;
+            Ok(())
+        })
+    }
 }
 
 /// Runs `f` in one write transaction of `db`, committed if it says so (see
@@ -377,6 +496,7 @@ pub(super) fn write<R>(
             data: txn.open_table(DATA).map_err(|e| h.fail(e))?,
             snapshots: txn.open_table(SNAPSHOTS).map_err(|e| h.fail(e))?,
             meta: txn.open_table(META).map_err(|e| h.fail(e))?,
+            changes: txn.open_table(CHANGES).map_err(|e| h.fail(e))?,
             health: h,
         })
     });

@@ -11,9 +11,7 @@ const ROOT: &str = memkv::path::ROOT;
 
 /// `2026-11-30T13:45:00.123Z` from milliseconds since the epoch.
 pub fn rfc3339(ms: i64) -> String {
-    let seconds = memkv::utc(ms);
-    let base = seconds.strip_suffix('Z').unwrap_or(&seconds);
-    format!("{base}.{:03}Z", ms.rem_euclid(1000))
+    memkv::rfc3339_ms(ms)
 }
 
 /// Milliseconds since the epoch from an RFC 3339 time (`2026-11-30T13:45:00Z`,
@@ -126,11 +124,7 @@ pub fn model_path(api: &str) -> Option<String> {
 /// The API's path of a model path (`/memories/notes.md` → `/notes.md`; a prefix keeps its
 /// trailing `/`).
 pub fn api_path(model: &str) -> String {
-    match model.strip_prefix(ROOT) {
-        Some("") => "/".to_owned(),
-        Some(rest) if rest.starts_with('/') => rest.to_owned(),
-        _ => model.to_owned(),
-    }
+    memkv::path::api_path(model)
 }
 
 /// The model's directory of an API `path_prefix` (`/notes/` → `/memories/notes`, `/` →
@@ -144,12 +138,7 @@ pub fn model_dir(prefix: &str) -> Option<String> {
 
 /// An actor object (`api_actor`, `session_actor`, `user_actor`), or `null`.
 pub fn actor(actor: Option<&Actor>) -> Value {
-    match actor {
-        None => Value::Null,
-        Some(Actor::ApiKey(id)) => json!({"type": "api_actor", "api_key_id": id}),
-        Some(Actor::Session(id)) => json!({"type": "session_actor", "session_id": id}),
-        Some(Actor::User(id)) => json!({"type": "user_actor", "user_id": id}),
-    }
+    actor.map_or(Value::Null, Actor::to_json)
 }
 
 /// A `memory_store` object.
