@@ -147,6 +147,7 @@ pub use history::{
 pub use limits::{Expiry, Limits};
 pub use memories::ListItem;
 pub use path::{MemoryPath, PathError};
+pub use pipeline::CommitSignal;
 pub use protocol::{InvalidMessage, Message, Response};
 pub use secrets::SecretPolicy;
 pub use time::{rfc3339_ms, utc};

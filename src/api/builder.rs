@@ -247,6 +247,7 @@ impl DatabaseBuilder {
         let commits = Commits {
             hooks: Hooks::new(self.hooks),
             changes: self.changes,
+            signal: Default::default(),
         };
         migrate::upgrade(&backend, &commits)?;
         Ok(Database {

@@ -3,6 +3,7 @@
 use super::{DatabaseBuilder, MemoryStore, OwnedMemoryStore};
 use crate::admin::{ExpiredFile, PrunedHistory, UserSummary};
 use crate::changes::ChangePage;
+use crate::pipeline::CommitSignal;
 
 use std::collections::BTreeMap;
 use std::ffi::OsStr;
@@ -285,6 +286,14 @@ impl Database {
         store: Option<&str>,
     ) -> Result<ChangePage, Error> {
         crate::admin::changes(&self.engine, after, limit, store)
+    }
+
+    /// A future that resolves once a change commits through this database after this call
+    /// (any store, any face), for long polls of [`Self::changes`]: make it, read, and await it
+    /// when the read found nothing new. Commits of other processes (on PostgreSQL) do not wake
+    /// it: poll for those.
+    pub fn next_commit(&self) -> CommitSignal {
+        CommitSignal::new(Arc::clone(&self.engine) as Arc<dyn crate::pipeline::AsSignal>)
     }
 
     /// The last `seq` of the change log (0: none yet).

@@ -8,6 +8,7 @@ use serde_json::Value;
 use super::{Database, FileInfo};
 use crate::blocks::ToolOutput;
 use crate::blocks::{ToolResult, ToolUse};
+use crate::changes::ChangePage;
 use crate::command::Command;
 use crate::error::Error;
 use crate::history::Actor;
@@ -159,6 +160,15 @@ impl MemoryStore<'_> {
     /// Every live file of the user, in path order (for operators; the model uses `view`).
     pub fn files(&self) -> Result<Vec<FileInfo>, Error> {
         crate::admin::files(self.scope())
+    }
+
+    /// This store's entries of the change log after `after` ([`Database::changes`] for one
+    /// store).
+    ///
+    /// # Errors
+    /// As [`Database::changes`].
+    pub fn changes(&self, after: u64, limit: usize) -> Result<ChangePage, Error> {
+        crate::admin::changes(self.scope().engine, after, limit, Some(self.scope().user))
     }
 
     /// The content of the live file at `path` (for operators), `None` if there is no such file.

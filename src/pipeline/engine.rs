@@ -76,6 +76,12 @@ impl Drop for Engine {
     }
 }
 
+impl super::AsSignal for Engine {
+    fn signal(&self) -> &super::Signal {
+        &self.pipeline.commits.signal
+    }
+}
+
 impl Engine {
     /// The current time, in ms since the epoch.
     pub(crate) fn now_ms(&self) -> i64 {

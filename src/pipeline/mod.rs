@@ -23,6 +23,7 @@ pub(crate) mod batch;
 mod engine;
 pub(crate) mod jobs;
 mod queue;
+mod signal;
 mod writers;
 
 use std::any::Any;
@@ -30,6 +31,8 @@ use std::sync::Arc;
 
 pub(crate) use engine::{Clock, Engine, Scope};
 use queue::{Answer, Next, Pending, Queue, Slot};
+pub use signal::CommitSignal;
+pub(crate) use signal::{AsSignal, Signal};
 pub(crate) use writers::Writers;
 
 use crate::changes::ChangeRetention;
@@ -82,6 +85,8 @@ pub(crate) struct Pipeline {
 pub(crate) struct Commits {
     pub(crate) hooks: Hooks,
     pub(crate) changes: ChangeRetention,
+    /// Wakes the futures waiting for a commit ([`CommitSignal`]).
+    pub(crate) signal: Arc<Signal>,
 }
 
 impl std::fmt::Debug for Pipeline {
@@ -245,8 +250,9 @@ pub(crate) fn transact<R>(
     } else {
         backend.write(lock, run)?
     };
-    if finish == Finish::Commit {
+    if finish == Finish::Commit && !changes.is_empty() {
         commits.hooks.committed(&changes);
+        commits.signal.committed();
     }
     Ok(r)
 }

@@ -3,6 +3,7 @@
 mod architecture;
 mod backup;
 mod backup_history;
+mod changes;
 mod concurrency;
 mod expiry;
 mod faults;

@@ -4,7 +4,7 @@ use std::path::PathBuf;
 use std::time::Duration;
 
 use clap::{Args, Parser, Subcommand};
-use memkv::{DatabaseBuilder, Limits, Retention, SecretPolicy};
+use memkv::{ChangeRetention, DatabaseBuilder, Limits, Retention, SecretPolicy};
 
 /// A per-user, transactional store for Claude's memory tool (memory_20250818).
 #[derive(Debug, Parser)]
@@ -79,6 +79,12 @@ pub struct Global {
     /// --max-bytes + 8 MiB, enough to delete the largest store]
     #[arg(long, global = true, help_heading = "Store options", value_name = "BYTES|off", value_parser = parse_bound(parse_count))]
     pub disk_reserve: Option<Bound<u64>>,
+    /// Remove change-log entries older than this, e.g. 30d, or `off` [default: 30d]
+    #[arg(long, global = true, help_heading = "Change log options", value_name = "DURATION|off", value_parser = parse_bound(parse_duration))]
+    pub changes_max_age: Option<Bound<Duration>>,
+    /// Keep at most this many change-log entries, or `off` [default: 1000000]
+    #[arg(long, global = true, help_heading = "Change log options", value_name = "N|off", value_parser = parse_bound(parse_count))]
+    pub changes_max_entries: Option<Bound<u64>>,
     /// Keep no history: record no versions (memory ids are still kept)
     #[arg(long, global = true, help_heading = "History options", conflicts_with_all = ["history_max_age", "history_max_versions", "history_max_bytes"])]
     pub no_history: bool,
@@ -153,8 +159,15 @@ pub enum Commands {
     Import(ImportArgs),
     /// Delete expired files and list them (needs --ttl or --user-ttl)
     Expire(ExpireArgs),
-    /// Apply the history retention (--history-max-*) to every store now, freeing the space of the versions it no longer keeps
+    /// Apply the history retention (--history-max-*) to every store and the change log's
+    /// (--changes-max-*) now, freeing the space of what they no longer keep
     Prune,
+    /// The change log: every committed change, oldest first, numbered across the database
+    ///
+    /// Columns: seq, time (UTC), type, store, path (<- the previous path of a move). With
+    /// --follow, waits for new changes and prints them as they commit (on a redb file, beside
+    /// a writer started with --shared, or on PostgreSQL).
+    Changes(ChangesArgs),
     /// Create the database (a redb file, or memkv's tables in PostgreSQL) if it does not exist
     Init,
     /// Verify the database against memkv's invariants
@@ -288,6 +301,25 @@ pub struct ImportArgs {
     /// Overwrite files that already exist
     #[arg(long)]
     pub replace: bool,
+}
+
+#[derive(Debug, Args)]
+pub struct ChangesArgs {
+    /// Only this store's changes
+    #[arg(long, short)]
+    pub user: Option<String>,
+    /// Start after this seq (0: from the start of the log)
+    #[arg(long, value_name = "SEQ", default_value_t = 0)]
+    pub after: u64,
+    /// Print at most this many entries (default: every one; with --follow: no end)
+    #[arg(long, value_name = "N")]
+    pub limit: Option<u64>,
+    /// Keep waiting for new changes and print each as it commits (until interrupted)
+    #[arg(long)]
+    pub follow: bool,
+    /// One JSON object per line (the feed's entries) instead of columns
+    #[arg(long)]
+    pub json: bool,
 }
 
 #[derive(Debug, Args)]
@@ -433,6 +465,17 @@ impl Global {
             b = b.user_ttl(user.clone(), *ttl);
         }
         b.retention(self.retention())
+            .change_retention(self.change_retention())
+    }
+
+    /// The change log's retention given on the command line (each bound defaults to
+    /// [`ChangeRetention::DEFAULT`]'s).
+    pub fn change_retention(&self) -> ChangeRetention {
+        let d = ChangeRetention::DEFAULT;
+        ChangeRetention {
+            max_age: self.changes_max_age.map_or(d.max_age, |b| b.0),
+            max_entries: self.changes_max_entries.map_or(d.max_entries, |b| b.0),
+        }
     }
 
     /// The history retention given on the command line (each bound defaults to

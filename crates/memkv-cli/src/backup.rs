@@ -217,6 +217,7 @@ pub fn expire(global: &Global, args: &ExpireArgs) -> Result {
 pub fn prune(global: &Global) -> Result {
     let store = open_for_writing(global)?;
     let pruned = store.prune_history()?;
+    let entries = store.trim_changes()?;
     let mut out = io::stdout().lock();
     for p in &pruned {
         writeln!(out, "{:>8}  {:>10}  {}", p.versions, p.bytes, p.user)?;
@@ -225,7 +226,7 @@ pub fn prune(global: &Global) -> Result {
     let versions: u64 = pruned.iter().map(|p| p.versions).sum();
     let bytes: u64 = pruned.iter().map(|p| p.bytes).sum();
     note!(
-        "pruned {versions} versions, {bytes} bytes, from {} stores",
+        "pruned {versions} versions, {bytes} bytes, from {} stores; {entries} change-log entries",
         pruned.len()
     );
     Ok(())

@@ -13,6 +13,7 @@ macro_rules! note {
 mod admin;
 mod args;
 mod backup;
+mod changes;
 mod exec;
 mod history;
 mod logbuf;
@@ -89,6 +90,7 @@ fn main() -> ExitCode {
         Commands::Import(a) => backup::import(&cli.global, a),
         Commands::Expire(a) => backup::expire(&cli.global, a),
         Commands::Prune => backup::prune(&cli.global),
+        Commands::Changes(a) => changes::changes(&cli.global, a),
         Commands::Mcp(a) => mcp::run(&cli.global, a),
         Commands::Serve(a) => serve::serve(&cli.global, a),
         Commands::Keys(k) => serve::keys(&cli.global, k),

@@ -41,6 +41,11 @@ pub const VERSION: &str = "/v1/memory_stores/{memory_store_id}/memory_versions/{
 pub const REDACT: &str =
     "/v1/memory_stores/{memory_store_id}/memory_versions/{memory_version_id}/redact";
 
+/// A store's change feed.
+pub const STORE_CHANGES: &str = "/v1/memory_stores/{memory_store_id}/changes";
+/// Every store's change feed (admin).
+pub const CHANGES: &str = "/v1/changes";
+
 /// Every route of [`router`] with its method, as the OpenAPI document lists them.
 pub const ROUTES: &[(&str, &str)] = &[
     ("post", TOOL_ROUTE),
@@ -58,6 +63,8 @@ pub const ROUTES: &[(&str, &str)] = &[
     ("get", VERSIONS),
     ("get", VERSION),
     ("post", REDACT),
+    ("get", STORE_CHANGES),
+    ("get", CHANGES),
     ("get", "/healthz"),
     ("get", "/readyz"),
     ("get", "/metrics"),
@@ -90,6 +97,8 @@ pub fn router(state: Arc<AppState>) -> Router {
         .route(VERSIONS, get(api::list_versions))
         .route(VERSION, get(api::retrieve_version))
         .route(REDACT, post(api::redact_version))
+        .route(STORE_CHANGES, get(api::store_changes))
+        .route(CHANGES, get(api::all_changes))
         .route("/healthz", get(healthz))
         .route("/readyz", get(readyz))
         .route("/metrics", get(metrics))

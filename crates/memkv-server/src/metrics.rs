@@ -43,6 +43,8 @@ pub struct Metrics {
     pub in_flight: AtomicU64,
     /// Open connections.
     pub connections: AtomicU64,
+    /// Long polls of the change feed waiting for an entry.
+    pub feed_waiting: AtomicU64,
 }
 
 /// Totals read from the store when `/metrics` is scraped.
@@ -133,6 +135,12 @@ impl Metrics {
                 "gauge",
                 "Open HTTP connections.",
                 self.connections.load(Relaxed).to_string(),
+            ),
+            (
+                "memkv_feed_waiting",
+                "gauge",
+                "Long polls of the change feed waiting for an entry to commit.",
+                self.feed_waiting.load(Relaxed).to_string(),
             ),
             (
                 "memkv_commits_total",

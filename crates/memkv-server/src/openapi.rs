@@ -7,6 +7,7 @@ use serde_json::{Value, json};
 use crate::app::TOOL_ROUTE;
 use stores::final_error;
 
+mod changes;
 mod stores;
 
 /// `/mcp`: MCP's streamable HTTP transport (JSON-RPC), served by the memkv-mcp crate. Its
@@ -140,7 +141,7 @@ pub fn document(max_blocks: usize, max_body: usize) -> Value {
                 "405": final_error("Another method than GET")}}}),
     );
     paths.insert(memkv_mcp::http::PATH.to_owned(), mcp());
-    for (path, item) in stores::paths() {
+    for (path, item) in stores::paths().into_iter().chain(changes::paths()) {
         paths.insert(path.to_owned(), item);
     }
     let path_text = json!({"type": "string"});
@@ -229,7 +230,7 @@ pub fn document(max_blocks: usize, max_body: usize) -> Value {
     doc["components"]["schemas"]
         .as_object_mut()
         .expect("an object")
-        .extend(stores::schemas());
+        .extend(stores::schemas().into_iter().chain(changes::schemas()));
     doc
 }
 

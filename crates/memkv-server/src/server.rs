@@ -86,6 +86,7 @@ impl Server {
             .header_read_timeout(state.config.header_timeout)
             .max_buf_size(64 * 1024);
         let connections = Connections::new(state.config.max_connections);
+        let trimming = (!state.embedded).then(|| tokio::spawn(trim_changes(Arc::clone(&state))));
         let graceful = GracefulShutdown::new();
         state.ready.store(true, SeqCst);
         tokio::pin!(shutdown);
@@ -138,6 +139,9 @@ impl Server {
         }
         state.ready.store(false, SeqCst);
         state.config.mcp.shutdown.cancel();
+        if let Some(trimming) = trimming {
+            trimming.abort();
+        }
         drop(listener);
         tracing::info!("shutting down: no new connections; finishing requests in flight");
         let grace = state.config.shutdown_grace;
@@ -157,6 +161,24 @@ impl Server {
             .is_err()
         {
             tracing::warn!("commands still running after the grace period");
+        }
+    }
+}
+
+/// How often a server on a database whose writers do not trim the change log (PostgreSQL)
+/// applies its retention.
+const TRIM_EVERY: Duration = Duration::from_secs(10);
+
+/// Applies the change log's retention every [`TRIM_EVERY`] (an embedded database's writers do
+/// it as they write). Several servers on one database may: trimming is idempotent.
+async fn trim_changes(state: Arc<AppState>) {
+    loop {
+        tokio::time::sleep(TRIM_EVERY).await;
+        let db = Arc::clone(&state.store);
+        match tokio::task::spawn_blocking(move || db.trim_changes()).await {
+            Ok(Ok(0)) | Err(_) => {}
+            Ok(Ok(n)) => tracing::info!(entries = n, "change log trimmed"),
+            Ok(Err(e)) => tracing::warn!(error = %e, "trimming the change log failed"),
         }
     }
 }

@@ -5,6 +5,8 @@
 //! (tools/test-memory-stores.sh).
 
 mod client;
+#[allow(dead_code)]
+mod served;
 
 /// The library's helpers, for their backend factory.
 #[allow(dead_code, unused_imports)]
@@ -13,112 +15,13 @@ mod library;
 
 use std::sync::Arc;
 
+use client::Client;
 use memkv::Database;
-use memkv_server::keys::{KeyFile, Scope};
-use memkv_server::{Config, Server};
+use memkv_server::keys::Scope;
 use serde_json::{Value, json};
 
-use client::{Client, Reply};
 use library::{Fresh, Seen, each_backend};
-
-/// A server on a free loopback port with an admin key, over a fresh store of the current
-/// backend, stopped on drop.
-struct Served {
-    addr: std::net::SocketAddr,
-    keys: KeyFile,
-    admin: String,
-    stop: Option<tokio::sync::oneshot::Sender<()>>,
-    thread: Option<std::thread::JoinHandle<()>>,
-    _dir: tempfile::TempDir,
-}
-
-impl Served {
-    fn new() -> Served {
-        Served::over(Database::builder().max_file_bytes(1000).fresh().unwrap())
-    }
-
-    fn over(store: Database) -> Served {
-        let dir = tempfile::tempdir().unwrap();
-        let store = Arc::new(store);
-        let keys = KeyFile::new(dir.path().join("keys"));
-        let (_, admin) = keys.add(&Scope::Admin).unwrap();
-        let config = Config::new("127.0.0.1:0".parse().unwrap(), keys.path());
-        let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
-        let (bound, addr) = std::sync::mpsc::channel();
-        let thread = std::thread::spawn(move || {
-            let runtime = tokio::runtime::Builder::new_multi_thread()
-                .worker_threads(1)
-                .enable_all()
-                .build()
-                .unwrap();
-            runtime.block_on(async move {
-                let server = Server::bind(store, config).await.unwrap();
-                bound.send(server.local_addr().unwrap()).unwrap();
-                server
-                    .run(async move {
-                        let _ = stopped.await;
-                    })
-                    .await;
-            });
-        });
-        Served {
-            addr: addr.recv().unwrap(),
-            keys,
-            admin,
-            stop: Some(stop),
-            thread: Some(thread),
-            _dir: dir,
-        }
-    }
-
-    fn client(&self, key: &str) -> Client {
-        Client::with_key(self.addr, key)
-    }
-}
-
-impl Drop for Served {
-    fn drop(&mut self) {
-        if let Some(stop) = self.stop.take() {
-            let _ = stop.send(());
-        }
-        if let Some(thread) = self.thread.take() {
-            let _ = thread.join();
-        }
-    }
-}
-
-fn send(c: &mut Client, method: &str, target: &str, body: Option<Value>) -> Reply {
-    match body {
-        Some(b) => c
-            .send(
-                method,
-                target,
-                &[("content-type", "application/json")],
-                b.to_string().as_bytes(),
-            )
-            .unwrap(),
-        None => c.send(method, target, &[], b"").unwrap(),
-    }
-}
-
-/// Asserts the status and the envelope's error type; returns the message.
-#[track_caller]
-fn refused(reply: &Reply, status: u16, kind: &str) -> String {
-    assert_eq!(reply.status, status, "{}", reply.text());
-    assert_eq!(reply.header("content-type"), Some("application/json"));
-    assert_eq!(reply.error_type(), kind, "{}", reply.text());
-    reply.json()["error"]["message"]
-        .as_str()
-        .unwrap()
-        .to_owned()
-}
-
-#[track_caller]
-fn ok(reply: &Reply) -> Value {
-    assert_eq!(reply.status, 200, "{}", reply.text());
-    assert_eq!(reply.header("content-type"), Some("application/json"));
-    reply.json()
-}
+use served::{Served, ok, refused, send};
 
 #[test]
 fn refusals_map_to_statuses_in_the_api_envelope() {

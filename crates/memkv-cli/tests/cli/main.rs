@@ -10,6 +10,7 @@
 //! - `postgres`: several processes on one PostgreSQL;
 //! - `serve`: `memkv serve` on free loopback ports, over real sockets.
 
+mod changes;
 mod commands;
 mod common;
 mod damage;

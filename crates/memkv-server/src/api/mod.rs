@@ -10,10 +10,12 @@
 //! mapped to a status in [`refused`] and nowhere else.
 //!
 //! - [`wire`]: the JSON objects, times, hashes and the API ↔ model path conversion;
-//! - `stores`, `memories`, `versions`: the handlers of each resource.
+//! - `stores`, `memories`, `versions`: the handlers of each resource; `changes`: the change
+//!   feed.
 
 pub mod wire;
 
+mod changes;
 mod memories;
 mod stores;
 mod versions;
@@ -30,6 +32,7 @@ use memkv::{ApiRefusal, Database, Error};
 use serde::de::DeserializeOwned;
 use serde_json::Value;
 
+pub use changes::{all_changes, store_changes};
 pub use memories::{create_memory, delete_memory, list_memories, retrieve_memory, update_memory};
 pub use stores::{
     archive_store, create_store, delete_store, list_stores, retrieve_store, update_store,

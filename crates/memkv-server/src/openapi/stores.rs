@@ -28,17 +28,17 @@ pub fn overloaded(description: &str) -> Value {
     e
 }
 
-fn ok(schema: &str, description: &str) -> Value {
+pub(super) fn ok(schema: &str, description: &str) -> Value {
     json!({"description": description,
         "content": {"application/json": {"schema": {"$ref": format!("#/components/schemas/{schema}")}}}})
 }
 
-fn path_param(name: &str, description: &str) -> Value {
+pub(super) fn path_param(name: &str, description: &str) -> Value {
     json!({"name": name, "in": "path", "required": true, "description": description,
         "schema": {"type": "string", "minLength": 1}})
 }
 
-fn query(name: &str, description: &str, schema: Value) -> Value {
+pub(super) fn query(name: &str, description: &str, schema: Value) -> Value {
     json!({"name": name, "in": "query", "required": false, "description": description,
         "schema": schema})
 }
@@ -78,7 +78,7 @@ fn time(name: &str, description: &str) -> Value {
 }
 
 /// One operation: the key, the statuses every route shares, and `ok` for 200.
-fn op(
+pub(super) fn op(
     id: &str,
     summary: &str,
     description: &str,

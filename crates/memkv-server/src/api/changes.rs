@@ -1,0 +1,194 @@
+//! The change feed: `GET /v1/memory_stores/{memory_store_id}/changes` (a store key or an admin
+//! key) and `GET /v1/changes` (admin: every store), `?after=SEQ&limit=N&wait=S`, answering
+//! `{"data": [entries], "next_after": SEQ}` from the library's change log
+//! ([`memkv::Database::changes`]), oldest first. With `wait`, a long poll: it answers as soon as
+//! an entry commits (woken by this process's commits; on PostgreSQL, whose other processes
+//! write too, it also looks every [`REMOTE_POLL`]), or after `wait` seconds with an empty page.
+//! A long poll holds an in-flight permit only while it reads, and a shutdown answers it at once.
+
+use std::sync::Arc;
+use std::sync::atomic::Ordering;
+use std::time::{Duration, Instant};
+
+use axum::extract::rejection::PathRejection;
+use axum::extract::{Path, State};
+use axum::http::{HeaderMap, StatusCode, Uri};
+use axum::response::Response;
+use memkv::Error;
+use serde_json::json;
+
+use super::{Query, admin, answer, blocking, failed, respond, scoped, store_id};
+use crate::AppState;
+use crate::error::ApiError;
+
+/// Entries on a page when `limit` is not given.
+pub const DEFAULT_LIMIT: usize = 100;
+/// The most entries a page may be asked for.
+pub const MAX_LIMIT: usize = 1000;
+/// The longest `wait`, in seconds.
+pub const MAX_WAIT_SECONDS: f64 = 60.0;
+/// How often a long poll looks at the log for another process's commits (PostgreSQL).
+pub const REMOTE_POLL: Duration = Duration::from_millis(50);
+
+/// `GET /v1/memory_stores/{memory_store_id}/changes`.
+pub async fn store_changes(
+    State(state): State<Arc<AppState>>,
+    id: Result<Path<String>, PathRejection>,
+    headers: HeaderMap,
+    uri: Uri,
+) -> Response {
+    respond(
+        async {
+            let id = store_id(id)?;
+            scoped(&state, &headers, &id)?;
+            if state.store.user(&id).is_err() {
+                return Err(ApiError::not_found());
+            }
+            feed(&state, &uri, Some(id)).await
+        }
+        .await,
+    )
+}
+
+/// `GET /v1/changes` (admin).
+pub async fn all_changes(
+    State(state): State<Arc<AppState>>,
+    headers: HeaderMap,
+    uri: Uri,
+) -> Response {
+    respond(
+        async {
+            admin(&state, &headers, "the change feed of every store")?;
+            feed(&state, &uri, None).await
+        }
+        .await,
+    )
+}
+
+/// The parameters of a feed request.
+struct Params {
+    after: u64,
+    limit: usize,
+    wait: Duration,
+}
+
+fn params(q: &Query) -> Result<Params, ApiError> {
+    let after = match q.get("after") {
+        None => 0,
+        Some(v) => v.parse::<u64>().map_err(|_| {
+            ApiError::invalid(format!(
+                "after must be a seq (a whole number, 0 for the start), not {v:?}"
+            ))
+        })?,
+    };
+    let limit = match q.get("limit") {
+        None => DEFAULT_LIMIT,
+        Some(v) => v
+            .parse::<usize>()
+            .ok()
+            .filter(|n| (1..=MAX_LIMIT).contains(n))
+            .ok_or_else(|| {
+                ApiError::invalid(format!(
+                    "limit must be an integer from 1 to {MAX_LIMIT}, not {v:?}"
+                ))
+            })?,
+    };
+    let wait = match q.get("wait") {
+        None => Duration::ZERO,
+        Some(v) => v
+            .parse::<f64>()
+            .ok()
+            .filter(|s| s.is_finite() && (0.0..=MAX_WAIT_SECONDS).contains(s))
+            .map(Duration::from_secs_f64)
+            .ok_or_else(|| {
+                ApiError::invalid(format!(
+                    "wait must be a number of seconds from 0 to {MAX_WAIT_SECONDS}, not {v:?}"
+                ))
+            })?,
+    };
+    Ok(Params { after, limit, wait })
+}
+
+async fn feed(
+    state: &Arc<AppState>,
+    uri: &Uri,
+    store: Option<String>,
+) -> Result<Response, ApiError> {
+    let Params {
+        mut after,
+        limit,
+        wait,
+    } = params(&Query::of(uri))?;
+    let deadline = Instant::now() + wait;
+    let label = store.clone().unwrap_or_default();
+    let shutdown = state.config.mcp.shutdown.clone();
+    loop {
+        // Made before the read: a commit between the read and the wait is not missed.
+        let signal = state.store.next_commit();
+        let of = store.clone();
+        let page = blocking(state, move |db| {
+            db.changes(after, limit, of.as_deref())
+                .map_err(|e| refused(&e, of.as_deref().unwrap_or("")))
+        })
+        .await?;
+        let now = Instant::now();
+        if !page.entries.is_empty() || now >= deadline || shutdown.is_cancelled() {
+            let data: Vec<_> = page
+                .entries
+                .iter()
+                .map(memkv::ChangeEntry::to_json)
+                .collect();
+            let operation = if store.is_some() {
+                "changes.list"
+            } else {
+                "changes.list_all"
+            };
+            return Ok(answer(
+                &label,
+                operation,
+                &json!({"data": data, "next_after": page.next_after}),
+            ));
+        }
+        after = page.next_after;
+        let left = deadline - now;
+        let slice = if state.embedded {
+            left
+        } else {
+            left.min(REMOTE_POLL)
+        };
+        let waiting = Waiting::new(state);
+        // A shutdown answers at once (with what the log holds) rather than hold the graceful
+        // shutdown for the rest of the wait.
+        tokio::select! {
+            _ = tokio::time::timeout(slice, signal) => {}
+            () = shutdown.cancelled() => {}
+        }
+        drop(waiting);
+    }
+}
+
+/// Counts a long poll as waiting (`memkv_feed_waiting`) while it lives.
+struct Waiting<'a>(&'a AppState);
+
+impl<'a> Waiting<'a> {
+    fn new(state: &'a AppState) -> Self {
+        state.metrics.feed_waiting.fetch_add(1, Ordering::Relaxed);
+        Waiting(state)
+    }
+}
+
+impl Drop for Waiting<'_> {
+    fn drop(&mut self) {
+        self.0.metrics.feed_waiting.fetch_sub(1, Ordering::Relaxed);
+    }
+}
+
+/// A cursor behind the retention is 410 Gone (etcd's "required revision has been compacted"):
+/// following on would skip changes.
+fn refused(e: &Error, store: &str) -> ApiError {
+    match e {
+        Error::CursorExpired { .. } => ApiError::new(StatusCode::GONE, e.to_string()),
+        Error::InvalidUser { .. } => ApiError::not_found(),
+        _ => failed(e, store),
+    }
+}

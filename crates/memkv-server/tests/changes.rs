@@ -1,0 +1,192 @@
+//! The change feed over a real socket, on redb and on PostgreSQL: a store's entries and every
+//! store's, the keys' scoping, cursors and pages, the long poll (answered when an entry commits,
+//! or empty when the wait runs out), a refused write that adds no entry, and the expired cursor.
+
+mod client;
+mod served;
+
+#[allow(dead_code, unused_imports)]
+#[path = "../../../tests/it/util.rs"]
+mod library;
+
+use std::time::{Duration, Instant};
+
+use memkv::{ChangeRetention, Database};
+use memkv_server::keys::Scope;
+use serde_json::{Value, json};
+
+use library::{Fresh, each_backend};
+use served::{Served, ok, refused, send};
+
+fn create(c: &mut client::Client, store: &str, path: &str) {
+    let body = json!({"command": "create", "path": path, "file_text": "x"}).to_string();
+    let reply = c.tool(store, body.as_bytes());
+    assert_eq!(reply.json()["is_error"], false, "{}", reply.text());
+}
+
+fn types(page: &Value) -> Vec<(u64, String, String)> {
+    page["data"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|e| {
+            (
+                e["seq"].as_u64().unwrap(),
+                e["type"].as_str().unwrap().to_owned(),
+                e["memory_store_id"].as_str().unwrap().to_owned(),
+            )
+        })
+        .collect()
+}
+
+#[test]
+fn the_feed_pages_the_log_and_keys_see_their_own_store() {
+    each_backend(|| {
+        let s = Served::new();
+        let mut admin = s.client(&s.admin);
+        let store = ok(&send(
+            &mut admin,
+            "POST",
+            "/v1/memory_stores",
+            Some(json!({"name": "n"})),
+        ));
+        let id = store["id"].as_str().unwrap().to_owned();
+        create(&mut admin, &id, "/memories/a.md");
+        create(&mut admin, "other", "/memories/b.md");
+        // A refused write (a path taken) adds nothing.
+        let taken = send(
+            &mut admin,
+            "POST",
+            &format!("/v1/memory_stores/{id}/memories"),
+            Some(json!({"path": "/a.md", "content": "again"})),
+        );
+        assert_eq!(taken.status, 409);
+        let all = ok(&admin.get("/v1/changes"));
+        assert_eq!(
+            types(&all),
+            [
+                (1, "store.created".to_owned(), id.clone()),
+                (2, "memory.created".to_owned(), id.clone()),
+                (3, "memory.created".to_owned(), "other".to_owned()),
+            ]
+        );
+        assert_eq!(all["next_after"], 3);
+        assert_eq!(all["data"][1]["path"], "/a.md");
+        assert_eq!(all["data"][1]["created_by"]["type"], "api_actor");
+        // Pages, from a cursor.
+        let page = ok(&admin.get("/v1/changes?after=1&limit=1"));
+        assert_eq!(types(&page), [(2, "memory.created".to_owned(), id.clone())]);
+        assert_eq!(page["next_after"], 2);
+        let end = ok(&admin.get("/v1/changes?after=3"));
+        assert_eq!(end, json!({"data": [], "next_after": 3}));
+        // A store key: its store's feed; another store's is 404, every store's 403.
+        let (_, key) = s.keys.add(&Scope::Store(id.clone())).unwrap();
+        let mut own = s.client(&key);
+        let mine = ok(&own.get(&format!("/v1/memory_stores/{id}/changes")));
+        assert_eq!(types(&mine).len(), 2);
+        assert_eq!(mine["next_after"], 3);
+        refused(
+            &own.get("/v1/memory_stores/other/changes"),
+            404,
+            "not_found_error",
+        );
+        refused(&own.get("/v1/changes"), 403, "permission_error");
+        let mut anonymous = client::Client::new(s.addr);
+        refused(&anonymous.get("/v1/changes"), 401, "authentication_error");
+        // Bad parameters.
+        for bad in [
+            "after=-1",
+            "after=x",
+            "limit=0",
+            "limit=1001",
+            "wait=61",
+            "wait=nan",
+        ] {
+            refused(
+                &admin.get(&format!("/v1/changes?{bad}")),
+                400,
+                "invalid_request_error",
+            );
+        }
+    });
+}
+
+#[test]
+fn a_long_poll_answers_when_an_entry_commits_or_when_the_wait_runs_out() {
+    each_backend(|| {
+        let s = Served::new();
+        let mut admin = s.client(&s.admin);
+        create(&mut admin, "u", "/memories/first.md");
+        // Nothing after seq 1 for 0.3 s: an empty page, after the wait.
+        let started = Instant::now();
+        let empty = ok(&admin.get("/v1/memory_stores/u/changes?after=1&wait=0.3"));
+        assert!(started.elapsed() >= Duration::from_millis(300));
+        assert_eq!(empty, json!({"data": [], "next_after": 1}));
+        // A poll waiting up to 30 s is answered once the write commits.
+        let addr = s.addr;
+        let key = s.admin.clone();
+        let poll = std::thread::spawn(move || {
+            let mut c = client::Client::with_key(addr, &key);
+            let reply = c.get("/v1/memory_stores/u/changes?after=1&wait=30");
+            (reply, Instant::now())
+        });
+        // Once the poll is waiting (it has made its first read and found nothing)...
+        let deadline = Instant::now() + Duration::from_secs(10);
+        while !admin
+            .get("/metrics")
+            .text()
+            .contains("memkv_feed_waiting 1")
+        {
+            assert!(Instant::now() < deadline, "the poll never waited");
+            std::thread::yield_now();
+        }
+        create(&mut admin, "u", "/memories/second.md");
+        let committed = Instant::now();
+        let (reply, answered) = poll.join().unwrap();
+        let page = ok(&reply);
+        assert_eq!(
+            types(&page),
+            [(2, "memory.created".to_owned(), "u".to_owned())]
+        );
+        let late = answered.saturating_duration_since(committed);
+        assert!(
+            late < Duration::from_millis(100),
+            "answered {late:?} after the commit"
+        );
+    });
+}
+
+#[test]
+fn an_expired_cursor_is_gone() {
+    each_backend(|| {
+        let db = Database::builder()
+            .change_retention(ChangeRetention {
+                max_age: None,
+                max_entries: Some(2),
+            })
+            .fresh()
+            .unwrap();
+        let s = Served::over(db);
+        let mut admin = s.client(&s.admin);
+        // Beyond the bound and the slack a writer trims within (64 entries).
+        for i in 0..70 {
+            create(&mut admin, "u", &format!("/memories/{i}.md"));
+        }
+        // What `serve` does from time to time on PostgreSQL, whose writers do not trim (on
+        // redb the writes above did).
+        s.db.trim_changes().unwrap();
+        let kept = ok(&send(&mut admin, "GET", "/v1/changes?after=68", None));
+        assert_eq!(types(&kept).len(), 2);
+        let message = refused(
+            &admin.get("/v1/changes?after=0"),
+            410,
+            "invalid_request_error",
+        );
+        assert!(message.contains("cursor expired"), "{message}");
+        refused(
+            &admin.get("/v1/memory_stores/u/changes?after=10"),
+            410,
+            "invalid_request_error",
+        );
+    });
+}
