@@ -88,6 +88,9 @@ pub enum Error {
         /// Every entry up to this `seq` is gone.
         trimmed: u64,
     },
+    /// A webhook endpoint memkv does not accept (its URL, its secret, too many endpoints).
+    #[error("webhook refused: {0}")]
+    InvalidWebhook(String),
     /// The database was opened read-only and the operation writes.
     #[error("the database was opened read-only")]
     ReadOnly,

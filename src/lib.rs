@@ -48,11 +48,16 @@
 //!   plain-directory migration ([`crate::Database::export`] into an [`ExportFile`] or any writer,
 //!   [`crate::Database::import_from`] an [`ImportSource`], [`crate::Database::import_dir`],
 //!   [`crate::Database::export_dir`]); `migrate` upgrades older formats on open; `check` verifies
-//!   every invariant.
+//!   every invariant; `webhooks`: the endpoints the change log is delivered to, and how far
+//!   each has got ([`crate::Database::add_webhook`]; the deliveries are `memkv serve`'s).
 //! - `pipeline`: the one path of every write: group commit (concurrent writers, blocking or
-//!   async, share transactions and flushes), the transaction wrapper that hands committed
-//!   changes to the commit hooks, and the `Engine` every module above works on (the backend,
-//!   the policies, the clock, the queue).
+//!   async, share transactions and flushes), the transaction wrapper that writes the change
+//!   log's entries before each commit and hands the committed changes to the commit hooks
+//!   after it (and wakes [`CommitSignal`]s), and the `Engine` every module above works on (the
+//!   backend, the policies, the clock, the queue).
+//! - `changes`: the change log, an outbox written in the transaction of each change, numbered
+//!   in commit order across the database ([`crate::Database::changes`], [`ChangeEntry`]),
+//!   scrubbed by redactions, trimmed by its [`ChangeRetention`].
 //! - `exec` and `tree`: the commands' semantics and the directory index with its aggregates,
 //!   written once over the seam; `limits` and `secrets`: what every write is checked against;
 //!   `access`: access times noted by views, written with the next writes.
@@ -103,6 +108,7 @@ mod time;
 mod tree;
 mod user_id;
 mod versions;
+mod webhooks;
 
 /// The README's Rust examples run as doctests.
 #[doc = include_str!("../README.md")]
@@ -152,3 +158,4 @@ pub use protocol::{InvalidMessage, Message, Response};
 pub use secrets::SecretPolicy;
 pub use time::{rfc3339_ms, utc};
 pub use versions::VersionFilter;
+pub use webhooks::{Attempt as WebhookAttempt, MAX_WEBHOOKS, Webhook};

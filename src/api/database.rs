@@ -314,6 +314,70 @@ impl Database {
         crate::admin::trim_changes(&self.engine)
     }
 
+    // Webhook endpoints (`crate::webhooks`); `memkv serve` delivers to them.
+
+    /// Adds an endpoint that `memkv serve` delivers the change log's entries to (every store's
+    /// unless `stores` names some, every kind unless `events` does), signed with `secret`
+    /// (`whsec_` and base64; the server makes one). It gets the entries committed from now on.
+    ///
+    /// # Errors
+    /// [`Error::InvalidWebhook`] for a URL that is not `http://` or `https://`, a malformed
+    /// secret, or more than [`crate::MAX_WEBHOOKS`] endpoints; [`Error::InvalidUser`] for a
+    /// store id memkv does not accept; a storage failure.
+    pub fn add_webhook(
+        &self,
+        url: &str,
+        secret: &str,
+        stores: &[String],
+        events: &[crate::ChangeKind],
+    ) -> Result<crate::Webhook, Error> {
+        crate::webhooks::add(&self.engine, url, secret, stores, events)
+    }
+
+    /// Every webhook endpoint, by id, with how its deliveries stand.
+    ///
+    /// # Errors
+    /// A storage failure.
+    pub fn webhooks(&self) -> Result<Vec<crate::Webhook>, Error> {
+        crate::webhooks::list(&self.engine)
+    }
+
+    /// Removes an endpoint; `false` if there was none with that id.
+    ///
+    /// # Errors
+    /// A storage failure.
+    pub fn remove_webhook(&self, id: &str) -> Result<bool, Error> {
+        crate::webhooks::remove(&self.engine, id)
+    }
+
+    /// Records a delivery attempt of endpoint `id` (the deliverer's cursor, kept in the
+    /// database so that a restart neither loses nor replays a delivery); `false` if the
+    /// endpoint is gone.
+    ///
+    /// # Errors
+    /// A storage failure.
+    pub fn record_webhook_attempt(
+        &self,
+        id: &str,
+        attempt: &crate::WebhookAttempt,
+    ) -> Result<bool, Error> {
+        crate::webhooks::record(&self.engine, id, attempt)
+    }
+
+    /// Takes the role `role` for this process if no other process of the database holds it
+    /// (`memkv serve`'s webhook deliverer: one per database, also with several servers on one
+    /// PostgreSQL), until the lease is dropped; `None` while another holds it. A database only
+    /// this process writes (redb) always grants it.
+    ///
+    /// # Errors
+    /// A storage failure.
+    pub fn try_lease(&self, role: &str) -> Result<Option<Box<dyn crate::storage::Lease>>, Error> {
+        use sha2::Digest;
+        let digest = sha2::Sha256::digest(role.as_bytes());
+        let key = i64::from_be_bytes(digest[..8].try_into().expect("8 bytes"));
+        self.engine.backend.lease(key)
+    }
+
     // Backups: export, import and plain directories (`crate::backup`).
 
     /// Writes a consistent snapshot of `users` (every store when empty) to `out`, one read

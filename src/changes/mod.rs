@@ -2,14 +2,14 @@
 //! increases across the whole database (an outbox: written in the transaction of the change, so
 //! a change never commits without its entry, nor an entry without its change).
 //!
-//! - [`write`] runs inside `crate::pipeline::transact`, after the transaction's jobs and
+//! - [`write()`] runs inside `crate::pipeline::transact`, after the transaction's jobs and
 //!   before its commit: it scrubs what a redaction erased from the entries already stored,
 //!   appends one entry per noted change ([`crate::storage::WriteTxn::log_append`], which
 //!   numbers them in commit order on every backend), and, on an embedded backend, applies the
 //!   retention.
-//! - [`read`] answers a page of entries after a cursor, for one store or all of them, or
+//! - [`read()`] answers a page of entries after a cursor, for one store or all of them, or
 //!   [`Error::CursorExpired`] when retention removed entries the cursor has not seen.
-//! - [`trim`] applies the retention on its own (`memkv prune`, and `memkv serve` from time to
+//! - [`trim()`] applies the retention on its own (`memkv prune`, and `memkv serve` from time to
 //!   time on PostgreSQL, where writers do not trim: reading the bounds would cost each a round
 //!   trip).
 

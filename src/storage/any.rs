@@ -4,7 +4,9 @@
 use std::ops::ControlFlow;
 
 use super::redb::{RedbBackend, RedbRead};
-use super::{Backend, Capabilities, Fetch, Finish, LogBounds, ReadTxn, Space, Visit, WriteTxn};
+use super::{
+    Backend, Capabilities, Fetch, Finish, Lease, LogBounds, ReadTxn, Space, Visit, WriteTxn,
+};
 use crate::error::Error;
 
 #[cfg(feature = "postgres")]
@@ -164,6 +166,14 @@ impl Backend for AnyBackend {
             AnyBackend::Redb(b) => b.capabilities(),
             #[cfg(feature = "postgres")]
             AnyBackend::Postgres(b) => b.capabilities(),
+        }
+    }
+
+    fn lease(&self, key: i64) -> Result<Option<Box<dyn Lease>>, Error> {
+        match self {
+            AnyBackend::Redb(b) => b.lease(key),
+            #[cfg(feature = "postgres")]
+            AnyBackend::Postgres(b) => b.lease(key),
         }
     }
 

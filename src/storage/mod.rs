@@ -65,6 +65,9 @@ pub enum Space {
     /// order, a new memory's entry sits beside the store record): where it is while live, its
     /// last version once deleted.
     Memories,
+    /// The webhook endpoints (since format 7), under the empty user id, which no store can
+    /// have: one record per endpoint, by id.
+    Webhooks,
 }
 
 /// What a backend declares about itself ([`Backend::capabilities`]), so that its callers choose
@@ -124,12 +127,13 @@ impl Space {
             Space::Store => (9, 10),
             Space::Snapshots => (10, 9),
             Space::Memories => (11, 11),
+            Space::Webhooks => (12, 12),
         };
         SpaceNumbers { redb, postgres }
     }
 
     /// Every space, in a fixed order.
-    pub const ALL: [Space; 11] = [
+    pub const ALL: [Space; 12] = [
         Space::Nodes,
         Space::Contents,
         Space::Totals,
@@ -141,6 +145,7 @@ impl Space {
         Space::Snapshots,
         Space::Store,
         Space::Memories,
+        Space::Webhooks,
     ];
 }
 
@@ -238,10 +243,33 @@ pub trait Backend: Send + Sync {
         Capabilities::EMBEDDED
     }
 
+    /// Takes the role `key` if no other process of the database holds it (the webhook
+    /// deliverer: one per database), until the [`Lease`] is dropped; `None` when another holds
+    /// it. By default (a database one process writes) always granted.
+    fn lease(&self, key: i64) -> Result<Option<Box<dyn Lease>>, Error> {
+        let _ = key;
+        Ok(Some(Box::new(Sole)))
+    }
+
     /// Checks the stored bytes beneath the records (page checksums, say) without changing
     /// anything, for `Database::check`; the problems found, as sentences. By default, none.
     fn verify_storage(&self) -> Result<Vec<String>, Error> {
         Ok(Vec::new())
+    }
+}
+
+/// A role held by this process ([`Backend::lease`]), given up when dropped.
+pub trait Lease: Send {
+    /// Whether the role is still held (a networked backend loses it with its connection).
+    fn held(&mut self) -> bool;
+}
+
+/// The lease of a database only this process writes.
+struct Sole;
+
+impl Lease for Sole {
+    fn held(&mut self) -> bool {
+        true
     }
 }
 
@@ -392,7 +420,8 @@ mod tests {
                 (8, 8),
                 (10, 9),
                 (9, 10),
-                (11, 11)
+                (11, 11),
+                (12, 12)
             ]
         );
         for numbers in [

@@ -541,3 +541,22 @@ fn without_the_fast_path_writes_cost_more_and_answer_the_same() {
     });
     assert!(cold > 1, "{cold}");
 }
+
+#[test]
+fn a_role_is_leased_to_one_database_handle_at_a_time_per_schema() {
+    let Some(cluster) = pg::cluster() else { return };
+    let url = cluster.fresh_url();
+    let (a, b) = (Database::open(&url).unwrap(), Database::open(&url).unwrap());
+    let held = a
+        .try_lease("role")
+        .unwrap()
+        .expect("a free role is granted");
+    assert!(b.try_lease("role").unwrap().is_none(), "granted twice");
+    // Another role, another schema: their own.
+    assert!(b.try_lease("other role").unwrap().is_some());
+    let elsewhere = Database::open(cluster.fresh_url()).unwrap();
+    assert!(elsewhere.try_lease("role").unwrap().is_some());
+    // Given up when dropped: the other handle takes it.
+    drop(held);
+    assert!(b.try_lease("role").unwrap().is_some());
+}

@@ -183,6 +183,32 @@ pub enum Commands {
     /// API keys for `memkv serve`: add, list, revoke (a running server sees changes at once)
     #[command(subcommand)]
     Keys(KeysCommand),
+    /// Webhook endpoints that `memkv serve` delivers the change log to: add, list, remove
+    #[command(subcommand)]
+    Webhooks(WebhooksCommand),
+}
+
+#[derive(Debug, Subcommand)]
+pub enum WebhooksCommand {
+    /// Register an endpoint; its signing secret (whsec_…) is printed once, alone on the last line
+    Add {
+        /// Where each entry is POSTed (http:// or https://)
+        #[arg(long, value_name = "URL")]
+        url: String,
+        /// Only this store's changes (repeatable; default: every store's)
+        #[arg(long, value_name = "NAME")]
+        store: Vec<String>,
+        /// Only this type of change, e.g. memory.created (repeatable; default: every type)
+        #[arg(long, value_name = "TYPE")]
+        event: Vec<String>,
+    },
+    /// List endpoints: id, last seq delivered, failures in a row, next attempt, URL, last error
+    List,
+    /// Remove an endpoint by its id (wh_…)
+    Remove {
+        /// The endpoint's id, as `webhooks list` shows it
+        id: String,
+    },
 }
 
 #[derive(Debug, Args)]
@@ -225,6 +251,15 @@ pub struct ServeArgs {
     /// refuses every request but /healthz
     #[arg(long)]
     pub no_auth: bool,
+    /// How long a webhook endpoint has to answer a delivery
+    #[arg(long, value_name = "DURATION", default_value = "10s", value_parser = parse_duration)]
+    pub webhook_timeout: Duration,
+    /// The first retry's delay after a failed webhook delivery; each further failure doubles it
+    #[arg(long, value_name = "DURATION", default_value = "1s", value_parser = parse_duration)]
+    pub webhook_retry_base: Duration,
+    /// The longest delay between retries of a webhook delivery
+    #[arg(long, value_name = "DURATION", default_value = "10m", value_parser = parse_duration)]
+    pub webhook_retry_max: Duration,
 }
 
 #[derive(Debug, Subcommand)]

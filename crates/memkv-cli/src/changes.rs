@@ -1,13 +1,14 @@
 //! `memkv changes`: the change log, as columns or as the feed's JSON entries, once or
-//! following it.
+//! following it; `memkv webhooks`: the endpoints `memkv serve` delivers it to.
 
 use std::io::{self, Write};
 use std::time::Duration;
 
 use memkv::{ChangeEntry, Database};
 
-use crate::admin::open_read_only;
-use crate::args::{ChangesArgs, Global};
+use crate::Usage;
+use crate::admin::{open_for_writing, open_read_only};
+use crate::args::{ChangesArgs, Global, WebhooksCommand};
 
 type Result<T = ()> = std::result::Result<T, Box<dyn std::error::Error>>;
 
@@ -69,5 +70,62 @@ fn print(out: &mut impl Write, entry: &ChangeEntry, json: bool) -> Result {
         c.store,
         path
     )?;
+    Ok(())
+}
+
+pub fn webhooks(global: &Global, command: &WebhooksCommand) -> Result {
+    let mut out = io::stdout().lock();
+    match command {
+        WebhooksCommand::Add { url, store, event } => {
+            let kinds = memkv_server::webhooks::events(event).map_err(Usage)?;
+            global.create_db_dir()?;
+            let db = global.builder().open(global.db_path()?)?;
+            let secret = memkv_server::webhooks::new_secret()?;
+            let hook = db.add_webhook(url, &secret, store, &kinds)?;
+            let what = if hook.stores.is_empty() {
+                "every store".to_owned()
+            } else {
+                format!("stores {}", hook.stores.join(", "))
+            };
+            writeln!(
+                out,
+                "added {} for {what}, from seq {} on; `memkv serve` delivers to {}. Its signing secret is shown only now:",
+                hook.id,
+                hook.delivered + 1,
+                hook.url
+            )?;
+            writeln!(out, "{secret}")?;
+        }
+        WebhooksCommand::List => {
+            let db = open_read_only(global)?;
+            writeln!(
+                out,
+                "{:<19}  {:>9}  {:>8}  {:<20}  URL",
+                "ID", "DELIVERED", "FAILURES", "NEXT ATTEMPT"
+            )?;
+            for h in db.webhooks()? {
+                let next = if h.next_attempt_ms > 0 {
+                    memkv::utc(h.next_attempt_ms)
+                } else {
+                    "-".to_owned()
+                };
+                writeln!(
+                    out,
+                    "{:<19}  {:>9}  {:>8}  {:<20}  {}",
+                    h.id, h.delivered, h.failures, next, h.url
+                )?;
+                if let Some(error) = &h.last_error {
+                    writeln!(out, "{:<19}  last error: {error}", "")?;
+                }
+            }
+        }
+        WebhooksCommand::Remove { id } => {
+            let db = open_for_writing(global)?;
+            if !db.remove_webhook(id)? {
+                return Err(format!("no webhook {id:?} in {}", db.location()).into());
+            }
+            writeln!(out, "removed {id}")?;
+        }
+    }
     Ok(())
 }

@@ -94,6 +94,7 @@ fn main() -> ExitCode {
         Commands::Mcp(a) => mcp::run(&cli.global, a),
         Commands::Serve(a) => serve::serve(&cli.global, a),
         Commands::Keys(k) => serve::keys(&cli.global, k),
+        Commands::Webhooks(w) => changes::webhooks(&cli.global, w),
     };
     match result {
         Ok(()) => ExitCode::SUCCESS,

@@ -38,6 +38,11 @@ pub fn serve(global: &Global, args: &ServeArgs) -> Result {
     config.shutdown_grace = args.shutdown_grace;
     config.pin_workers = args.pin_workers;
     config.no_auth = args.no_auth;
+    config.webhooks = memkv_server::webhooks::WebhookOptions {
+        timeout: args.webhook_timeout,
+        retry_base: args.webhook_retry_base,
+        retry_max: args.webhook_retry_max.max(args.webhook_retry_base),
+    };
     if !args.mcp_allow_host.is_empty() {
         config.mcp.allowed_hosts = args.mcp_allow_host.clone();
         if args.mcp_allow_host.iter().any(|h| h == "*") {

@@ -46,6 +46,11 @@ pub const STORE_CHANGES: &str = "/v1/memory_stores/{memory_store_id}/changes";
 /// Every store's change feed (admin).
 pub const CHANGES: &str = "/v1/changes";
 
+/// The webhook endpoints (admin).
+pub const WEBHOOKS: &str = "/v1/webhooks";
+/// One webhook endpoint (admin).
+pub const WEBHOOK: &str = "/v1/webhooks/{webhook_id}";
+
 /// Every route of [`router`] with its method, as the OpenAPI document lists them.
 pub const ROUTES: &[(&str, &str)] = &[
     ("post", TOOL_ROUTE),
@@ -65,6 +70,9 @@ pub const ROUTES: &[(&str, &str)] = &[
     ("post", REDACT),
     ("get", STORE_CHANGES),
     ("get", CHANGES),
+    ("post", WEBHOOKS),
+    ("get", WEBHOOKS),
+    ("delete", WEBHOOK),
     ("get", "/healthz"),
     ("get", "/readyz"),
     ("get", "/metrics"),
@@ -99,6 +107,8 @@ pub fn router(state: Arc<AppState>) -> Router {
         .route(REDACT, post(api::redact_version))
         .route(STORE_CHANGES, get(api::store_changes))
         .route(CHANGES, get(api::all_changes))
+        .route(WEBHOOKS, post(api::create_webhook).get(api::list_webhooks))
+        .route(WEBHOOK, axum::routing::delete(api::delete_webhook))
         .route("/healthz", get(healthz))
         .route("/readyz", get(readyz))
         .route("/metrics", get(metrics))

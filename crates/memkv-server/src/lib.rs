@@ -19,6 +19,8 @@
 //!   the same in-flight limit;
 //! - [`sched`]: the writer thread's lower priority (views first when both want a core), and
 //!   the opt-in pinning of the async workers, one per CPU;
+//! - [`webhooks`]: the change log's entries delivered to the endpoints the database keeps, by
+//!   the one server of the database that holds the deliverer's lease;
 //! - [`error`]: the Anthropic error envelope; [`metrics`]: `GET /metrics`; [`openapi`]:
 //!   `GET /openapi.json`.
 //!
@@ -38,6 +40,7 @@ pub mod openapi;
 pub mod sched;
 pub mod server;
 mod tool;
+pub mod webhooks;
 
 use std::net::SocketAddr;
 use std::path::PathBuf;
@@ -80,6 +83,8 @@ pub struct Config {
     /// One async worker per CPU the process may use, each pinned to its CPU (Linux; see
     /// [`sched`]); for [`run`]. Off by default.
     pub pin_workers: bool,
+    /// How webhook deliveries are made ([`webhooks`]).
+    pub webhooks: webhooks::WebhookOptions,
 }
 
 impl Config {
@@ -97,6 +102,7 @@ impl Config {
             mcp: memkv_mcp::http::HttpOptions::default(),
             pin_workers: false,
             no_auth: false,
+            webhooks: webhooks::WebhookOptions::default(),
         }
     }
 }

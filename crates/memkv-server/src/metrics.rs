@@ -45,6 +45,12 @@ pub struct Metrics {
     pub connections: AtomicU64,
     /// Long polls of the change feed waiting for an entry.
     pub feed_waiting: AtomicU64,
+    /// 1 while this server is the database's webhook deliverer.
+    pub webhooks_leading: AtomicU64,
+    /// Webhook deliveries acknowledged (2xx) and failed.
+    pub webhooks_delivered: AtomicU64,
+    /// Webhook delivery attempts that failed (timeouts, errors, non-2xx).
+    pub webhooks_failed: AtomicU64,
 }
 
 /// Totals read from the store when `/metrics` is scraped.
@@ -141,6 +147,24 @@ impl Metrics {
                 "gauge",
                 "Long polls of the change feed waiting for an entry to commit.",
                 self.feed_waiting.load(Relaxed).to_string(),
+            ),
+            (
+                "memkv_webhooks_leading",
+                "gauge",
+                "1 while this server delivers the database's webhooks (one server per database does).",
+                self.webhooks_leading.load(Relaxed).to_string(),
+            ),
+            (
+                "memkv_webhook_deliveries_total",
+                "counter",
+                "Webhook deliveries the endpoints acknowledged (2xx).",
+                self.webhooks_delivered.load(Relaxed).to_string(),
+            ),
+            (
+                "memkv_webhook_failures_total",
+                "counter",
+                "Webhook delivery attempts that failed (a timeout, an error, another status); each is retried.",
+                self.webhooks_failed.load(Relaxed).to_string(),
             ),
             (
                 "memkv_commits_total",

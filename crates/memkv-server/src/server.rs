@@ -87,6 +87,7 @@ impl Server {
             .max_buf_size(64 * 1024);
         let connections = Connections::new(state.config.max_connections);
         let trimming = (!state.embedded).then(|| tokio::spawn(trim_changes(Arc::clone(&state))));
+        let delivering = tokio::spawn(crate::webhooks::run(Arc::clone(&state)));
         let graceful = GracefulShutdown::new();
         state.ready.store(true, SeqCst);
         tokio::pin!(shutdown);
@@ -145,6 +146,11 @@ impl Server {
         drop(listener);
         tracing::info!("shutting down: no new connections; finishing requests in flight");
         let grace = state.config.shutdown_grace;
+        // The deliverer stops at the shutdown's cancellation (giving up its lease); a delivery
+        // in flight is made again by the next deliverer (at least once).
+        if tokio::time::timeout(grace, delivering).await.is_err() {
+            tracing::warn!("the webhook deliverer did not stop within the grace period");
+        }
         if tokio::time::timeout(grace, graceful.shutdown())
             .await
             .is_err()

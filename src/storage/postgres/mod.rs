@@ -387,6 +387,38 @@ impl PgBackend {
     }
 }
 
+/// The advisory lock of role `key` in the connection's schema (databases in different schemas
+/// of one PostgreSQL database lease apart).
+fn lease_key(key: i64) -> String {
+    format!("({key}::bigint # hashtextextended(current_schema(), 0))")
+}
+
+/// A session-level advisory lock on a connection of its own ([`Backend::lease`]): held while
+/// the connection lives, unlocked when dropped.
+struct PgLease {
+    conn: Option<pool::Conn>,
+    key: i64,
+}
+
+impl crate::storage::Lease for PgLease {
+    fn held(&mut self) -> bool {
+        self.conn
+            .as_mut()
+            .is_some_and(|c| c.client().simple_query("SELECT 1").is_ok())
+    }
+}
+
+impl Drop for PgLease {
+    fn drop(&mut self) {
+        if let Some(mut conn) = self.conn.take() {
+            let unlock = format!("SELECT pg_advisory_unlock({})", lease_key(self.key));
+            if conn.client().simple_query(&unlock).is_err() {
+                conn.discard();
+            }
+        }
+    }
+}
+
 impl Backend for PgBackend {
     type Read<'a> = PgRead;
 
@@ -400,6 +432,24 @@ impl Backend for PgBackend {
             prefetch: true,
             write_lanes: WRITE_LANES,
         }
+    }
+
+    fn lease(&self, key: i64) -> Result<Option<Box<dyn crate::storage::Lease>>, Error> {
+        let mut conn = self.conn()?;
+        let rows = conn
+            .client()
+            .simple_query(&format!("SELECT pg_try_advisory_lock({})", lease_key(key)))
+            .map_err(|e| query_error(&self.location, &e))?;
+        let held = sql::last_rows(rows)
+            .first()
+            .and_then(|r| r.get(0).map(|v| v == "t"))
+            .unwrap_or(false);
+        Ok(held.then(|| {
+            Box::new(PgLease {
+                conn: Some(conn),
+                key,
+            }) as Box<_>
+        }))
     }
 
     fn begin_read(&self) -> Result<PgRead, Error> {

@@ -11,7 +11,7 @@
 //!
 //! - [`wire`]: the JSON objects, times, hashes and the API ↔ model path conversion;
 //! - `stores`, `memories`, `versions`: the handlers of each resource; `changes`: the change
-//!   feed.
+//!   feed; `webhooks`: the endpoints it is delivered to.
 
 pub mod wire;
 
@@ -19,6 +19,7 @@ mod changes;
 mod memories;
 mod stores;
 mod versions;
+pub mod webhooks;
 
 use std::sync::Arc;
 use std::sync::atomic::Ordering::Relaxed;
@@ -38,6 +39,7 @@ pub use stores::{
     archive_store, create_store, delete_store, list_stores, retrieve_store, update_store,
 };
 pub use versions::{list_versions, redact_version, retrieve_version};
+pub use webhooks::{create_webhook, delete_webhook, list_webhooks};
 
 use crate::AppState;
 use crate::auth::{self, Allowed, Caller};

@@ -3,7 +3,7 @@
 use serde_json::{Map, Value, json};
 
 use super::stores::{final_error, ok, op, path_param, query};
-use crate::app::{CHANGES, STORE_CHANGES};
+use crate::app::{CHANGES, STORE_CHANGES, WEBHOOK, WEBHOOKS};
 
 fn params() -> Vec<Value> {
     vec![
@@ -54,6 +54,23 @@ pub fn paths() -> Vec<(&'static str, Value)> {
             json!({"get": feed("changes_list_all", "Follow every store's changes",
                 "Admin key. Every store's entries of the change log, oldest first.", vec![])}),
         ),
+        (
+            WEBHOOKS,
+            json!({
+                "post": op("webhooks_create", "Register a webhook endpoint",
+                    "Admin key. memkv serve POSTs each change-log entry committed from now on (of `stores`, of `events`; all when empty) to `url`, signed as the Standard Webhooks specification says. The answer's `secret` is shown only here.",
+                    vec![], Some("WebhookCreate"), ok("WebhookCreated", "The endpoint and its signing secret")),
+                "get": op("webhooks_list", "List webhook endpoints",
+                    "Admin key. Each endpoint with the last seq delivered, failures in a row and the next attempt.",
+                    vec![], None, ok("WebhookList", "Every endpoint")),
+            }),
+        ),
+        (
+            WEBHOOK,
+            json!({"delete": op("webhooks_delete", "Remove a webhook endpoint", "Admin key.",
+                vec![path_param("webhook_id", "The endpoint (`wh_…`).")], None,
+                ok("DeletedWebhook", "The endpoint is removed"))}),
+        ),
     ]
 }
 
@@ -77,6 +94,54 @@ pub fn schemas() -> Map<String, Value> {
                 "created_by": {"anyOf": [{"$ref": "#/components/schemas/Actor"}, {"type": "null"}]},
                 "created_at": {"type": "string", "format": "date-time"}
             }}),
+    );
+    let events = json!({"type": "array", "items": {"enum": memkv::ChangeKind::all().map(memkv::ChangeKind::event_type).collect::<Vec<_>>()}});
+    let webhook = |secret: bool| {
+        let mut required = vec![
+            "type",
+            "id",
+            "url",
+            "stores",
+            "events",
+            "created_at",
+            "delivered_seq",
+            "failures",
+            "next_attempt_at",
+            "last_error",
+        ];
+        let mut properties = json!({
+            "type": {"const": "webhook"}, "id": {"type": "string"}, "url": {"type": "string"},
+            "stores": {"type": "array", "items": {"type": "string"}}, "events": events.clone(),
+            "created_at": {"type": "string", "format": "date-time"},
+            "delivered_seq": {"type": "integer", "minimum": 0},
+            "failures": {"type": "integer", "minimum": 0},
+            "next_attempt_at": {"type": ["string", "null"], "format": "date-time"},
+            "last_error": {"type": ["string", "null"]}});
+        if secret {
+            required.push("secret");
+            properties["secret"] = json!({"type": "string", "pattern": "^whsec_"});
+        }
+        json!({"type": "object", "required": required, "additionalProperties": false, "properties": properties})
+    };
+    s.insert("Webhook".into(), webhook(false));
+    s.insert("WebhookCreated".into(), webhook(true));
+    s.insert(
+        "WebhookList".into(),
+        json!({"type": "object", "required": ["data"], "additionalProperties": false,
+            "properties": {"data": {"type": "array", "items": {"$ref": "#/components/schemas/Webhook"}}}}),
+    );
+    s.insert(
+        "WebhookCreate".into(),
+        json!({"type": "object", "required": ["url"], "additionalProperties": false,
+            "properties": {
+                "url": {"type": "string", "pattern": "^https?://[^/\\s]", "maxLength": 2048},
+                "stores": {"type": "array", "items": {"type": "string", "minLength": 1}},
+                "events": events}}),
+    );
+    s.insert(
+        "DeletedWebhook".into(),
+        json!({"type": "object", "required": ["type", "id"], "additionalProperties": false,
+            "properties": {"type": {"const": "webhook_deleted"}, "id": {"type": "string"}}}),
     );
     s.insert(
         "ChangePage".into(),

@@ -343,14 +343,28 @@ fn the_openapi_document_matches_the_router() {
     let doc = c.get("/openapi.json").json();
     assert_eq!(doc["openapi"], "3.1.0");
     let paths = doc["paths"].as_object().unwrap();
-    assert_eq!(paths.len(), 16);
+    assert_eq!(paths.len(), 18);
     for (n, (path, item)) in paths.iter().enumerate() {
         let methods: Vec<String> = item.as_object().unwrap().keys().cloned().collect();
         for method in ["get", "post", "put", "delete", "patch"] {
             // A store with one memory for each request (some requests archive or delete it).
             let store = format!("s{n}{method}");
             let (memory, version) = store_with_a_memory(&mut c, &store);
+            // A webhook endpoint, on a loopback port nothing listens on.
+            let hook = c
+                .send(
+                    "POST",
+                    "/v1/webhooks",
+                    &[("content-type", "application/json")],
+                    br#"{"url":"http://127.0.0.1:9/hook"}"#,
+                )
+                .unwrap()
+                .json()["id"]
+                .as_str()
+                .unwrap()
+                .to_owned();
             let target = path
+                .replace("{webhook_id}", &hook)
                 .replace("{store}", &store)
                 .replace("{memory_store_id}", &store)
                 .replace("{memory_id}", &memory)
