@@ -145,6 +145,33 @@ fn fixture(name: &str) -> (tempfile::TempDir, std::path::PathBuf) {
     (dir, db)
 }
 
+/// Format 7 added the change log. A format-6 database (`format-v6.redb`, the format-5 fixture
+/// migrated by the format-6 build) migrates with an empty log: its first write is entry 1, and
+/// what came before is in the history, not the log.
+#[test]
+fn format_v6_database_opens_and_starts_its_change_log() {
+    old_format_reads_back("format-v6.redb");
+    let (_dir, db) = fixture("format-v6.redb");
+    let store = Database::builder().open_existing(&db).unwrap();
+    assert_eq!(store.last_change().unwrap(), 0);
+    assert!(store.changes(0, 10, None).unwrap().entries.is_empty());
+    let out = store
+        .user("bob@example.com")
+        .unwrap()
+        .execute_json(&json!({"command": "create", "path": "/memories/new.md", "file_text": "x"}))
+        .unwrap();
+    assert!(!out.is_error, "{}", out.content);
+    let page = store.changes(0, 10, None).unwrap();
+    assert_eq!(page.entries.len(), 1);
+    assert_eq!(page.entries[0].seq, 1);
+    assert_eq!(
+        page.entries[0].change.kind,
+        memkv::ChangeKind::MemoryCreated
+    );
+    assert!(store.webhooks().unwrap().is_empty());
+    assert_eq!(store.check().unwrap(), Vec::<(String, String)>::new());
+}
+
 fn old_format_reads_back(name: &str) {
     let (_dir, db) = fixture(name);
     reads_back_at(db.as_os_str());
