@@ -91,6 +91,14 @@ pub enum Error {
     /// A webhook endpoint memkv does not accept (its URL, its secret, too many endpoints).
     #[error("webhook refused: {0}")]
     InvalidWebhook(String),
+    /// An incremental export asked to start after a `seq` the change log has not reached.
+    #[error("the change log ends at seq {last}; an export cannot start after {since}")]
+    InvalidSince {
+        /// The `seq` asked for.
+        since: u64,
+        /// The log's last `seq`.
+        last: u64,
+    },
     /// The database was opened read-only and the operation writes.
     #[error("the database was opened read-only")]
     ReadOnly,

@@ -38,7 +38,7 @@ fn new_store_id() -> Result<String, Error> {
 /// Every key of a user's space lies below this bound: path encodings hold no 0xFF byte, and
 /// the keys made of numbers (which may start with 0xFF: `Memories` counts down from it) are at
 /// most 16 bytes long.
-const ALL_KEYS_END: [u8; 17] = [0xFF; 17];
+pub(crate) const ALL_KEYS_END: [u8; 17] = [0xFF; 17];
 
 /// The body of [`crate::Database::create_store`].
 pub(crate) fn create_store(

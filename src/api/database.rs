@@ -394,7 +394,27 @@ impl Database {
         out: impl Write,
         progress: &mut dyn FnMut(Progress),
     ) -> Result<Summary, Error> {
-        crate::backup::export::export(&self.engine, users, out, progress)
+        crate::backup::export::export(&self.engine, users, None, out, progress)
+    }
+
+    /// An incremental export: what changed after the change log's `since` (the `seq` of the
+    /// export it follows, full or incremental), as the whole current block of each store the
+    /// log names after it (or a `store_deleted` line), from one read snapshot. Imported, in
+    /// order, after that export, it makes the copy equal to this database
+    /// (`docs/export-format.md`).
+    ///
+    /// # Errors
+    /// [`Error::CursorExpired`] when retention removed entries after `since` (take a full
+    /// export); [`Error::InvalidSince`] beyond the log's end; [`Error::Output`] if writing
+    /// fails.
+    pub fn export_since(
+        &self,
+        since: u64,
+        users: &[String],
+        out: impl Write,
+        progress: &mut dyn FnMut(Progress),
+    ) -> Result<Summary, Error> {
+        crate::backup::export::export(&self.engine, users, Some(since), out, progress)
     }
 
     /// Imports the export file `file`, every user in it: [`Self::import_from`] an

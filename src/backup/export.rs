@@ -46,10 +46,18 @@ impl<W: Write> Write for Hashing<W> {
 pub(crate) fn export(
     db: &Engine,
     users: &[String],
+    since: Option<u64>,
     out: impl Write,
     progress: &mut dyn FnMut(Progress),
 ) -> Result<Summary, Error> {
     let txn = db.backend.begin_read()?;
+    let bounds = txn.log_bounds()?;
+    // An incremental export: the stores the change log names after `since`, each exported
+    // whole (or as deleted), so that applying it to a copy at `since` makes the copy equal.
+    let touched = match since {
+        None => None,
+        Some(after) => Some(touched_since(&txn, after, bounds)?),
+    };
     // Every store: those with files, and those with only a record (all memories deleted,
     // or created through the memory-stores API and not written yet).
     let mut all = BTreeSet::new();
@@ -59,14 +67,25 @@ pub(crate) fn export(
             Ok(ControlFlow::Continue(()))
         })?;
     }
-    if let Some(missing) = users.iter().find(|u| !all.contains(*u)) {
+    if touched.is_none()
+        && let Some(missing) = users.iter().find(|u| !all.contains(*u))
+    {
         return Err(Error::UnknownUser {
             user: missing.clone(),
         });
     }
+    let wanted = |u: &String| users.is_empty() || users.contains(u);
+    let deleted: Vec<String> = match &touched {
+        Some(t) => t
+            .iter()
+            .filter(|u| wanted(u) && !all.contains(*u))
+            .cloned()
+            .collect(),
+        None => Vec::new(),
+    };
     let selected: Vec<String> = all
         .into_iter()
-        .filter(|u| users.is_empty() || users.contains(u))
+        .filter(|u| wanted(u) && touched.as_ref().is_none_or(|t| t.contains(u)))
         .collect();
     let mut total = 0;
     for user in &selected {
@@ -89,9 +108,14 @@ pub(crate) fn export(
             created_ms: now,
             created: crate::time::utc(now),
             memkv_version: env!("CARGO_PKG_VERSION").into(),
+            seq: Some(bounds.last),
+            base_seq: since,
         },
     )?;
     let mut summary = Summary::default();
+    for user in &deleted {
+        write_line(&mut out, &Line::StoreDeleted { user: user.clone() })?;
+    }
     for user in &selected {
         let Some(record) = record::store_record(&txn, user)? else {
             return Err(Error::Corrupt(format!(
@@ -182,6 +206,37 @@ pub(crate) fn export(
     )?;
     out.flush().map_err(Error::Output)?;
     Ok(summary)
+}
+
+/// The stores with an entry in the change log after `after`; refused when retention removed
+/// some of those entries, or when `after` is beyond the log's end.
+fn touched_since(
+    txn: &dyn ReadTxn,
+    after: u64,
+    bounds: crate::storage::LogBounds,
+) -> Result<BTreeSet<String>, Error> {
+    if after > bounds.last {
+        return Err(Error::InvalidSince {
+            since: after,
+            last: bounds.last,
+        });
+    }
+    if after < bounds.trimmed {
+        return Err(Error::CursorExpired {
+            after,
+            trimmed: bounds.trimmed,
+        });
+    }
+    let mut touched = BTreeSet::new();
+    let mut cursor = after;
+    loop {
+        let page = crate::changes::read(txn, cursor, 1000, None)?;
+        if page.entries.is_empty() {
+            return Ok(touched);
+        }
+        cursor = page.next_after;
+        touched.extend(page.entries.into_iter().map(|e| e.change.store));
+    }
 }
 
 /// The file `memkv export -o` writes: a private temporary file (mode 0600, a random name,

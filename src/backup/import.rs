@@ -48,9 +48,21 @@ pub(crate) fn import_from(
     for user in &lock {
         crate::tree::index_fetches(user, &mut fetches);
     }
+    let incremental = verified.base_seq.is_some();
+    let mut lock = lock;
+    if verified.seq.is_some() {
+        // The database's own record of where it stands (`restored`).
+        lock.push("");
+    }
     db.transact(&lock, false, |txn, changes| {
         // One round trip for every read of the import (on a networked backend).
         txn.prefetch(&fetches, false)?;
+        if let Some(base) = verified.base_seq {
+            check_base(txn, base, verified.seq.unwrap_or(base))?;
+            for user in &verified.deleted {
+                remove_store(txn, changes, user, db.now_ms())?;
+            }
+        }
         let mut digest = Sha256::new();
         let mut summary = Summary::default();
         let mut imported = BTreeSet::new();
@@ -71,8 +83,13 @@ pub(crate) fn import_from(
                     if !selected(users, user) {
                         return Ok(());
                     }
-                    let exists = record::store_record(txn, user)?.is_some()
+                    let mut exists = record::store_record(txn, user)?.is_some()
                         || txn.get(Space::Totals, user, &[])?.is_some();
+                    if incremental && exists {
+                        // An incremental export holds the whole store as it is now.
+                        remove_store(txn, changes, user, db.now_ms())?;
+                        exists = false;
+                    }
                     let restore = if exists {
                         summary.merged += 1;
                         None
@@ -157,6 +174,10 @@ pub(crate) fn import_from(
                     }
                     Ok(())
                 }
+                Line::StoreDeleted { .. } => {
+                    digest.update(raw);
+                    Ok(())
+                }
                 Line::Header { .. } | Line::Trailer { .. } => Ok(()),
             }
         };
@@ -183,8 +204,60 @@ pub(crate) fn import_from(
             ));
         }
         summary.users = imported.len() as u64;
+        // Where the database now stands, for the next incremental export: only when every
+        // store of the export was restored exactly.
+        if let Some(seq) = verified.seq
+            && summary.merged == 0
+        {
+            txn.put(Space::Database, "", RESTORED, &seq.to_be_bytes())?;
+        }
         Ok((summary, Finish::Commit))
     })
+}
+
+/// The key of the `seq` of the last export an import applied, in `Space::Database`.
+const RESTORED: &[u8] = b"restored";
+
+/// Whether an incremental export covering `base + 1 ..= seq` follows what this database was
+/// restored to: refused with the gap, the overlap, or the missing base.
+fn check_base(txn: &dyn WriteTxn, base: u64, seq: u64) -> Result<(), Error> {
+    let at = txn
+        .get(Space::Database, "", RESTORED)?
+        .and_then(|v| <[u8; 8]>::try_from(v.as_slice()).ok())
+        .map(u64::from_be_bytes);
+    let why = match at {
+        None => format!(
+            "this incremental export covers seq {} to {seq}, and this database was not restored from an export (import the full export it follows first)",
+            base + 1
+        ),
+        Some(at) if at < base => format!(
+            "a gap: this database was restored up to seq {at}, and this incremental export starts after {base} (import the exports between them first)"
+        ),
+        Some(at) if at > base => format!(
+            "an overlap: this database was restored up to seq {at} already, and this incremental export starts after {base}"
+        ),
+        Some(_) => return Ok(()),
+    };
+    Err(import_error(0, why))
+}
+
+/// Removes every entry of store `user`, if it has any (an incremental export replaces or
+/// deletes it).
+fn remove_store(
+    txn: &mut dyn WriteTxn,
+    changes: &Changes,
+    user: &str,
+    now_ms: i64,
+) -> Result<(), Error> {
+    let exists =
+        record::store_record(txn, user)?.is_some() || txn.get(Space::Totals, user, &[])?.is_some();
+    if exists {
+        for space in Space::ALL {
+            txn.remove_range(space, user, &[], &crate::stores::ALL_KEYS_END)?;
+        }
+        changes.note(Change::of_store(ChangeKind::StoreDeleted, user, now_ms));
+    }
+    Ok(())
 }
 
 /// Writes one entry inside the import transaction, applying the conflict policy, the

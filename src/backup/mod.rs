@@ -39,10 +39,13 @@ use crate::path::MemoryPath;
 pub const EXPORT_FORMAT: &str = "memkv-export";
 /// The version of the export format this build writes. It reads this one and every earlier
 /// one: version 1 (files only) and version 2 (stores, memory ids and versions too).
-pub const EXPORT_VERSION: u64 = 2;
+pub const EXPORT_VERSION: u64 = 3;
 
 /// The first version with store and version lines, and ids on file lines.
 const HISTORY_VERSION: u64 = 2;
+/// The version whose header says where in the change log it stands, and which has
+/// incremental exports.
+const INCREMENTAL_VERSION: u64 = 3;
 
 #[derive(Debug, Serialize, Deserialize)]
 #[serde(tag = "type", rename_all = "snake_case", deny_unknown_fields)]
@@ -53,7 +56,17 @@ enum Line {
         created_ms: i64,
         created: String,
         memkv_version: String,
+        /// Version 3: the change log's last `seq` in the snapshot (what the export covers up
+        /// to).
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        seq: Option<u64>,
+        /// Version 3, an incremental export: the `seq` it starts after (it covers the changes
+        /// `base_seq + 1 ..= seq`).
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        base_seq: Option<u64>,
     },
+    /// Version 3, in an incremental export: a store deleted in its range.
+    StoreDeleted { user: String },
     /// A store's own record (version 2), before its files and versions.
     Store {
         user: String,

@@ -8,8 +8,8 @@ use sha2::{Digest, Sha256};
 use super::history::{Block, VersionLine};
 use super::source::{ImportSource, NOT_A_HEADER, for_each_line};
 use super::{
-    EXPORT_FORMAT, EXPORT_VERSION, HISTORY_VERSION, Line, MAX_CLOCK_SKEW_MS, Progress, Summary,
-    hex, import_error, sha256_hex,
+    EXPORT_FORMAT, EXPORT_VERSION, HISTORY_VERSION, INCREMENTAL_VERSION, Line, MAX_CLOCK_SKEW_MS,
+    Progress, Summary, hex, import_error, sha256_hex,
 };
 use crate::error::Error;
 use crate::exec;
@@ -48,6 +48,8 @@ pub(super) fn verify(
     // Version 2: the header's version, the store whose block is being read, the stores
     // seen, the version lines.
     let mut format_version = 0;
+    let mut positions: (Option<u64>, Option<u64>) = (None, None);
+    let mut deleted = Vec::new();
     let mut block: Option<Block> = None;
     let mut stores = BTreeSet::new();
     let mut versions = 0u64;
@@ -59,7 +61,11 @@ pub(super) fn verify(
         }
         match line {
             Line::Header {
-                format, version, ..
+                format,
+                version,
+                seq,
+                base_seq,
+                ..
             } => {
                 if n != 1 {
                     return Err(import_error(n, "a second header"));
@@ -78,11 +84,48 @@ pub(super) fn verify(
                         ),
                     ));
                 }
+                if version < INCREMENTAL_VERSION && (seq.is_some() || base_seq.is_some()) {
+                    return Err(import_error(
+                        n,
+                        format!("a change-log position in a version-{version} export"),
+                    ));
+                }
+                if let (Some(base), Some(seq)) = (base_seq, seq)
+                    && base > seq
+                {
+                    return Err(import_error(
+                        n,
+                        format!("an incremental export from seq {base} back to {seq}"),
+                    ));
+                }
+                if base_seq.is_some() && seq.is_none() {
+                    return Err(import_error(n, "an incremental export without its seq"));
+                }
+                positions = (base_seq, seq);
                 format_version = version;
                 seen_header = true;
             }
             _ if !seen_header => {
                 return Err(import_error(n, NOT_A_HEADER));
+            }
+            Line::StoreDeleted { ref user } => {
+                if positions.0.is_none() {
+                    return Err(import_error(
+                        n,
+                        "a store_deleted line outside an incremental export",
+                    ));
+                }
+                validate_user(user).map_err(|e| import_error(n, e.to_string()))?;
+                if !stores.insert(user.clone()) {
+                    return Err(import_error(
+                        n,
+                        format!("user {user:?} is both deleted and exported"),
+                    ));
+                }
+                if selected(users, user) {
+                    deleted.push(user.clone());
+                }
+                files_digest.update(raw);
             }
             Line::Store { ref user, .. } => {
                 if format_version < HISTORY_VERSION {
@@ -289,15 +332,27 @@ pub(super) fn verify(
         ));
     }
     selected_summary.users = plans.len() as u64;
+    let mut writes: Vec<String> = plans.keys().cloned().collect();
+    writes.extend(deleted.iter().cloned());
+    writes.sort();
     Ok(Verified {
+        base_seq: positions.0,
+        seq: positions.1,
+        deleted,
         files: selected_summary.files,
         files_digest: hex(&files_digest.finalize()),
         selected: selected_summary,
-        users: plans.into_keys().collect(),
+        users: writes,
     })
 }
 
 pub(super) struct Verified {
+    /// An incremental export: the `seq` it starts after.
+    pub(super) base_seq: Option<u64>,
+    /// The change-log position the export covers up to (version 3).
+    pub(super) seq: Option<u64>,
+    /// The stores an incremental export deletes (of those selected).
+    pub(super) deleted: Vec<String>,
     /// Files of the selected users.
     pub(super) files: u64,
     /// Digest of every file line, to detect a file that changes between the two passes.

@@ -195,13 +195,15 @@ fn trim_in(
     }
     if let Some(age) = retention.max_age {
         let cutoff = now_ms.saturating_sub(crate::time::millis(age));
-        let due = txn.log_read(through, AGE_SCAN)?;
-        let old = due
-            .iter()
-            .take_while(|(_, bytes)| Record::decode(bytes).is_ok_and(|r| r.at_ms < cutoff))
-            .count();
-        if old as u64 > slack.min(AGE_SCAN as u64 - 1) || (slack == 0 && old > 0) {
-            through = through.max(due[old - 1].0);
+        let expired = |bytes: &[u8]| Record::decode(bytes).is_ok_and(|r| r.at_ms < cutoff);
+        // The oldest entry first: usually young enough, and then nothing more is read.
+        let oldest = txn.log_read(through, 1)?;
+        if oldest.first().is_some_and(|(_, bytes)| expired(bytes)) {
+            let due = txn.log_read(through, AGE_SCAN)?;
+            let n = due.iter().take_while(|(_, bytes)| expired(bytes)).count();
+            if n as u64 > slack.min(AGE_SCAN as u64 - 1) || (slack == 0 && n > 0) {
+                through = through.max(due[n - 1].0);
+            }
         }
     }
     if through > bounds.trimmed {

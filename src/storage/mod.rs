@@ -68,6 +68,9 @@ pub enum Space {
     /// The webhook endpoints (since format 7), under the empty user id, which no store can
     /// have: one record per endpoint, by id.
     Webhooks,
+    /// Records of the database itself (since format 7), under the empty user id: where the
+    /// last export applied by an import stood (`restored`).
+    Database,
 }
 
 /// What a backend declares about itself ([`Backend::capabilities`]), so that its callers choose
@@ -128,12 +131,13 @@ impl Space {
             Space::Snapshots => (10, 9),
             Space::Memories => (11, 11),
             Space::Webhooks => (12, 12),
+            Space::Database => (13, 13),
         };
         SpaceNumbers { redb, postgres }
     }
 
     /// Every space, in a fixed order.
-    pub const ALL: [Space; 12] = [
+    pub const ALL: [Space; 13] = [
         Space::Nodes,
         Space::Contents,
         Space::Totals,
@@ -146,6 +150,7 @@ impl Space {
         Space::Store,
         Space::Memories,
         Space::Webhooks,
+        Space::Database,
     ];
 }
 
@@ -421,7 +426,8 @@ mod tests {
                 (10, 9),
                 (9, 10),
                 (11, 11),
-                (12, 12)
+                (12, 12),
+                (13, 13)
             ]
         );
         for numbers in [

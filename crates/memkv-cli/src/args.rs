@@ -313,6 +313,10 @@ pub struct ExportArgs {
     /// Write one user's files as plain files under DIR (needs exactly one --user)
     #[arg(long, value_name = "DIR")]
     pub to_dir: Option<PathBuf>,
+    /// An incremental export: the stores changed after this seq of the change log (the `seq`
+    /// in the header of the export it follows); import it after that one
+    #[arg(long, value_name = "SEQ", conflicts_with = "to_dir")]
+    pub since: Option<u64>,
 }
 
 #[derive(Debug, Args)]

@@ -86,11 +86,20 @@ pub fn export(global: &Global, args: &ExportArgs) -> Result {
         // export leaves no half file, and never overwrites the database itself.
         let db = (!global.is_url()).then(|| global.db_path()).transpose()?;
         let mut file = ExportFile::create(path, db.as_deref())?;
-        let summary = store.export(&args.user, &mut file, &mut |p| bar.update(p))?;
+        let summary = match args.since {
+            Some(since) => {
+                store.export_since(since, &args.user, &mut file, &mut |p| bar.update(p))?
+            }
+            None => store.export(&args.user, &mut file, &mut |p| bar.update(p))?,
+        };
         file.finish()?;
         summary
     } else {
-        store.export(&args.user, io::stdout().lock(), &mut |p| bar.update(p))?
+        let out = io::stdout().lock();
+        match args.since {
+            Some(since) => store.export_since(since, &args.user, out, &mut |p| bar.update(p))?,
+            None => store.export(&args.user, out, &mut |p| bar.update(p))?,
+        }
     };
     bar.finish();
     note!("{}", summary_line("exported", &summary));

@@ -253,3 +253,71 @@ fn a_follower_reads_four_writers_entries_in_seq_order_without_a_gap() {
         assert_eq!(mine, order);
     }
 }
+
+#[test]
+fn export_since_and_import_rebuild_a_copy_and_refuse_a_gap() {
+    each_backend(|backend| {
+        let dir = tempfile::tempdir().unwrap();
+        let source = Db::fresh(backend, dir.path(), "s.redb");
+        let copy = Db::fresh(backend, dir.path(), "c.redb");
+        let exec = |user: &str, input: String| {
+            ok(&common::run_with_input(
+                common::memkv(&source).args(["exec", "-u", user]),
+                input.as_bytes(),
+            ));
+        };
+        let export = |args: &[&str]| -> String {
+            let mut all = vec!["export"];
+            all.extend(args);
+            ok(&common::run_with_input(
+                common::memkv(&source).args(&all),
+                b"",
+            ))
+        };
+        let seq = |text: &str| -> u64 {
+            serde_json::from_str::<Value>(text.lines().next().unwrap()).unwrap()["seq"]
+                .as_u64()
+                .unwrap()
+        };
+        exec("alice", create("/memories/a.md"));
+        let full = export(&[]);
+        exec("alice", create("/memories/b.md"));
+        exec("bob", create("/memories/c.md"));
+        let inc1 = export(&["--since", &seq(&full).to_string()]);
+        exec(
+            "bob",
+            format!(
+                "{}\n",
+                json!({"command": "delete", "path": "/memories/c.md"})
+            ),
+        );
+        let inc2 = export(&["--since", &seq(&inc1).to_string()]);
+        let files: Vec<_> = [("full", &full), ("inc1", &inc1), ("inc2", &inc2)]
+            .iter()
+            .map(|(name, text)| {
+                let path = dir.path().join(format!("{name}.jsonl"));
+                std::fs::write(&path, text).unwrap();
+                path
+            })
+            .collect();
+        let import = |file: &std::path::Path| {
+            common::run_with_input(common::memkv(&copy).arg("import").arg(file), b"")
+        };
+        ok(&import(&files[0]));
+        common::fails(&import(&files[2]), 1, "a gap");
+        ok(&import(&files[1]));
+        ok(&import(&files[2]));
+        let body = |text: &str| -> Vec<String> {
+            let lines: Vec<&str> = text.lines().collect();
+            lines[1..lines.len() - 1]
+                .iter()
+                .map(|l| (*l).to_owned())
+                .collect()
+        };
+        let copied = ok(&common::run_with_input(
+            common::memkv(&copy).arg("export"),
+            b"",
+        ));
+        assert_eq!(body(&copied), body(&export(&[])));
+    });
+}
