@@ -276,6 +276,7 @@ pub(crate) fn changes(
     if let Some(store) = store {
         crate::user_id::validate_user(store)?;
     }
+    db.settle_log()?;
     let txn = db.backend.begin_read()?;
     crate::changes::read(&txn, after, limit.clamp(1, MAX_CHANGES_PAGE), store)
 }
@@ -285,6 +286,7 @@ pub const MAX_CHANGES_PAGE: usize = 1000;
 
 /// The body of [`crate::Database::last_change`].
 pub(crate) fn last_change(db: &Engine) -> Result<u64, Error> {
+    db.settle_log()?;
     crate::changes::last(&db.backend.begin_read()?)
 }
 
@@ -293,6 +295,8 @@ pub(crate) fn trim_changes(db: &Engine) -> Result<u64, Error> {
     let retention = db.pipeline.commits.changes;
     let now_ms = db.now_ms();
     db.transact(&[], true, |txn, _| {
+        // What is committed and not numbered yet counts too.
+        txn.log_settle()?;
         let removed = crate::changes::trim(txn, &retention, now_ms)?;
         let finish = if removed > 0 {
             Finish::Commit

@@ -185,6 +185,7 @@ pub(crate) fn add(
             .unwrap_or(0)
             + 1;
         let id = format!("wh_{next:016x}");
+        txn.log_settle()?;
         let mut stores = stores.to_vec();
         stores.sort();
         stores.dedup();

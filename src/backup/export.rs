@@ -50,6 +50,8 @@ pub(crate) fn export(
     out: impl Write,
     progress: &mut dyn FnMut(Progress),
 ) -> Result<Summary, Error> {
+    // The header's `seq` covers every change the snapshot holds.
+    db.settle_log()?;
     let txn = db.backend.begin_read()?;
     let bounds = txn.log_bounds()?;
     // An incremental export: the stores the change log names after `since`, each exported

@@ -163,6 +163,9 @@ impl<'a> Scrub<'a> {
 /// the version and the next one of its memory can be far apart); only what changed is
 /// written back.
 fn scrub_stored(txn: &mut dyn WriteTxn, scrub: &mut Scrub<'_>) -> Result<(), Error> {
+    // Entries committed and not numbered yet are scrubbed too: numbered first, in this
+    // transaction.
+    txn.log_settle()?;
     let mut after = txn.log_bounds()?.trimmed;
     loop {
         let chunk = txn.log_read(after, CHUNK)?;

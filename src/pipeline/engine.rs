@@ -17,7 +17,7 @@ use crate::history::{Actor, Retention};
 use crate::limits::{Expiry, Limits, Settings};
 use crate::path::MemoryPath;
 use crate::secrets::SecretPolicy;
-use crate::storage::{AnyBackend, Finish, ReadTxn, WriteTxn};
+use crate::storage::{AnyBackend, Backend, Finish, ReadTxn, WriteTxn};
 use crate::time::millis;
 use crate::tree::TreeRead;
 
@@ -108,6 +108,24 @@ impl Engine {
         f: impl FnMut(&mut dyn WriteTxn, &Changes) -> Result<(R, Finish), Error>,
     ) -> Result<R, Error> {
         transact(&self.backend, &self.pipeline.commits, lock, frees_space, f)
+    }
+
+    /// Numbers the change log's committed entries that wait for it (PostgreSQL numbers them
+    /// after their commits: `crate::storage::WriteTxn::log_settle`), so that a read that follows
+    /// sees every change committed before this call. Nothing on a backend that numbers as it
+    /// writes, or on a read-only open (whose reads see what writers numbered).
+    pub(crate) fn settle_log(&self) -> Result<(), Error> {
+        if self.backend.capabilities().embedded {
+            return Ok(());
+        }
+        let settled = self.transact(&[], false, |txn, _| {
+            txn.log_settle()?;
+            Ok(((), Finish::Commit))
+        });
+        match settled {
+            Err(Error::ReadOnly) => Ok(()),
+            other => other,
+        }
     }
 
     /// The body of [`crate::Database::flush_access_times`].

@@ -355,11 +355,19 @@ pub trait WriteTxn: ReadTxn {
     /// Records that the data is now in layout version `version`.
     fn set_layout_version(&mut self, version: u64) -> Result<(), Error>;
 
-    /// Appends `entries` to the change log at the next sequence numbers, in order. Numbers
-    /// are given in commit order across every writer of the database, so that a reader that
-    /// sees an entry sees every entry below it: a reader following the log never skips one
-    /// that commits later with a lower number (`docs/design.md`, The change log).
+    /// Appends `entries` to the change log, in order. Numbers are given in commit order
+    /// across every writer of the database (at once, or by a later [`Self::log_settle`]), so
+    /// that a reader that sees an entry sees every entry below it: a reader following the log
+    /// never skips one that commits later with a lower number (`docs/design.md`, The change
+    /// log).
     fn log_append(&mut self, entries: &[Vec<u8>]) -> Result<(), Error>;
+
+    /// Numbers every committed entry not numbered yet, so that [`ReadTxn::log_read`] in this
+    /// transaction sees every change committed before it (a backend that numbers entries in
+    /// its writers' transactions, like redb, has none waiting: by default nothing).
+    fn log_settle(&mut self) -> Result<(), Error> {
+        Ok(())
+    }
 
     /// Replaces the entry `seq` (a redaction scrubs what it held); no entry, nothing done.
     fn log_rewrite(&mut self, seq: u64, value: &[u8]) -> Result<(), Error>;

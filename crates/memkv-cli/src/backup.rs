@@ -77,7 +77,13 @@ pub fn export(global: &Global, args: &ExportArgs) -> Result {
             Usage("--to-dir exports one user's tree: give exactly one --user".into()).into(),
         );
     }
-    let store = open_read_only(global)?;
+    // On PostgreSQL the export first numbers the change log's entries committed since the
+    // last look, so that its header's `seq` covers its snapshot: a writable open.
+    let store = if global.is_url() {
+        crate::admin::open_for_writing(global)?
+    } else {
+        open_read_only(global)?
+    };
     let bar = Bar::new();
     let summary = if let Some(dir) = &args.to_dir {
         store.export_dir(&args.user[0], dir, &mut |p| bar.update(p))?

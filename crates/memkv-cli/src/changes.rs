@@ -16,7 +16,14 @@ type Result<T = ()> = std::result::Result<T, Box<dyn std::error::Error>>;
 const FOLLOW_POLL: Duration = Duration::from_millis(100);
 
 pub fn changes(global: &Global, args: &ChangesArgs) -> Result {
-    let db = open_read_only(global)?;
+    // On PostgreSQL a reader numbers the entries committed since the last look (writers do
+    // not wait for it), which needs a writable open; a redb file is only looked at, beside
+    // its writer.
+    let db = if global.is_url() {
+        open_for_writing(global)?
+    } else {
+        open_read_only(global)?
+    };
     let mut out = io::BufWriter::new(io::stdout().lock());
     let mut after = args.after;
     let mut left = args.limit.unwrap_or(u64::MAX);

@@ -302,7 +302,10 @@ impl PgBackend {
             );
             let missing = sql::last_rows(
                 client
-                    .simple_query("SELECT to_regclass('memkv_changes') IS NULL")
+                    .simple_query(
+                        "SELECT to_regclass('memkv_changes') IS NULL \
+                         OR to_regclass('memkv_changes_pending') IS NULL",
+                    )
                     .map_err(|e| query_error(&self.location, &e))?,
             )
             .first()

@@ -38,30 +38,42 @@ CREATE TABLE IF NOT EXISTS memkv_changes (
     seq   bigint PRIMARY KEY,
     value bytea  NOT NULL
 );
+CREATE TABLE IF NOT EXISTS memkv_changes_pending (
+    id    bigserial PRIMARY KEY,
+    value bytea     NOT NULL
+);
 INSERT INTO memkv_meta VALUES ('changes_last', 0), ('changes_trimmed', 0) ON CONFLICT DO NOTHING;";
 
-/// Appends change-log entries as the last statement before the commit: the row of
-/// `changes_last` is locked until the commit, so numbers are given in commit order and a
-/// reader that sees one sees every lower one (`docs/postgres.md`).
+/// Queues change-log entries for numbering (`memkv_changes_pending`, in the order of its
+/// `id`): a writer takes no lock for them, so concurrent commits still share a WAL flush.
+/// [`SETTLE`] numbers them once committed (`docs/postgres.md`).
 pub(crate) fn log_append(out: &mut String, entries: &[Vec<u8>]) {
     if entries.is_empty() {
         return;
     }
-    let n = entries.len();
-    let _ = write!(
-        out,
-        "WITH h AS (UPDATE memkv_meta SET value = value + {n} WHERE name = 'changes_last' \
-         RETURNING value) INSERT INTO memkv_changes (seq, value) \
-         SELECT h.value - {n} + t.o, t.e FROM h, unnest(ARRAY["
-    );
+    out.push_str("INSERT INTO memkv_changes_pending (value) SELECT t.e FROM unnest(ARRAY[");
     for (i, e) in entries.iter().enumerate() {
         if i > 0 {
             out.push(',');
         }
         bytea(out, e);
     }
-    out.push_str("]) WITH ORDINALITY AS t(e, o);\n");
+    out.push_str("]) WITH ORDINALITY AS t(e, o) ORDER BY t.o;\n");
 }
+
+/// Numbers the committed entries of `memkv_changes_pending`, in `id` order, after the last
+/// number given, and moves them into `memkv_changes`: under the row lock of `changes_last`, so
+/// numbering transactions follow each other and a reader that sees a number sees every lower
+/// one. Two statements: the second's snapshot is taken once the lock is held, so it sees every
+/// commit before it.
+pub(crate) const SETTLE: &str = "\
+SELECT value FROM memkv_meta WHERE name = 'changes_last' FOR UPDATE;
+WITH moved AS (DELETE FROM memkv_changes_pending RETURNING id, value), \
+numbered AS (INSERT INTO memkv_changes (seq, value) \
+SELECT (SELECT value FROM memkv_meta WHERE name = 'changes_last') \
++ row_number() OVER (ORDER BY id), value FROM moved RETURNING seq) \
+UPDATE memkv_meta SET value = value + (SELECT count(*) FROM numbered) \
+WHERE name = 'changes_last';\n";
 
 /// The change log's entries after `after`, oldest first, at most `limit`.
 pub(crate) fn log_read(after: u64, limit: usize) -> String {

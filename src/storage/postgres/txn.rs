@@ -206,6 +206,11 @@ impl WriteTxn for PgWrite {
         Ok(())
     }
 
+    fn log_settle(&mut self) -> Result<(), Error> {
+        self.session.get_mut().pending.push_str(sql::SETTLE);
+        Ok(())
+    }
+
     fn log_rewrite(&mut self, seq: u64, value: &[u8]) -> Result<(), Error> {
         let mut text = String::from("UPDATE memkv_changes SET value = ");
         sql::bytea(&mut text, value);

@@ -75,10 +75,8 @@ pub(crate) fn write_function(merge: bool) -> String {
          SELECT * FROM unnest(a_istore, a_ispace, a_ikey, a_ivalue); END IF;\n\
          IF cardinality(a_pstore) > 0 THEN {put}; END IF;\n\
          IF cardinality(a_log) > 0 THEN \
-         UPDATE memkv_meta SET value = value + cardinality(a_log) \
-         WHERE name = 'changes_last' RETURNING value INTO n; \
-         INSERT INTO memkv_changes (seq, value) \
-         SELECT n - cardinality(a_log) + t.o, t.e FROM unnest(a_log) WITH ORDINALITY AS t(e, o); \
+         INSERT INTO memkv_changes_pending (value) \
+         SELECT t.e FROM unnest(a_log) WITH ORDINALITY AS t(e, o) ORDER BY t.o; \
          END IF;\n\
          END\n$memkv$",
         locked = locked_rows("a_lock"),
@@ -101,6 +99,6 @@ pub(crate) const WRITE_TYPES: [postgres::types::Type; 19] = {
         B, S, B,                       // a_dstore, a_dspace, a_dkey
         B, S, B, B,                    // a_istore, a_ispace, a_ikey, a_ivalue
         B, S, B, B, B, Type::BOOL_ARRAY, // a_pstore, a_pspace, a_pkey, a_pvalue, a_pold, a_pcheck
-        B,                             // a_log: change-log entries, appended last
+        B,                             // a_log: change-log entries, queued for numbering
     ]
 };
