@@ -4,14 +4,6 @@
 //! database of which exactly one delivers, the other taking over when it stops. (The signatures
 //! are verified with the Standard Webhooks library itself in python/tests/test_webhooks.py.)
 
-mod client;
-#[allow(dead_code)]
-mod served;
-
-#[allow(dead_code, unused_imports)]
-#[path = "../../../tests/it/util.rs"]
-mod library;
-
 use std::io::{BufRead, BufReader, Read, Write};
 use std::net::TcpListener;
 use std::sync::{Arc, Condvar, Mutex};
@@ -21,8 +13,9 @@ use memkv::Database;
 use memkv_server::keys::Scope;
 use serde_json::{Value, json};
 
-use library::each_backend;
-use served::{Served, ok, refused, send};
+use crate::client;
+use crate::library::{self, each_backend};
+use crate::served::{Served, ok, refused, send};
 
 /// Deliveries received: (webhook-id, body) of each request whose signature held.
 #[derive(Default)]
