@@ -56,6 +56,15 @@ pub(crate) fn export(
     let bounds = txn.log_bounds()?;
     // An incremental export: the stores the change log names after `since`, each exported
     // whole (or as deleted), so that applying it to a copy at `since` makes the copy equal.
+    if since.is_some() && !users.is_empty() {
+        // An incremental export moves a copy on to its `seq`: of some stores only, the others'
+        // changes in its range would be lost to the copy.
+        return Err(Error::Unsupported {
+            location: db.backend.location().to_owned(),
+            reason: "an incremental export covers every store: it cannot be limited to some users"
+                .into(),
+        });
+    }
     let touched = match since {
         None => None,
         Some(after) => Some(touched_since(&txn, after, bounds)?),

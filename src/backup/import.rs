@@ -49,6 +49,13 @@ pub(crate) fn import_from(
         crate::tree::index_fetches(user, &mut fetches);
     }
     let incremental = verified.base_seq.is_some();
+    if incremental && !users.is_empty() {
+        // The database would then stand at the export's `seq` for some stores only.
+        return Err(import_error(
+            0,
+            "an incremental export is imported whole (without --user): it moves the whole database on to its seq",
+        ));
+    }
     let mut lock = lock;
     if verified.seq.is_some() {
         // The database's own record of where it stands (`restored`).
@@ -206,10 +213,14 @@ pub(crate) fn import_from(
         summary.users = imported.len() as u64;
         // Where the database now stands, for the next incremental export: only when every
         // store of the export was restored exactly.
-        if let Some(seq) = verified.seq
-            && summary.merged == 0
-        {
-            txn.put(Space::Database, "", RESTORED, &seq.to_be_bytes())?;
+        // (Not after a merge, or an import of some stores only: the database then follows no
+        // one export, and no incremental export applies to it.)
+        if let Some(seq) = verified.seq {
+            if summary.merged == 0 && users.is_empty() {
+                txn.put(Space::Database, "", RESTORED, &seq.to_be_bytes())?;
+            } else {
+                txn.remove(Space::Database, "", RESTORED)?;
+            }
         }
         Ok((summary, Finish::Commit))
     })

@@ -796,6 +796,23 @@ fn a_full_export_and_its_incrementals_rebuild_the_source() {
             assert_eq!(everything(db), before);
         };
         refused(&c, &inc1, "not restored from an export");
+        // Of some stores only: an incremental export is refused, and imported so, too.
+        let mut sink = Vec::new();
+        assert!(matches!(
+            a.export_since(seq0, &["alice".to_owned()], &mut sink, &mut |_| {}),
+            Err(Error::Unsupported { .. })
+        ));
+        let mut from = memkv::ImportSource::open(&inc1, c.limits()).unwrap();
+        let partial = c.import_from(
+            &mut from,
+            &["alice".to_owned()],
+            Conflict::Refuse,
+            &mut |_| {},
+        );
+        assert!(
+            matches!(&partial, Err(Error::Import { reason, .. }) if reason.contains("without --user")),
+            "{partial:?}"
+        );
         c.import(&full, Conflict::Refuse, &mut |_| {}).unwrap();
         refused(&c, &inc2, "a gap");
         c.import(&inc1, Conflict::Refuse, &mut |_| {}).unwrap();

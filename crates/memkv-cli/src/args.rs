@@ -315,7 +315,7 @@ pub struct ExportArgs {
     pub to_dir: Option<PathBuf>,
     /// An incremental export: the stores changed after this seq of the change log (the `seq`
     /// in the header of the export it follows); import it after that one
-    #[arg(long, value_name = "SEQ", conflicts_with = "to_dir")]
+    #[arg(long, value_name = "SEQ", conflicts_with_all = ["to_dir", "user"])]
     pub since: Option<u64>,
 }
 

@@ -157,6 +157,9 @@ pub(crate) async fn run(state: Arc<AppState>) {
                 }
             }
         };
+        // The endpoint tasks of this lease: cancelled when it is lost or at shutdown, so that
+        // no delivery goes on once another server may have taken over.
+        let leading = shutdown.child_token();
         state.metrics.webhooks_leading.store(1, Relaxed);
         tracing::info!("webhooks: this server delivers the database's webhooks");
         let mut tasks: HashMap<String, tokio::task::JoinHandle<()>> = HashMap::new();
@@ -172,7 +175,12 @@ pub(crate) async fn run(state: Arc<AppState>) {
                     });
                     for hook in hooks {
                         tasks.entry(hook.id.clone()).or_insert_with(|| {
-                            let task = endpoint(Arc::clone(&state), client.clone(), hook.id);
+                            let task = endpoint(
+                                Arc::clone(&state),
+                                client.clone(),
+                                hook.id,
+                                leading.clone(),
+                            );
                             tokio::spawn(task)
                         });
                     }
@@ -199,11 +207,13 @@ pub(crate) async fn run(state: Arc<AppState>) {
                 Err(_) => break,
             }
         }
-        // Attempts under way finish and are recorded, so the next deliverer does not make them
-        // again; one that takes longer than `STOPPING` is dropped (and made again: at least
-        // once).
+        // Attempts under way finish and are recorded (so the next deliverer does not make them
+        // again), within `STOPPING` for all of them; what takes longer is dropped, and made
+        // again (at least once).
+        leading.cancel();
+        let deadline = tokio::time::Instant::now() + STOPPING;
         for mut task in tasks.into_values() {
-            if tokio::time::timeout(STOPPING, &mut task).await.is_err() {
+            if tokio::time::timeout_at(deadline, &mut task).await.is_err() {
                 task.abort();
             }
         }
@@ -217,10 +227,14 @@ pub(crate) async fn run(state: Arc<AppState>) {
 }
 
 /// One endpoint's deliveries, in order, until it is removed (or the task aborted).
-async fn endpoint(state: Arc<AppState>, client: reqwest::Client, id: String) {
+async fn endpoint(
+    state: Arc<AppState>,
+    client: reqwest::Client,
+    id: String,
+    shutdown: tokio_util::sync::CancellationToken,
+) {
     let db = Arc::clone(&state.store);
     let options = state.config.webhooks;
-    let shutdown = state.config.mcp.shutdown.clone();
     // A shutdown ends the task between attempts: an attempt under way is finished and
     // recorded (the deliverer waits for it, up to `STOPPING`).
     let pause = |d: Duration| {
@@ -275,7 +289,7 @@ async fn endpoint(state: Arc<AppState>, client: reqwest::Client, id: String) {
             }
             continue;
         }
-        deliver_page(&state, &client, &hook, &entries).await;
+        deliver_page(&state, &client, &hook, &entries, &shutdown).await;
     }
 }
 
@@ -286,12 +300,13 @@ async fn deliver_page(
     client: &reqwest::Client,
     hook: &Webhook,
     entries: &[ChangeEntry],
+    stop: &tokio_util::sync::CancellationToken,
 ) {
     let (db, options) = (&state.store, &state.config.webhooks);
     let mut passed = hook.delivered;
     let mut recorded = hook.delivered;
     for entry in entries {
-        if state.config.mcp.shutdown.is_cancelled() {
+        if stop.is_cancelled() {
             break;
         }
         if !hook.wants(&entry.change.store, entry.change.kind) {
@@ -371,7 +386,7 @@ async fn post(client: &reqwest::Client, hook: &Webhook, entry: &ChangeEntry) -> 
             if e.is_timeout() {
                 "the endpoint did not answer in time".to_owned()
             } else {
-                format!("the request failed: {e}")
+                format!("the request failed: {}", e.without_url())
             }
         })?;
     let status = response.status();

@@ -159,10 +159,6 @@ fn a_long_poll_answers_when_an_entry_commits_or_when_the_wait_runs_out() {
             late < Duration::from_secs(1),
             "answered {late:?} after the commit"
         );
-        assert!(
-            late < Duration::from_millis(100),
-            "answered {late:?} after the commit"
-        );
     });
 }
 

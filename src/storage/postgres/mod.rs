@@ -397,10 +397,9 @@ fn lease_key(key: i64) -> String {
 }
 
 /// A session-level advisory lock on a connection of its own ([`Backend::lease`]): held while
-/// the connection lives, unlocked when dropped.
+/// the connection lives, given up (the connection closed) when dropped.
 struct PgLease {
     conn: Option<pool::Conn>,
-    key: i64,
 }
 
 impl crate::storage::Lease for PgLease {
@@ -413,11 +412,11 @@ impl crate::storage::Lease for PgLease {
 
 impl Drop for PgLease {
     fn drop(&mut self) {
-        if let Some(mut conn) = self.conn.take() {
-            let unlock = format!("SELECT pg_advisory_unlock({})", lease_key(self.key));
-            if conn.client().simple_query(&unlock).is_err() {
-                conn.discard();
-            }
+        // Closing the connection ends its session and so its lock: no query here, which could
+        // run on an async runtime's thread, and no connection back in the pool with the lock
+        // still held. (The pool closes it on a thread of its own.)
+        if let Some(conn) = self.conn.take() {
+            conn.discard();
         }
     }
 }
@@ -447,12 +446,7 @@ impl Backend for PgBackend {
             .first()
             .and_then(|r| r.get(0).map(|v| v == "t"))
             .unwrap_or(false);
-        Ok(held.then(|| {
-            Box::new(PgLease {
-                conn: Some(conn),
-                key,
-            }) as Box<_>
-        }))
+        Ok(held.then(|| Box::new(PgLease { conn: Some(conn) }) as Box<_>))
     }
 
     fn begin_read(&self) -> Result<PgRead, Error> {

@@ -122,6 +122,12 @@ async fn feed(
     let deadline = Instant::now() + wait;
     let label = store.clone().unwrap_or_default();
     let shutdown = state.config.mcp.shutdown.clone();
+    let mut first = true;
+    let operation = if store.is_some() {
+        "changes.list"
+    } else {
+        "changes.list_all"
+    };
     loop {
         // Made before the read: a commit between the read and the wait is not missed.
         let signal = state.store.next_commit();
@@ -130,7 +136,24 @@ async fn feed(
             db.changes(after, limit, of.as_deref())
                 .map_err(|e| refused(&e, of.as_deref().unwrap_or("")))
         })
-        .await?;
+        .await;
+        let page = match page {
+            Ok(page) => page,
+            // A poll already waiting is not refused for a busy moment: it looks again.
+            Err(e) if first || e.status != StatusCode::SERVICE_UNAVAILABLE => return Err(e),
+            Err(_) => {
+                if Instant::now() >= deadline {
+                    let empty = json!({"data": [], "next_after": after});
+                    return Ok(answer(&label, operation, &empty));
+                }
+                tokio::select! {
+                    () = tokio::time::sleep(REMOTE_POLL) => {}
+                    () = shutdown.cancelled() => {}
+                }
+                continue;
+            }
+        };
+        first = false;
         let now = Instant::now();
         if !page.entries.is_empty() || now >= deadline || shutdown.is_cancelled() {
             let data: Vec<_> = page
@@ -138,11 +161,6 @@ async fn feed(
                 .iter()
                 .map(memkv::ChangeEntry::to_json)
                 .collect();
-            let operation = if store.is_some() {
-                "changes.list"
-            } else {
-                "changes.list_all"
-            };
             return Ok(answer(
                 &label,
                 operation,
