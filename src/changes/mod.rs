@@ -21,7 +21,7 @@ pub use entry::ChangeEntry;
 use entry::Record;
 
 use crate::error::Error;
-use crate::history::change::{Change, ChangeKind};
+use crate::history::change::{Change, ChangeKind, Erased};
 use crate::storage::{ReadTxn, WriteTxn};
 
 /// How much of the change log is kept: entries older than `max_age` and beyond the newest
@@ -76,6 +76,7 @@ const CHUNK: usize = 1024;
 pub(crate) fn write(
     txn: &mut dyn WriteTxn,
     changes: &[Change],
+    erased: &[Erased],
     retention: &ChangeRetention,
     trims: bool,
 ) -> Result<(), Error> {
@@ -88,6 +89,11 @@ pub(crate) fn write(
             && let (Some(memory), Some(version)) = (change.memory, change.version)
         {
             let mut scrub = Scrub::new(&change.store, memory.0, version.0);
+            // Known from the redaction itself: the version's own entry may be trimmed already.
+            scrub.erased = erased
+                .iter()
+                .find(|e| e.store == change.store && e.version == version.0)
+                .map(|e| e.path.clone());
             scrub_stored(txn, &mut scrub)?;
             for record in &mut records {
                 scrub.visit(record);
@@ -135,7 +141,7 @@ impl<'a> Scrub<'a> {
         }
         match r.version {
             Some(v) if v == self.version => {
-                let erased = r.path.take();
+                let erased = r.path.take().or_else(|| self.erased.take());
                 let touched = erased.is_some()
                     || r.previous_path.is_some()
                     || r.sha256.is_some()

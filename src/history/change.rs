@@ -132,16 +132,38 @@ impl Hooks {
     }
 }
 
-/// The changes noted inside one write transaction, in order.
+/// The changes noted inside one write transaction, in order, and the paths its redactions
+/// erased (for the change log's scrub, never handed to the hooks).
 #[derive(Debug, Default)]
-pub(crate) struct Changes(RefCell<Vec<Change>>);
+pub(crate) struct Changes(RefCell<Vec<Change>>, RefCell<Vec<Erased>>);
+
+/// A path a redaction erased: of version `version` of store `store`.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) struct Erased {
+    pub(crate) store: String,
+    pub(crate) version: u64,
+    pub(crate) path: String,
+}
 
 impl Changes {
     pub(crate) fn note(&self, change: Change) {
         self.0.borrow_mut().push(change);
     }
 
+    /// Notes the path the redaction of `version` erased.
+    pub(crate) fn erased(&self, store: &str, version: u64, path: &str) {
+        self.1.borrow_mut().push(Erased {
+            store: store.to_owned(),
+            version,
+            path: path.to_owned(),
+        });
+    }
+
     pub(crate) fn take(&self) -> Vec<Change> {
         std::mem::take(&mut self.0.borrow_mut())
+    }
+
+    pub(crate) fn take_erased(&self) -> Vec<Erased> {
+        std::mem::take(&mut self.1.borrow_mut())
     }
 }

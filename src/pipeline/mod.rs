@@ -241,7 +241,8 @@ pub(crate) fn transact<R>(
         let (r, finish) = f(txn, &noted)?;
         changes = noted.take();
         if finish == Finish::Commit {
-            crate::changes::write(txn, &changes, &commits.changes, trims)?;
+            let erased = noted.take_erased();
+            crate::changes::write(txn, &changes, &erased, &commits.changes, trims)?;
         }
         Ok(((r, finish), finish))
     };

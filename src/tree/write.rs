@@ -171,6 +171,11 @@ impl<'t, T: WriteTxn + ?Sized> Tree<'t, T> {
                 actor: by,
                 ..change::Change::of_store(ChangeKind::VersionRedacted, self.user, now)
             });
+            // For the change log's scrub only (`crate::changes`): the path the log must forget,
+            // also where the version's own entry is already gone.
+            if let Some(path) = &before.path {
+                self.rec.changes.erased(self.user, seq, path);
+            }
         }
         Ok(redacted)
     }

@@ -190,3 +190,43 @@ fn a_redaction_leaves_nothing_of_what_it_erased_in_the_log() {
         );
     });
 }
+
+#[test]
+fn a_redaction_scrubs_the_next_entry_also_when_its_own_was_trimmed() {
+    each_backend(|| {
+        let db = Database::builder()
+            .change_retention(ChangeRetention {
+                max_age: None,
+                max_entries: Some(1),
+            })
+            .fresh()
+            .unwrap();
+        let u = db.user("u").unwrap();
+        let m = u.create_memory("/memories/a.md", "a").unwrap().unwrap();
+        let secret = u
+            .update_memory(m.id, None, Some("/memories/secret-name.md"), None)
+            .unwrap()
+            .unwrap();
+        u.update_memory(m.id, None, Some("/memories/after.md"), None)
+            .unwrap()
+            .unwrap();
+        db.trim_changes().unwrap();
+        let kept = db.changes(db.last_change().unwrap() - 1, 10, None).unwrap();
+        assert_eq!(kept.entries.len(), 1);
+        assert!(
+            kept.entries[0]
+                .to_json()
+                .to_string()
+                .contains("secret-name")
+        );
+        u.redact(secret.version).unwrap().unwrap();
+        let after = db.changes(kept.entries[0].seq - 1, 10, None).unwrap();
+        let text: String = after
+            .entries
+            .iter()
+            .map(|e| e.to_json().to_string())
+            .collect();
+        assert!(!text.contains("secret-name"), "{text}");
+        assert!(text.contains("/after.md"), "{text}");
+    });
+}
