@@ -90,6 +90,10 @@ impl Change {
 /// order it was made (see the module documentation). Register one with
 /// [`crate::DatabaseBuilder::commit_hook`].
 ///
+/// Commits of batches that run at once (PostgreSQL's write lanes) may reach the hooks in
+/// another order than they committed; the change log ([`crate::Database::changes`]) has the
+/// commit order.
+///
 /// A hook runs on the committing thread before any writer of the batch is answered, so a
 /// writer that got its answer knows every hook has seen its change: keep it short (hand the
 /// changes to a queue of your own for slow work). A panic in a hook is caught and ignored: the

@@ -235,10 +235,40 @@ impl Seen {
         }
         let seen = self.1.lock().unwrap();
         assert_eq!(logged.len(), seen.len(), "{logged:#?}\n{seen:#?}");
-        for (i, (entry, change)) in logged.iter().zip(seen.iter()).enumerate() {
+        for (i, entry) in logged.iter().enumerate() {
             assert_eq!(entry.seq, i as u64 + 1);
+        }
+        // A store's entries are in its commit order (its versions' numbers increase).
+        let mut last: std::collections::HashMap<&str, u64> = Default::default();
+        for entry in &logged {
+            if let Some(v) = entry.change.version {
+                let before = last.insert(&entry.change.store, v.0).unwrap_or(0);
+                let redaction = entry.change.kind == memkv::ChangeKind::VersionRedacted;
+                assert!(
+                    redaction || v.0 > before,
+                    "entry {} out of commit order",
+                    entry.seq
+                );
+            }
+        }
+        // Commits of concurrent batches (PostgreSQL's write lanes) reach the hooks in any
+        // order: the same changes, compared in one order.
+        let key = |c: &memkv::Change| {
+            (
+                c.store.clone(),
+                c.version,
+                format!("{:?}", c.kind),
+                c.at_ms,
+                c.memory,
+            )
+        };
+        let mut logged: Vec<_> = logged.into_iter().map(|e| (e.seq, e.change)).collect();
+        logged.sort_by_key(|(_, c)| key(c));
+        let mut seen = seen.clone();
+        seen.sort_by_key(key);
+        for ((seq, got), change) in logged.iter().zip(seen.iter()) {
+            let entry_seq = *seq;
             let mut want = change.clone();
-            let got = &entry.change;
             if got.path.is_none() && got.sha256.is_none() {
                 // Scrubbed by a redaction.
                 want.path = None;
@@ -249,7 +279,7 @@ impl Seen {
             if got.previous_path.is_none() {
                 want.previous_path = None;
             }
-            assert_eq!(got, &want, "entry {}", entry.seq);
+            assert_eq!(got, &want, "entry {entry_seq}");
         }
         assert_eq!(db.last_change().unwrap(), seen.len() as u64);
     }
