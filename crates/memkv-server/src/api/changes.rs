@@ -81,18 +81,7 @@ fn params(q: &Query) -> Result<Params, ApiError> {
             ))
         })?,
     };
-    let limit = match q.get("limit") {
-        None => DEFAULT_LIMIT,
-        Some(v) => v
-            .parse::<usize>()
-            .ok()
-            .filter(|n| (1..=MAX_LIMIT).contains(n))
-            .ok_or_else(|| {
-                ApiError::invalid(format!(
-                    "limit must be an integer from 1 to {MAX_LIMIT}, not {v:?}"
-                ))
-            })?,
-    };
+    let limit = q.limit_within(DEFAULT_LIMIT, MAX_LIMIT)?;
     let wait = match q.get("wait") {
         None => Duration::ZERO,
         Some(v) => v

@@ -199,23 +199,28 @@ impl Query {
 
     /// `limit`: 1 to 100, 20 when not given; with `view=full` a page holds at most 20.
     pub fn limit(&self, full: bool) -> Result<usize, ApiError> {
-        let limit = match self.get("limit") {
-            None => DEFAULT_LIMIT,
-            Some(v) => v
-                .parse::<usize>()
-                .ok()
-                .filter(|n| (1..=MAX_LIMIT).contains(n))
-                .ok_or_else(|| {
-                    ApiError::invalid(format!(
-                        "limit must be an integer from 1 to {MAX_LIMIT}, not {v:?}"
-                    ))
-                })?,
-        };
+        let limit = self.limit_within(DEFAULT_LIMIT, MAX_LIMIT)?;
         Ok(if full {
             limit.min(DEFAULT_LIMIT)
         } else {
             limit
         })
+    }
+
+    /// `limit`: 1 to `max`, `default` when not given.
+    pub fn limit_within(&self, default: usize, max: usize) -> Result<usize, ApiError> {
+        match self.get("limit") {
+            None => Ok(default),
+            Some(v) => v
+                .parse::<usize>()
+                .ok()
+                .filter(|n| (1..=max).contains(n))
+                .ok_or_else(|| {
+                    ApiError::invalid(format!(
+                        "limit must be an integer from 1 to {max}, not {v:?}"
+                    ))
+                }),
+        }
     }
 
     /// A boolean parameter (`true` or `false`).
