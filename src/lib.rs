@@ -68,7 +68,8 @@
 //!   validated [`MemoryPath`] (pure, no I/O); `user_id`: the rules for user ids.
 //! - `layout`: keys and records as bytes; [`storage`]: the narrow transactional seam;
 //!   [`storage::redb`] is the embedded default and holds every table definition, its
-//!   [arrangement version](storage::redb::REDB_FORMAT) and the disk reserve that lets writes
+//!   [arrangement version](storage::redb::REDB_FORMAT), the journal through which a file's
+//!   commits become durable with one append and flush, and the disk reserve that lets writes
 //!   which free space commit on a full disk; `postgres` (feature `postgres`) the same in
 //!   PostgreSQL; the logical layout version is `layout::LAYOUT_VERSION`.
 //!

@@ -18,6 +18,7 @@
 
 mod create;
 mod health;
+mod journal;
 mod open;
 pub(crate) mod reserve;
 mod txn;
@@ -35,6 +36,7 @@ use redb::{
 };
 
 use self::health::Health;
+use self::journal::Journal;
 use self::open::{
     check_exists, check_redb_format, check_version, consolidate_legacy_tables, open_error,
     open_read_only_db, open_writable,
@@ -48,9 +50,11 @@ use crate::layout::LAYOUT_VERSION;
 
 /// How this backend arranges the layout in redb tables (physical, not logical). 1 = every space
 /// in one table, `memkv_data`, and is not written down: a file without the `redb_format` key is
-/// 1 (or an older arrangement, converted on open). A later arrangement writes the key; a file
-/// with a newer one than this build knows is refused.
-pub const REDB_FORMAT: u64 = 1;
+/// 1 (or an older arrangement, converted on open). 2 = as 1, and commits since the last
+/// checkpoint may be held in the journal beside the file (`journal`), which a build that knows
+/// only 1 would ignore; every writable open stamps it. A file with a newer arrangement than this
+/// build knows is refused.
+pub const REDB_FORMAT: u64 = 2;
 
 /// Every space, since format 3, but `Snapshots`.
 const DATA: TableDefinition<&[u8], &[u8]> = TableDefinition::new("memkv_data");
@@ -134,6 +138,8 @@ pub struct RedbBackend {
     location: String,
     /// Space on the disk kept for writes that free space (a file database's; see `reserve`).
     reserve: Option<Reserve>,
+    /// The journal through which commits are made durable (a file opened exclusively).
+    journal: Option<Mutex<Journal>>,
 }
 
 /// The snapshot of the latest commit, and how many commits this process has made: a snapshot
@@ -186,12 +192,17 @@ impl RedbBackend {
             backend.close();
             Ok(())
         })?;
-        let db = health.guard(|| open_writable(path, shared))?;
+        let (db, applied) = health.guard(|| open_writable(path, shared))?;
         let origin = Origin::File {
             path: path.to_owned(),
             shared,
         };
-        Self::init(db, origin, &path.display().to_string())
+        let mut backend = Self::init(db, origin, &path.display().to_string())?;
+        if !shared {
+            let journal = Journal::open(path, backend.id()?, applied)?;
+            backend.journal = Some(Mutex::new(journal));
+        }
+        Ok(backend)
     }
 
     /// Opens an existing database read-only. Works while another process writes to it, and
@@ -200,6 +211,11 @@ impl RedbBackend {
     pub fn open_read_only(path: &Path) -> Result<Self, Error> {
         check_exists(path)?;
         let location = path.display().to_string();
+        if journal::pending(path) {
+            // A writer died with commits in its journal: replay them (a brief writable open,
+            // refused while another process writes).
+            drop(open_writable(path, false)?);
+        }
         if create::holds_no_data(path).unwrap_or(false) {
             return Err(Error::NotMemkv {
                 location,
@@ -246,6 +262,7 @@ impl RedbBackend {
             health,
             location,
             reserve: None,
+            journal: None,
         })
     }
 
@@ -301,8 +318,22 @@ impl RedbBackend {
                     }
                 }
                 check_redb_format(&meta, location, h)?;
-                found
+                let arranged = meta
+                    .get(REDB_FORMAT_KEY)
+                    .map_err(|e| h.fail(e))?
+                    .map(|v| v.value());
+                if arranged != Some(REDB_FORMAT) {
+                    meta.insert(REDB_FORMAT_KEY, REDB_FORMAT)
+                        .map_err(|e| h.fail(e))?;
+                }
+                let identified = meta.get(journal::ID_KEY).map_err(|e| h.fail(e))?.is_some();
+                if !identified {
+                    meta.insert(journal::ID_KEY, journal::new_id())
+                        .map_err(|e| h.fail(e))?;
+                }
+                (found, arranged == Some(REDB_FORMAT) && identified)
             };
+            let (found, arranged) = found;
             let legacy = consolidate_legacy_tables(&txn, &tables, h)?;
             let complete = [DATA.name(), SNAPSHOTS.name(), CHANGES.name()]
                 .iter()
@@ -310,7 +341,7 @@ impl RedbBackend {
             txn.open_table(DATA).map_err(|e| h.fail(e))?;
             txn.open_table(SNAPSHOTS).map_err(|e| h.fail(e))?;
             txn.open_table(CHANGES).map_err(|e| h.fail(e))?;
-            if found.is_some() && complete && !legacy {
+            if found.is_some() && complete && arranged && !legacy {
                 // Nothing changed: don't spend a disk flush on opening.
                 txn.abort().map_err(|e| h.fail(e))
             } else {
@@ -324,6 +355,7 @@ impl RedbBackend {
             health,
             location: location.to_owned(),
             reserve: None,
+            journal: None,
         })
     }
 
@@ -356,7 +388,7 @@ impl RedbBackend {
         let Db::Write(redb) = &*db else {
             return Err(Error::ReadOnly);
         };
-        let result = txn::write(redb, &self.health, f);
+        let result = txn::write(redb, &self.health, self.journal.as_ref(), f);
         // Before the caller answers anyone: reads from now on see this commit.
         let commits = self.committed();
         if let Ok(tables) = self.snapshot(&db) {
@@ -376,11 +408,46 @@ impl RedbBackend {
     }
 
     /// Closes the file now (and its locks), whatever handles are left.
-    fn close(self) {
-        let slot = self.db.into_inner().unwrap_or_else(PoisonError::into_inner);
+    fn close(&self) {
+        let _ = self.checkpoint();
+        self.committed(); // the shared snapshot holds the database open
+        let slot = self
+            .db
+            .write()
+            .unwrap_or_else(PoisonError::into_inner)
+            .take();
         if let Some(db) = slot.and_then(|db| Arc::try_unwrap(db).ok()) {
             db.close();
         }
+    }
+
+    /// The database's id (see `journal`), which `init` stamped.
+    fn id(&self) -> Result<u64, Error> {
+        let db = self.current()?;
+        match &*db {
+            Db::Write(redb) => txn::meta_value(redb, &self.health, journal::ID_KEY),
+            Db::Read(_) => Ok(0),
+        }
+    }
+
+    /// Makes every commit the journal holds part of the file itself (one redb-durable commit)
+    /// and empties the journal: the file alone is then the whole database.
+    pub fn checkpoint(&self) -> Result<(), Error> {
+        let Some(journal) = &self.journal else {
+            return Ok(());
+        };
+        if !journal
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .holds_commits()
+        {
+            return Ok(());
+        }
+        let db = self.current()?;
+        let Db::Write(redb) = &*db else {
+            return Ok(());
+        };
+        txn::checkpoint(redb, &self.health, journal)
     }
 
     /// A new snapshot of `db`'s latest commit.
@@ -449,7 +516,16 @@ impl RedbBackend {
             }
         }
         let db = self.health.guard(|| match writer {
-            Some(shared) => open_writable(path, shared).map(Db::Write),
+            Some(shared) => {
+                let (db, applied) = open_writable(path, shared)?;
+                if let Some(journal) = &self.journal {
+                    // The replay above applied every record of the old journal.
+                    let id = txn::meta_value(&db, &self.health, journal::ID_KEY)?;
+                    *journal.lock().unwrap_or_else(PoisonError::into_inner) =
+                        Journal::open(path, id, applied)?;
+                }
+                Ok(Db::Write(db))
+            }
             None => open_read_only_db(path).map(Db::Read),
         })?;
         *slot = Some(Arc::new(db));
@@ -467,6 +543,8 @@ impl Backend for RedbBackend {
 
     /// redb's page checksums, on a file (see `verify`); nothing for memory or a caller's storage.
     fn verify_storage(&self) -> Result<Vec<String>, Error> {
+        // The check reads the file, which holds journaled commits only after a checkpoint.
+        self.checkpoint()?;
         match &self.origin {
             Origin::File { path, .. } | Origin::ReadOnlyFile { path } => verify::pages(path),
             Origin::Fixed => Ok(Vec::new()),
@@ -525,6 +603,20 @@ impl Backend for RedbBackend {
         };
         self.top_up();
         result
+    }
+}
+
+impl Drop for RedbBackend {
+    /// A clean close checkpoints (see `journal`): the file alone is then the whole database.
+    fn drop(&mut self) {
+        if let Some(journal) = &self.journal
+            && self.checkpoint().is_ok()
+        {
+            journal
+                .lock()
+                .unwrap_or_else(PoisonError::into_inner)
+                .remove();
+        }
     }
 }
 

@@ -267,6 +267,8 @@ fn memkv_sdk_workload(store: &Database, reps: usize) -> Vec<(&'static str, f64)>
 struct Round {
     fsync: f64,
     bare: f64,
+    /// Bytes written to storage per bare redb commit.
+    bare_bytes: Option<f64>,
     single: f64,
     many: f64,
     sqlite: f64,
@@ -374,7 +376,13 @@ fn main() {
     let mut rounds = Vec::new();
     for round in 0..o.rounds {
         let fsync = fdatasync_rate(dir, s);
+        let bare_before = write_bytes();
+        let bare_start = Instant::now();
         let bare = bare_redb_rate(&dir.join(format!("bare{round}.redb")), s);
+        let bare_commits = bare * bare_start.elapsed().as_secs_f64();
+        let bare_bytes = bare_before
+            .zip(write_bytes())
+            .map(|(a, b)| (b - a) as f64 / bare_commits);
         let bytes_before = write_bytes();
         let single_start = Instant::now();
         let single = memkv_create_rate(&store, 1, s);
@@ -394,6 +402,7 @@ fn main() {
         rounds.push(Round {
             fsync,
             bare,
+            bare_bytes,
             single,
             many,
             sqlite,
@@ -414,33 +423,59 @@ fn main() {
         .iter()
         .all(|r| r.bytes.is_some())
         .then(|| med(&|r| r.bytes.unwrap_or(0.0)));
+    // The write targets hold in every round: met when the lowest round's ratio meets them.
+    let lowest = |f: &dyn Fn(&Round) -> f64| rounds.iter().map(f).fold(f64::INFINITY, f64::min);
     let single_ratio = med(&|r| r.single / r.bare);
+    let single_low = lowest(&|r| r.single / r.bare);
     rows.push(Row {
-        measure: "durable create 1 KiB, 1 thread (ops/s)".into(),
+        measure: format!("durable create 1 KiB, 1 thread (ops/s); lowest round {single_low:.2}"),
         memkv: format!("{single:.0}"),
         other: format!("{bare:.0} bare redb"),
         ratio: single_ratio,
-        target: ">= 0.9".into(),
-        pass: single_ratio >= 0.9,
+        target: ">= 0.9 every round".into(),
+        pass: single_low >= 0.9,
     });
     let fsync_ratio = med(&|r| r.many / r.fsync);
+    let fsync_low = lowest(&|r| r.many / r.fsync);
     rows.push(Row {
-        measure: format!("durable create 1 KiB, {WRITERS} threads (ops/s)"),
+        measure: format!(
+            "durable create 1 KiB, {WRITERS} threads (ops/s); lowest round {fsync_low:.2}"
+        ),
         memkv: format!("{many:.0}"),
         other: format!("{fsync:.0} fdatasync/s"),
         ratio: fsync_ratio,
-        target: ">= 2".into(),
-        pass: fsync_ratio >= 2.0,
+        target: ">= 2 every round".into(),
+        pass: fsync_low >= 2.0,
     });
     let sqlite_ratio = med(&|r| r.many / r.sqlite);
+    let sqlite_low = lowest(&|r| r.many / r.sqlite);
     rows.push(Row {
-        measure: format!("durable create 1 KiB, {WRITERS} threads (ops/s)"),
+        measure: format!(
+            "durable create 1 KiB, {WRITERS} threads (ops/s); lowest round {sqlite_low:.2}"
+        ),
         memkv: format!("{many:.0}"),
         other: format!("{sqlite:.0} SQLite WAL FULL"),
         ratio: sqlite_ratio,
-        target: ">= 3".into(),
-        pass: sqlite_ratio >= 3.0,
+        target: ">= 3 every round".into(),
+        pass: sqlite_low >= 3.0,
     });
+    if rounds
+        .iter()
+        .all(|r| r.bytes.is_some() && r.bare_bytes.is_some())
+    {
+        let of = |r: &Round| r.bytes.unwrap_or(0.0) / r.bare_bytes.unwrap_or(1.0);
+        let (ratio, highest) = (med(&of), rounds.iter().map(of).fold(0.0, f64::max));
+        rows.push(Row {
+            measure: format!(
+                "bytes written per durable create 1 KiB, 1 thread; highest round {highest:.2}"
+            ),
+            memkv: format!("{:.0}", med(&|r| r.bytes.unwrap_or(0.0))),
+            other: format!("{:.0} bare redb", med(&|r| r.bare_bytes.unwrap_or(0.0))),
+            ratio,
+            target: "<= 1.5 every round".into(),
+            pass: highest <= 1.5,
+        });
+    }
     // What --shared costs: the same single-thread create, with read-only processes allowed.
     let shared_store = Arc::new(
         Database::builder()

@@ -47,6 +47,12 @@ impl Health {
         self.failed.load(Ordering::Acquire)
     }
 
+    /// The database must be reopened before its next use (its state in memory lags behind
+    /// what is durable).
+    pub(super) fn force_reopen(&self) {
+        self.failed.store(true, Ordering::Release);
+    }
+
     /// The database was (re)opened.
     pub(super) fn healed(&self) {
         self.failed.store(false, Ordering::Release);

@@ -5,12 +5,15 @@
 
 use std::path::Path;
 
-use redb::{DatabaseError, ReadOnlyDatabase, ReadableTable, TableDefinition, WriteTransaction};
+use redb::{
+    DatabaseError, ReadOnlyDatabase, ReadableDatabase, ReadableTable, TableDefinition,
+    WriteTransaction,
+};
 
 use super::health::Health;
-use super::reserve;
-use super::txn::{full_key, user_of};
-use super::{DATA, LEGACY, REDB_FORMAT, REDB_FORMAT_KEY, builder_for, reader};
+use super::txn::{self, full_key, user_of};
+use super::{DATA, LEGACY, META, REDB_FORMAT, REDB_FORMAT_KEY, builder_for, reader};
+use super::{journal, reserve};
 use crate::error::Error;
 use crate::layout::{LAYOUT_VERSION, OLDEST_MIGRATABLE};
 
@@ -31,19 +34,54 @@ pub(super) fn open_read_only_db(path: &Path) -> Result<ReadOnlyDatabase, Error> 
 /// Opens `path` for writing, which repairs it if a writer stopped mid-write. A repair needs free
 /// space: on a full disk, the database's reserve (see `reserve`) is given up for it.
 fn open_to_repair(path: &Path) -> Result<redb::Database, Error> {
-    open_writable(path, false)
+    open_writable(path, false).map(|(db, _)| db)
 }
 
-/// Opens `path` for writing (see [`open_to_repair`] on a full disk).
-pub(super) fn open_writable(path: &Path, shared: bool) -> Result<redb::Database, Error> {
-    let open = || {
-        builder_for(shared)
-            .open(path)
-            .map_err(|e| open_error(e, path))
-    };
-    match open() {
-        Err(Error::DiskFull { .. }) if reserve::release(path) => open(),
+/// Opens `path` for writing (see [`open_to_repair`] on a full disk) and replays the commits its
+/// journal holds (see `journal`), then removes the journal. Returns the database and the number
+/// of the last journaled commit it holds. A replay needs free pages too: on a full disk the
+/// reserve is given up for it, as for a repair.
+pub(super) fn open_writable(path: &Path, shared: bool) -> Result<(redb::Database, u64), Error> {
+    match open_and_replay(path, shared) {
+        Err(Error::DiskFull { .. }) if reserve::release(path) => open_and_replay(path, shared),
         other => other,
+    }
+}
+
+fn open_and_replay(path: &Path, shared: bool) -> Result<(redb::Database, u64), Error> {
+    let db = builder_for(shared)
+        .open(path)
+        .map_err(|e| open_error(e, path))?;
+    let location = path.display().to_string();
+    let h = Health::new(&location);
+    let journal_path = journal::path_of(path);
+    if !journal_path.exists() {
+        let applied = txn::meta_value(&db, &h, journal::APPLIED_KEY)?;
+        return Ok((db, applied));
+    }
+    // A file of an arrangement this build does not know is refused before anything is written.
+    h.guard(|| {
+        let txn = db.begin_read().map_err(|e| h.fail(e))?;
+        match txn.open_table(META) {
+            Ok(meta) => check_redb_format(&meta, &location, &h),
+            Err(redb::TableError::TableDoesNotExist(_)) => Ok(()),
+            Err(e) => Err(h.fail(e)),
+        }
+    })?;
+    let applied = txn::meta_value(&db, &h, journal::APPLIED_KEY)?;
+    let id = txn::meta_value(&db, &h, journal::ID_KEY)?;
+    let records = journal::read_after(&journal_path, id, applied)?;
+    let applied = if records.is_empty() {
+        applied
+    } else {
+        txn::replay(&db, &h, applied, records)?
+    };
+    match std::fs::remove_file(&journal_path) {
+        Err(e) if e.kind() != std::io::ErrorKind::NotFound => Err(Error::Io {
+            path: journal_path,
+            source: e,
+        }),
+        _ => Ok((db, applied)),
     }
 }
 

@@ -162,13 +162,13 @@ fn truncate(path: &Path) -> bool {
 
 /// Bytes free for this process on the disk holding `file`.
 #[cfg(unix)]
-fn available(file: &File) -> io::Result<u64> {
+pub(super) fn available(file: &File) -> io::Result<u64> {
     let stat = rustix::fs::fstatvfs(file)?;
     Ok(stat.f_bavail.saturating_mul(stat.f_frsize))
 }
 
 #[cfg(not(unix))]
-fn available(_file: &File) -> io::Result<u64> {
+pub(super) fn available(_file: &File) -> io::Result<u64> {
     Ok(u64::MAX)
 }
 

@@ -2,11 +2,15 @@
 //! within one user's partition, and writes; every call into redb under [`Health::guard`].
 
 use std::ops::ControlFlow;
-use std::sync::Arc;
+use std::sync::{Arc, Mutex, PoisonError};
 
-use redb::{Database, ReadOnlyTable, ReadTransaction, ReadableTable, Table, TableError};
+use redb::{
+    Database, Durability, ReadOnlyTable, ReadTransaction, ReadableDatabase, ReadableTable, Table,
+    TableError, WriteTransaction,
+};
 
 use super::health::{self, Health};
+use super::journal::{APPLIED_KEY, Journal, Op};
 use super::{CHANGES, DATA, FORMAT_KEY, META, SNAPSHOTS, TRIMMED_KEY};
 use crate::error::Error;
 use crate::storage::{Finish, LogBounds, ReadTxn, Space, Visit, WriteTxn};
@@ -320,13 +324,16 @@ impl ReadTxn for RedbRead {
     }
 }
 
-/// The tables of one write transaction, opened once for all of it.
+/// The tables of one write transaction, opened once for all of it. Every effect on them goes
+/// through the `do_*` methods, which also record it for the journal when there is one.
 pub struct RedbWrite<'t> {
     data: Table<'t, Bytes, Bytes>,
     snapshots: Table<'t, Bytes, Bytes>,
     meta: Table<'t, &'static str, u64>,
     changes: Table<'t, u64, Bytes>,
     health: &'t Health,
+    /// What this transaction changed, for the journal (`None`: no journal).
+    ops: Option<Vec<Op>>,
 }
 
 impl<'t> RedbWrite<'t> {
@@ -337,11 +344,66 @@ impl<'t> RedbWrite<'t> {
         }
     }
 
-    fn of_mut(&mut self, space: Space) -> &mut Table<'t, Bytes, Bytes> {
-        match space {
-            Space::Snapshots => &mut self.snapshots,
-            _ => &mut self.data,
+    fn table(&mut self, snapshots: bool) -> &mut Table<'t, Bytes, Bytes> {
+        if snapshots {
+            &mut self.snapshots
+        } else {
+            &mut self.data
         }
+    }
+
+    fn record(&mut self, op: impl FnOnce() -> Op) {
+        if let Some(ops) = &mut self.ops {
+            ops.push(op());
+        }
+    }
+
+    /// Applies `op` (and records it).
+    fn apply(&mut self, op: Op) -> Result<(), Error> {
+        let h = self.health;
+        h.guard(|| {
+            match &op {
+                Op::Put {
+                    snapshots,
+                    key,
+                    value,
+                } => {
+                    self.table(*snapshots)
+                        .insert(key.as_slice(), value.as_slice())
+                        .map_err(|e| h.fail(e))?;
+                }
+                Op::Remove { snapshots, key } => {
+                    self.table(*snapshots)
+                        .remove(key.as_slice())
+                        .map_err(|e| h.fail(e))?;
+                }
+                Op::RemoveRange {
+                    snapshots,
+                    start,
+                    end,
+                } => self
+                    .table(*snapshots)
+                    .retain_in::<&[u8], _>(start.as_slice()..end.as_slice(), |_, _| false)
+                    .map_err(|e| h.fail(e))?,
+                Op::Meta { key, value } => {
+                    self.meta
+                        .insert(key.as_str(), *value)
+                        .map_err(|e| h.fail(e))?;
+                }
+                Op::LogPut { seq, value } => {
+                    self.changes
+                        .insert(*seq, value.as_slice())
+                        .map_err(|e| h.fail(e))?;
+                }
+                Op::LogTrim { through } => self
+                    .changes
+                    .retain_in(..=*through, |_, _| false)
+                    .map_err(|e| h.fail(e))?,
+            }
+            Ok(())
+        })?;
+        self.record(|| op);
+        Ok(())
     }
 }
 
@@ -388,24 +450,17 @@ impl ReadTxn for RedbWrite<'_> {
 
 impl WriteTxn for RedbWrite<'_> {
     fn put(&mut self, space: Space, user: &str, key: &[u8], value: &[u8]) -> Result<(), Error> {
-        let h = self.health;
-        h.guard(|| {
-            let k = full_key(user, space, key);
-            self.of_mut(space)
-                .insert(k.as_slice(), value)
-                .map_err(|e| h.fail(e))?;
-            Ok(())
+        self.apply(Op::Put {
+            snapshots: space == Space::Snapshots,
+            key: full_key(user, space, key),
+            value: value.to_vec(),
         })
     }
 
     fn remove(&mut self, space: Space, user: &str, key: &[u8]) -> Result<(), Error> {
-        let h = self.health;
-        h.guard(|| {
-            let k = full_key(user, space, key);
-            self.of_mut(space)
-                .remove(k.as_slice())
-                .map_err(|e| h.fail(e))?;
-            Ok(())
+        self.apply(Op::Remove {
+            snapshots: space == Space::Snapshots,
+            key: full_key(user, space, key),
         })
     }
 
@@ -416,53 +471,42 @@ impl WriteTxn for RedbWrite<'_> {
         start: &[u8],
         end: &[u8],
     ) -> Result<(), Error> {
-        let h = self.health;
-        h.guard(|| {
-            let lower = full_key(user, space, start);
-            let upper = full_key(user, space, end);
-            self.of_mut(space)
-                .retain_in::<&[u8], _>(lower.as_slice()..upper.as_slice(), |_, _| false)
-                .map_err(|e| h.fail(e))
+        self.apply(Op::RemoveRange {
+            snapshots: space == Space::Snapshots,
+            start: full_key(user, space, start),
+            end: full_key(user, space, end),
         })
     }
 
     fn set_layout_version(&mut self, version: u64) -> Result<(), Error> {
-        let h = self.health;
-        h.guard(|| {
-            self.meta
-                .insert(FORMAT_KEY, version)
-                .map_err(|e| h.fail(e))?;
-            Ok(())
+        self.apply(Op::Meta {
+            key: FORMAT_KEY.to_owned(),
+            value: version,
         })
     }
 
     fn log_append(&mut self, entries: &[Vec<u8>]) -> Result<(), Error> {
-        if entries.is_empty() {
-            return Ok(());
-        }
         // One writer at a time: the next number is the last one's successor.
-        let mut seq = self.log_bounds()?.last;
-        let h = self.health;
-        h.guard(|| {
-            for entry in entries {
-                seq += 1;
-                self.changes
-                    .insert(seq, entry.as_slice())
-                    .map_err(|e| h.fail(e))?;
-            }
-            Ok(())
-        })
+        let first = self.log_bounds()?.last + 1;
+        for (seq, entry) in (first..).zip(entries) {
+            self.apply(Op::LogPut {
+                seq,
+                value: entry.clone(),
+            })?;
+        }
+        Ok(())
     }
 
     fn log_rewrite(&mut self, seq: u64, value: &[u8]) -> Result<(), Error> {
         let h = self.health;
-        h.guard(|| {
-            let present = self.changes.get(seq).map_err(|e| h.fail(e))?.is_some();
-            if present {
-                self.changes.insert(seq, value).map_err(|e| h.fail(e))?;
-            }
-            Ok(())
-        })
+        let present = h.guard(|| Ok(self.changes.get(seq).map_err(|e| h.fail(e))?.is_some()))?;
+        if present {
+            self.apply(Op::LogPut {
+                seq,
+                value: value.to_vec(),
+            })?;
+        }
+        Ok(())
     }
 
     fn log_trim(&mut self, through: u64) -> Result<(), Error> {
@@ -470,55 +514,171 @@ impl WriteTxn for RedbWrite<'_> {
         if through <= bounds.trimmed {
             return Ok(());
         }
-        let h = self.health;
-        h.guard(|| {
-            self.changes
-                .retain_in(..=through, |_, _| false)
-                .map_err(|e| h.fail(e))?;
-            self.meta
-                .insert(TRIMMED_KEY, through.min(bounds.last))
-                .map_err(|e| h.fail(e))?;
-            Ok(())
+        self.apply(Op::LogTrim { through })?;
+        self.apply(Op::Meta {
+            key: TRIMMED_KEY.to_owned(),
+            value: through.min(bounds.last),
         })
     }
 }
 
-/// Runs `f` in one write transaction of `db`, committed if it says so (see
-/// [`crate::storage::Backend::write`]).
-pub(super) fn write<R>(
-    db: &Database,
-    h: &Health,
-    mut f: impl FnMut(&mut dyn WriteTxn) -> Result<(R, Finish), Error>,
-) -> Result<R, Error> {
-    let txn = h.guard(|| db.begin_write().map_err(|e| h.fail(e)))?;
-    let opened = h.guard(|| {
+/// The tables of `txn`, recording what changes for a journal if `journaled`.
+fn open_tables<'t>(
+    txn: &'t WriteTransaction,
+    h: &'t Health,
+    journaled: bool,
+) -> Result<RedbWrite<'t>, Error> {
+    h.guard(|| {
         Ok(RedbWrite {
             data: txn.open_table(DATA).map_err(|e| h.fail(e))?,
             snapshots: txn.open_table(SNAPSHOTS).map_err(|e| h.fail(e))?,
             meta: txn.open_table(META).map_err(|e| h.fail(e))?,
             changes: txn.open_table(CHANGES).map_err(|e| h.fail(e))?,
             health: h,
+            ops: journaled.then(Vec::new),
         })
-    });
-    let mut tables = opened?;
-    let outcome = f(&mut tables);
-    health::quietly(|| drop(tables));
-    h.guard(|| {
-        match outcome {
-            Ok((value, Finish::Commit)) => {
-                txn.commit().map_err(|e| h.fail(e))?;
-                Ok(value)
-            }
-            Ok((value, Finish::Abort)) => {
-                txn.abort().map_err(|e| h.fail(e))?;
-                Ok(value)
-            }
-            Err(e) => {
-                // The transaction is dropped uncommitted either way; its own error adds
-                // nothing.
-                let _ = txn.abort();
-                Err(e)
-            }
-        }
     })
+}
+
+/// The value of `key` in `memkv_meta` in `db`'s latest commit (0: none), e.g. the number of the
+/// last journaled commit it holds.
+pub(super) fn meta_value(db: &Database, h: &Health, key: &str) -> Result<u64, Error> {
+    h.guard(|| {
+        let txn = db.begin_read().map_err(|e| h.fail(e))?;
+        let meta = match txn.open_table(META) {
+            Ok(meta) => meta,
+            Err(TableError::TableDoesNotExist(_)) => return Ok(0),
+            Err(e) => return Err(h.fail(e)),
+        };
+        let value = meta.get(key).map_err(|e| h.fail(e))?;
+        Ok(value.map_or(0, |v| v.value()))
+    })
+}
+
+/// Applies each commit of `records` (a journal's, after `applied`) in one durable transaction.
+pub(super) fn replay(
+    db: &Database,
+    h: &Health,
+    applied: u64,
+    records: Vec<Vec<Op>>,
+) -> Result<u64, Error> {
+    let txn = h.guard(|| db.begin_write().map_err(|e| h.fail(e)))?;
+    let mut tables = open_tables(&txn, h, false)?;
+    let mut number = applied;
+    for ops in records {
+        for op in ops {
+            tables.apply(op)?;
+        }
+        number += 1;
+    }
+    tables.apply(Op::Meta {
+        key: APPLIED_KEY.to_owned(),
+        value: number,
+    })?;
+    health::quietly(|| drop(tables));
+    h.guard(|| txn.commit().map_err(|e| h.fail(e)))?;
+    Ok(number)
+}
+
+/// Runs `f` in one write transaction of `db`, committed if it says so (see
+/// [`crate::storage::Backend::write`]): through `journal` when there is one (see `journal`),
+/// else with redb's durable commit.
+pub(super) fn write<R>(
+    db: &Database,
+    h: &Health,
+    journal: Option<&Mutex<Journal>>,
+    mut f: impl FnMut(&mut dyn WriteTxn) -> Result<(R, Finish), Error>,
+) -> Result<R, Error> {
+    let mut txn = h.guard(|| db.begin_write().map_err(|e| h.fail(e)))?;
+    let mut tables = open_tables(&txn, h, journal.is_some())?;
+    let outcome = f(&mut tables);
+    let value = match outcome {
+        Ok((value, Finish::Commit)) => value,
+        Ok((value, Finish::Abort)) => {
+            health::quietly(|| drop(tables));
+            h.guard(|| txn.abort().map_err(|e| h.fail(e)))?;
+            return Ok(value);
+        }
+        Err(e) => {
+            health::quietly(|| drop(tables));
+            // The transaction is dropped uncommitted either way; its own error adds nothing.
+            let _ = txn.abort();
+            return Err(e);
+        }
+    };
+    let Some(journal) = journal else {
+        health::quietly(|| drop(tables));
+        h.guard(|| txn.commit().map_err(|e| h.fail(e)))?;
+        return Ok(value);
+    };
+    let mut journal = journal.lock().unwrap_or_else(PoisonError::into_inner);
+    let number = journal.next();
+    let ops = tables.ops.take().unwrap_or_default();
+    let checkpoint = journal.checkpoint_due(ops.iter().map(Op::size).sum());
+    if ops.is_empty() && !checkpoint {
+        health::quietly(|| drop(tables));
+        // Nothing to make durable: a commit that only redb's memory holds loses nothing.
+        return h
+            .guard(|| {
+                txn.set_durability(Durability::None)
+                    .map_err(|e| Error::storage(e.to_string()))?;
+                txn.commit().map_err(|e| h.fail(e))
+            })
+            .map(|()| value);
+    }
+    let stamped = tables.apply(Op::Meta {
+        key: APPLIED_KEY.to_owned(),
+        value: number,
+    });
+    health::quietly(|| drop(tables));
+    if let Err(e) = stamped {
+        let _ = txn.abort();
+        return Err(e);
+    }
+    if checkpoint {
+        h.guard(|| txn.commit().map_err(|e| h.fail(e)))?;
+        // Everything up to `number` is in the file; a journal that cannot be emptied now only
+        // holds records a replay skips, and the next commit is a checkpoint again.
+        let _ = journal.checkpointed(number);
+        return Ok(value);
+    }
+    if let Err(e) = journal.append(number, ops) {
+        let _ = txn.abort();
+        return Err(e);
+    }
+    // Durable from here on: a commit that redb fails now is applied by the replay of the
+    // reopen that the failure forces before the next transaction.
+    let committed = h.guard(|| {
+        txn.set_durability(Durability::None)
+            .map_err(|e| Error::storage(e.to_string()))?;
+        txn.commit().map_err(|e| h.fail(e))
+    });
+    if let Err(e) = committed {
+        if matches!(e, Error::DiskFull { .. }) {
+            journal.go_direct();
+        }
+        h.force_reopen();
+    }
+    Ok(value)
+}
+
+/// A redb-durable commit of everything `journal` holds, which then starts over (see
+/// `RedbBackend::checkpoint`).
+pub(super) fn checkpoint(db: &Database, h: &Health, journal: &Mutex<Journal>) -> Result<(), Error> {
+    // redb's write lock first, as in `write`.
+    let txn = h.guard(|| db.begin_write().map_err(|e| h.fail(e)))?;
+    let mut journal = journal.lock().unwrap_or_else(PoisonError::into_inner);
+    if !journal.holds_commits() {
+        let _ = txn.abort();
+        return Ok(());
+    }
+    let last = journal.next() - 1;
+    h.guard(|| {
+        txn.open_table(META)
+            .map_err(|e| h.fail(e))?
+            .insert(APPLIED_KEY, last)
+            .map_err(|e| h.fail(e))?;
+        txn.commit().map_err(|e| h.fail(e))
+    })?;
+    journal.checkpointed(last)
 }

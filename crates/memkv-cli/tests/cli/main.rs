@@ -6,6 +6,7 @@
 //!   attacker would try them;
 //! - `history`: versions, restore and retention through the CLI;
 //! - `damage`: a damaged database file, page by page;
+//! - `journal`: the redb journal after a killed writer;
 //! - `disk_full`: a full disk, on real tmpfs mounts (root only);
 //! - `postgres`: several processes on one PostgreSQL;
 //! - `serve`: `memkv serve` on free loopback ports, over real sockets.
@@ -16,6 +17,7 @@ mod common;
 mod damage;
 mod disk_full;
 mod history;
+mod journal;
 mod ops;
 mod postgres;
 mod serve;

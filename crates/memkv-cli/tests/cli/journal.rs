@@ -1,0 +1,134 @@
+//! The redb journal (`DB.journal`, docs/design.md, Crash consistency) with real processes: a
+//! writer killed (SIGKILL) leaves its acknowledged commits in the journal only, and the next open,
+//! read-only or not, replays them; a journal left beside another database is refused, and
+//! replayed once it is back beside its own.
+
+use std::io::{BufRead, BufReader, Write};
+use std::path::{Path, PathBuf};
+use std::process::{Child, Stdio};
+
+use serde_json::json;
+
+use crate::common::{self, fails, ok};
+
+/// `memkv exec` with piped standard input and output, killed when dropped.
+struct Exec(Child);
+
+impl Drop for Exec {
+    fn drop(&mut self) {
+        let _ = self.0.kill();
+        let _ = self.0.wait();
+    }
+}
+
+fn journal_of(db: &Path) -> PathBuf {
+    db.with_file_name(format!(
+        "{}.journal",
+        db.file_name().unwrap().to_string_lossy()
+    ))
+}
+
+/// Creates `count` files `/memories/{prefix}-{i}.md` through one `memkv exec`, each answer
+/// awaited (acknowledged), then kills the process with SIGKILL.
+fn acknowledge_then_kill(db: &Path, prefix: &str, count: usize) {
+    let mut exec = Exec(
+        common::memkv(db)
+            .args(["exec", "-u", "u"])
+            .stdin(Stdio::piped())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::null())
+            .spawn()
+            .unwrap(),
+    );
+    let mut stdin = exec.0.stdin.take().unwrap();
+    let mut answers = BufReader::new(exec.0.stdout.take().unwrap());
+    for i in 0..count {
+        let create = json!({"command": "create", "path": format!("/memories/{prefix}-{i}.md"), "file_text": "kept\n"});
+        writeln!(stdin, "{create}").unwrap();
+        stdin.flush().unwrap();
+        let mut line = String::new();
+        answers.read_line(&mut line).unwrap();
+        assert!(line.contains("\"is_error\":false"), "{line}");
+    }
+    exec.0.kill().unwrap();
+    exec.0.wait().unwrap();
+}
+
+/// The files of store `u` (none when the store does not exist).
+fn files(db: &Path) -> Vec<String> {
+    let out = common::run_with_input(common::memkv(db).args(["tree", "-u", "u"]), b"");
+    if common::stderr(&out).contains("no user \"u\"") {
+        return Vec::new();
+    }
+    ok(&out)
+        .lines()
+        .map(|l| l.rsplit("  ").next().unwrap().to_owned())
+        .collect()
+}
+
+#[test]
+fn a_killed_writers_journal_is_replayed_by_the_next_open() {
+    let dir = tempfile::tempdir().unwrap();
+    let db = dir.path().join("j.redb");
+    acknowledge_then_kill(&db, "acked", 30);
+    let journal = journal_of(&db);
+    assert!(
+        std::fs::metadata(&journal).unwrap().len() > 24,
+        "the acknowledged commits are not in the journal"
+    );
+    // The file alone holds at most the last checkpoint: without its journal, a copy lacks the
+    // acknowledged writes.
+    let alone = dir.path().join("alone.redb");
+    std::fs::copy(&db, &alone).unwrap();
+    assert!(files(&alone).is_empty());
+    // A read-only command on the original replays the journal first, then removes it.
+    let listed = files(&db);
+    assert_eq!(listed.len(), 30, "{listed:?}");
+    for i in 0..30 {
+        assert!(
+            listed.contains(&format!("/memories/acked-{i}.md")),
+            "{listed:?}"
+        );
+    }
+    assert!(!journal.exists());
+    let check = ok(&common::run_with_input(
+        common::memkv(&db).arg("check"),
+        b"",
+    ));
+    assert!(check.contains("every invariant holds"), "{check}");
+    // A clean exit leaves no journal either: the file alone is the database.
+    ok(&common::run_with_input(
+        common::memkv(&db).args(["exec", "-u", "u"]),
+        format!(
+            "{}\n",
+            json!({"command": "create", "path": "/memories/clean.md", "file_text": "x"})
+        )
+        .as_bytes(),
+    ));
+    assert!(!journal.exists());
+    std::fs::copy(&db, &alone).unwrap();
+    assert_eq!(files(&alone).len(), 31);
+}
+
+#[test]
+fn a_journal_beside_another_database_is_refused_and_replayed_beside_its_own() {
+    let dir = tempfile::tempdir().unwrap();
+    let db = dir.path().join("j.redb");
+    acknowledge_then_kill(&db, "first", 5);
+    // The database is moved away and a new one is created under its name, beside the journal.
+    let moved = dir.path().join("moved.redb");
+    std::fs::rename(&db, &moved).unwrap();
+    fails(
+        &common::run_with_input(common::memkv(&db).arg("init"), b""),
+        1,
+        "belongs to another database",
+    );
+    assert!(
+        files(&moved).is_empty(),
+        "the commits were only in the journal"
+    );
+    // Back beside its own database, the journal is replayed.
+    std::fs::rename(journal_of(&db), journal_of(&moved)).unwrap();
+    assert_eq!(files(&moved).len(), 5);
+    assert!(!journal_of(&moved).exists());
+}
