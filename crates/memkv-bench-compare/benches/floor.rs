@@ -18,6 +18,12 @@
 #[path = "../../../benches/common/mod.rs"]
 mod common;
 
+/// jemalloc, as in the memkv binary (crates/memkv-cli), where glibc's malloc and free were 15 %
+/// of the server's CPU. It serves the Rust side of every figure here (memkv and bare redb);
+/// SQLite's C code keeps the system's malloc.
+#[global_allocator]
+static GLOBAL: tikv_jemallocator::Jemalloc = tikv_jemallocator::Jemalloc;
+
 use std::path::Path;
 use std::time::Instant;
 

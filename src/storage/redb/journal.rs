@@ -48,9 +48,9 @@ pub(super) const APPLIED_KEY: &str = "journal_applied";
 /// created again beside a journal left behind).
 pub(super) const ID_KEY: &str = "database_id";
 /// A checkpoint after this many journaled commits since the last one…
-const CHECKPOINT_RECORDS: u64 = 8192;
+const CHECKPOINT_RECORDS: u64 = 2048;
 /// … or once the journal is this long.
-const CHECKPOINT_BYTES: u64 = 16 << 20;
+const CHECKPOINT_BYTES: u64 = 4 << 20;
 /// Below this much free space on the disk, plus four times the journal's length, commits are
 /// redb-durable (see [`Journal::checkpoint_due`]).
 const HEADROOM: u64 = 64 << 20;
