@@ -28,9 +28,16 @@ fn journal_of(db: &Path) -> PathBuf {
     ))
 }
 
-/// Creates `count` files `/memories/{prefix}-{i}.md` through one `memkv exec`, each answer
-/// awaited (acknowledged), then kills the process with SIGKILL.
-fn acknowledge_then_kill(db: &Path, prefix: &str, count: usize) {
+/// `count` creates of `/memories/{prefix}-{i}.md`.
+fn creates(prefix: &str, count: usize) -> Vec<serde_json::Value> {
+    (0..count)
+        .map(|i| json!({"command": "create", "path": format!("/memories/{prefix}-{i}.md"), "file_text": "kept\n"}))
+        .collect()
+}
+
+/// Runs `commands` through one `memkv exec`, each answer awaited (acknowledged) and a success,
+/// then kills the process with SIGKILL.
+fn acknowledge_then_kill(db: &Path, commands: &[serde_json::Value]) {
     let mut exec = Exec(
         common::memkv(db)
             .args(["exec", "-u", "u"])
@@ -42,9 +49,8 @@ fn acknowledge_then_kill(db: &Path, prefix: &str, count: usize) {
     );
     let mut stdin = exec.0.stdin.take().unwrap();
     let mut answers = BufReader::new(exec.0.stdout.take().unwrap());
-    for i in 0..count {
-        let create = json!({"command": "create", "path": format!("/memories/{prefix}-{i}.md"), "file_text": "kept\n"});
-        writeln!(stdin, "{create}").unwrap();
+    for command in commands {
+        writeln!(stdin, "{command}").unwrap();
         stdin.flush().unwrap();
         let mut line = String::new();
         answers.read_line(&mut line).unwrap();
@@ -70,7 +76,16 @@ fn files(db: &Path) -> Vec<String> {
 fn a_killed_writers_journal_is_replayed_by_the_next_open() {
     let dir = tempfile::tempdir().unwrap();
     let db = dir.path().join("j.redb");
-    acknowledge_then_kill(&db, "acked", 30);
+    // Commits of every kind of effect: puts, removals, a directory's range removal (a
+    // directory delete), renames, history.
+    let mut commands = creates("acked", 30);
+    commands.extend(creates("dir/gone", 5));
+    commands.extend([
+        json!({"command": "delete", "path": "/memories/dir"}),
+        json!({"command": "rename", "old_path": "/memories/acked-0.md", "new_path": "/memories/moved.md"}),
+        json!({"command": "str_replace", "path": "/memories/acked-1.md", "old_str": "kept", "new_str": "edited"}),
+    ]);
+    acknowledge_then_kill(&db, &commands);
     let journal = journal_of(&db);
     assert!(
         std::fs::metadata(&journal).unwrap().len() > 24,
@@ -82,14 +97,17 @@ fn a_killed_writers_journal_is_replayed_by_the_next_open() {
     std::fs::copy(&db, &alone).unwrap();
     assert!(files(&alone).is_empty());
     // A read-only command on the original replays the journal first, then removes it.
-    let listed = files(&db);
-    assert_eq!(listed.len(), 30, "{listed:?}");
-    for i in 0..30 {
-        assert!(
-            listed.contains(&format!("/memories/acked-{i}.md")),
-            "{listed:?}"
-        );
-    }
+    let mut listed = files(&db);
+    listed.sort();
+    let mut expected: Vec<String> = (1..30).map(|i| format!("/memories/acked-{i}.md")).collect();
+    expected.push("/memories/moved.md".into());
+    expected.sort();
+    assert_eq!(listed, expected);
+    let cat = ok(&common::run_with_input(
+        common::memkv(&db).args(["cat", "-u", "u", "/memories/acked-1.md"]),
+        b"",
+    ));
+    assert_eq!(cat, "edited\n");
     assert!(!journal.exists());
     let check = ok(&common::run_with_input(
         common::memkv(&db).arg("check"),
@@ -108,13 +126,23 @@ fn a_killed_writers_journal_is_replayed_by_the_next_open() {
     assert!(!journal.exists());
     std::fs::copy(&db, &alone).unwrap();
     assert_eq!(files(&alone).len(), 31);
+    // The history replayed too: the edited memory has its two versions.
+    let history = ok(&common::run_with_input(
+        common::memkv(&db).args(["history", "-u", "u", "--json", "/memories/acked-1.md"]),
+        b"",
+    ));
+    let operations: Vec<String> = history
+        .lines()
+        .map(|l| serde_json::from_str::<serde_json::Value>(l).unwrap()["operation"].to_string())
+        .collect();
+    assert_eq!(operations.len(), 2, "{history}");
 }
 
 #[test]
 fn a_journal_beside_another_database_is_refused_and_replayed_beside_its_own() {
     let dir = tempfile::tempdir().unwrap();
     let db = dir.path().join("j.redb");
-    acknowledge_then_kill(&db, "first", 5);
+    acknowledge_then_kill(&db, &creates("first", 5));
     // The database is moved away and a new one is created under its name, beside the journal.
     let moved = dir.path().join("moved.redb");
     std::fs::rename(&db, &moved).unwrap();
