@@ -37,6 +37,7 @@ pub mod error;
 pub mod keys;
 pub mod metrics;
 pub mod openapi;
+pub mod remote;
 pub mod sched;
 pub mod server;
 mod tool;
@@ -132,4 +133,6 @@ pub struct AppState {
     pub started: u64,
     /// `GET /openapi.json`, rendered once.
     pub openapi: String,
+    /// Other processes' commits, looked for once for every waiter (see `remote`).
+    pub remote: remote::RemoteCommits,
 }

@@ -45,6 +45,8 @@ pub struct Metrics {
     pub connections: AtomicU64,
     /// Long polls of the change feed waiting for an entry.
     pub feed_waiting: AtomicU64,
+    /// Looks at the change log for other processes' commits (`crate::remote`).
+    pub remote_looks: AtomicU64,
     /// 1 while this server is the database's webhook deliverer.
     pub webhooks_leading: AtomicU64,
     /// Webhook deliveries acknowledged (2xx) and failed.
@@ -147,6 +149,12 @@ impl Metrics {
                 "gauge",
                 "Long polls of the change feed waiting for an entry to commit.",
                 self.feed_waiting.load(Relaxed).to_string(),
+            ),
+            (
+                "memkv_remote_looks_total",
+                "counter",
+                "Looks at the change log for other processes' commits, one for every waiter at once (PostgreSQL).",
+                self.remote_looks.load(Relaxed).to_string(),
             ),
             (
                 "memkv_webhooks_leading",

@@ -54,6 +54,7 @@ impl Server {
             store,
             keys,
             metrics: Arc::default(),
+            remote: crate::remote::RemoteCommits::default(),
             ready: AtomicBool::new(false),
             started: SystemTime::now()
                 .duration_since(SystemTime::UNIX_EPOCH)
@@ -87,6 +88,8 @@ impl Server {
             .max_buf_size(64 * 1024);
         let connections = Connections::new(state.config.max_connections);
         let trimming = (!state.embedded).then(|| tokio::spawn(trim_changes(Arc::clone(&state))));
+        let looking =
+            (!state.embedded).then(|| tokio::spawn(crate::remote::run(Arc::clone(&state))));
         let delivering = tokio::spawn(crate::webhooks::run(Arc::clone(&state)));
         let graceful = GracefulShutdown::new();
         state.ready.store(true, SeqCst);
@@ -140,6 +143,9 @@ impl Server {
         }
         state.ready.store(false, SeqCst);
         state.config.mcp.shutdown.cancel();
+        if let Some(looking) = looking {
+            looking.abort();
+        }
         if let Some(trimming) = trimming {
             trimming.abort();
         }

@@ -28,9 +28,6 @@ const ROLE: &str = "memkv.webhooks";
 /// How often the deliverer looks at the endpoints (added, removed, by any process) and at its
 /// lease.
 const REFRESH: Duration = Duration::from_secs(1);
-/// How often an endpoint with nothing to deliver looks for another process's commits
-/// (PostgreSQL); this process's commits wake it at once.
-const REMOTE_POLL: Duration = Duration::from_millis(50);
 /// How long a stopping deliverer waits for an attempt under way.
 const STOPPING: Duration = Duration::from_secs(2);
 /// Entries read at a time.
@@ -251,6 +248,7 @@ async fn endpoint(
             return;
         }
         let signal = db.next_commit();
+        let remote = state.remote.subscribe();
         let wanted = id.clone();
         let hook = match on_db(&db, move |db| {
             Ok(db.webhooks()?.into_iter().find(|h| h.id == wanted))
@@ -282,9 +280,11 @@ async fn endpoint(
             }
         };
         if entries.is_empty() {
-            let wait = if state.embedded { REFRESH } else { REMOTE_POLL };
+            // Woken by this process's commits, another's (`crate::remote`), or to look at the
+            // endpoint's record again.
             tokio::select! {
-                _ = tokio::time::timeout(wait, signal) => {}
+                _ = tokio::time::timeout(REFRESH, signal) => {}
+                () = remote.changed() => {}
                 () = shutdown.cancelled() => {}
             }
             continue;

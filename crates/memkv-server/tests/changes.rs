@@ -196,3 +196,80 @@ fn an_expired_cursor_is_gone() {
         );
     });
 }
+
+/// On PostgreSQL another process's commit wakes every waiting long poll, found by one looker
+/// for all of them: the looks over the wait are about one per 50 ms, not one per poll.
+#[test]
+fn another_process_commit_wakes_every_long_poll_with_one_look_for_all() {
+    let Some(cluster) = library::pg::cluster() else {
+        return;
+    };
+    let url = cluster.fresh_url();
+    let s = Served::over(Database::open(&url).unwrap());
+    let other = Database::open(&url).unwrap();
+    let mut admin = s.client(&s.admin);
+    create(&mut admin, "u", "/memories/first.md");
+    const POLLS: usize = 12;
+    let polls: Vec<_> = (0..POLLS)
+        .map(|_| {
+            let (addr, key) = (s.addr, s.admin.clone());
+            std::thread::spawn(move || {
+                let mut c = client::Client::with_key(addr, &key);
+                let reply = c.get("/v1/memory_stores/u/changes?after=1&wait=30");
+                (reply, Instant::now())
+            })
+        })
+        .collect();
+    let looks = |admin: &mut client::Client| -> u64 {
+        let reply = admin.get("/metrics");
+        reply
+            .text()
+            .lines()
+            .find_map(|l| l.strip_prefix("memkv_remote_looks_total "))
+            .and_then(|v| v.trim().parse().ok())
+            .expect("the metric is exported")
+    };
+    let deadline = Instant::now() + Duration::from_secs(10);
+    while !admin
+        .get("/metrics")
+        .text()
+        .contains(&format!("memkv_feed_waiting {POLLS}"))
+    {
+        assert!(Instant::now() < deadline, "the polls never all waited");
+        std::thread::yield_now();
+    }
+    // All of them wait for a second: the looker looks about 20 times, for all of them.
+    let (before, started) = (looks(&mut admin), Instant::now());
+    std::thread::sleep(Duration::from_secs(1));
+    let during = looks(&mut admin) - before;
+    let bound = started.elapsed().as_millis() as u64 / 50 + 5;
+    assert!(
+        (1..=bound).contains(&during),
+        "{during} looks in {:?} for {POLLS} polls",
+        started.elapsed()
+    );
+    // Another process commits: every poll answers with its entry, well before its 30 s.
+    let store = other.user("u").unwrap();
+    store
+        .execute(
+            &memkv::Command::from_json(
+                &json!({"command": "create", "path": "/memories/second.md", "file_text": "x"}),
+            )
+            .unwrap(),
+        )
+        .unwrap();
+    let committed = Instant::now();
+    for poll in polls {
+        let (reply, answered) = poll.join().unwrap();
+        let page = ok(&reply);
+        assert_eq!(
+            types(&page),
+            [(2, "memory.created".to_owned(), "u".to_owned())]
+        );
+        let late = answered.saturating_duration_since(committed);
+        assert!(
+            late < Duration::from_secs(2),
+            "answered {late:?} after the commit"
+        );
+    }
+}

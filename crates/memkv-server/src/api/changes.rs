@@ -3,7 +3,7 @@
 //! `{"data": [entries], "next_after": SEQ}` from the library's change log
 //! ([`memkv::Database::changes`]), oldest first. With `wait`, a long poll: it answers as soon as
 //! an entry commits (woken by this process's commits; on PostgreSQL, whose other processes
-//! write too, it also looks every [`REMOTE_POLL`]), or after `wait` seconds with an empty page.
+//! write too, also by `crate::remote`'s looker), or after `wait` seconds with an empty page.
 //! A long poll holds an in-flight permit only while it reads, and a shutdown answers it at once.
 
 use std::sync::Arc;
@@ -27,8 +27,6 @@ pub const DEFAULT_LIMIT: usize = 100;
 pub const MAX_LIMIT: usize = 1000;
 /// The longest `wait`, in seconds.
 pub const MAX_WAIT_SECONDS: f64 = 60.0;
-/// How often a long poll looks at the log for another process's commits (PostgreSQL).
-pub const REMOTE_POLL: Duration = Duration::from_millis(50);
 
 /// `GET /v1/memory_stores/{memory_store_id}/changes`.
 pub async fn store_changes(
@@ -120,6 +118,7 @@ async fn feed(
     loop {
         // Made before the read: a commit between the read and the wait is not missed.
         let signal = state.store.next_commit();
+        let remote = state.remote.subscribe();
         let of = store.clone();
         let page = blocking(state, move |db| {
             db.changes(after, limit, of.as_deref())
@@ -136,7 +135,7 @@ async fn feed(
                     return Ok(answer(&label, operation, &empty));
                 }
                 tokio::select! {
-                    () = tokio::time::sleep(REMOTE_POLL) => {}
+                    () = tokio::time::sleep(crate::remote::REMOTE_POLL) => {}
                     () = shutdown.cancelled() => {}
                 }
                 continue;
@@ -158,16 +157,12 @@ async fn feed(
         }
         after = page.next_after;
         let left = deadline - now;
-        let slice = if state.embedded {
-            left
-        } else {
-            left.min(REMOTE_POLL)
-        };
         let waiting = Waiting::new(state);
         // A shutdown answers at once (with what the log holds) rather than hold the graceful
         // shutdown for the rest of the wait.
         tokio::select! {
-            _ = tokio::time::timeout(slice, signal) => {}
+            _ = tokio::time::timeout(left, signal) => {}
+            () = remote.changed() => {}
             () = shutdown.cancelled() => {}
         }
         drop(waiting);
