@@ -104,7 +104,7 @@ def create(server: memkv.LocalServer, store: str, path: str) -> None:
 def test_deliveries_are_signed_ordered_retried_and_resumed(tmp_path: Path, memkv_bin: str) -> None:
     db = tmp_path / "hooks.redb"
     receiver = Receiver(failing={2: 2})
-    fast = ["--webhook-retry-base", "50ms", "--webhook-retry-max", "200ms"]
+    fast = ["--webhook-retry-base", "50ms", "--webhook-retry-max", "200ms", "--webhook-allow-private"]
     try:
         with memkv.serve_local(db, binary=memkv_bin, serve_options=fast) as server:
             hook = call(server, "POST", "/v1/webhooks", {"url": receiver.url, "stores": ["alice"]})

@@ -260,6 +260,10 @@ pub struct ServeArgs {
     /// The longest delay between retries of a webhook delivery
     #[arg(long, value_name = "DURATION", default_value = "10m", value_parser = parse_duration)]
     pub webhook_retry_max: Duration,
+    /// Let webhook deliveries reach addresses that are not public (loopback, private networks,
+    /// link-local such as a cloud's metadata service); by default a delivery to one fails
+    #[arg(long)]
+    pub webhook_allow_private: bool,
 }
 
 #[derive(Debug, Subcommand)]

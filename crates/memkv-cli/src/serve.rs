@@ -42,6 +42,7 @@ pub fn serve(global: &Global, args: &ServeArgs) -> Result {
         timeout: args.webhook_timeout,
         retry_base: args.webhook_retry_base,
         retry_max: args.webhook_retry_max.max(args.webhook_retry_base),
+        allow_private: args.webhook_allow_private,
     };
     if !args.mcp_allow_host.is_empty() {
         config.mcp.allowed_hosts = args.mcp_allow_host.clone();

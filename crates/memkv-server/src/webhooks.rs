@@ -23,6 +23,8 @@ use serde_json::json;
 
 use crate::AppState;
 
+pub mod guard;
+
 /// The lease's role name.
 const ROLE: &str = "memkv.webhooks";
 /// How often the deliverer looks at the endpoints (added, removed, by any process) and at its
@@ -42,6 +44,9 @@ pub struct WebhookOptions {
     pub retry_base: Duration,
     /// The longest delay between retries.
     pub retry_max: Duration,
+    /// Deliveries may reach addresses that are not public (`guard`): loopback, private
+    /// networks, link-local.
+    pub allow_private: bool,
 }
 
 impl Default for WebhookOptions {
@@ -50,6 +55,7 @@ impl Default for WebhookOptions {
             timeout: Duration::from_secs(10),
             retry_base: Duration::from_secs(1),
             retry_max: Duration::from_secs(600),
+            allow_private: false,
         }
     }
 }
@@ -123,11 +129,13 @@ async fn on_db<T: Send + 'static>(
 pub(crate) async fn run(state: Arc<AppState>) {
     let shutdown = state.config.mcp.shutdown.clone();
     let options = state.config.webhooks;
-    let client = match reqwest::Client::builder()
+    let mut builder = reqwest::Client::builder()
         .timeout(options.timeout)
-        .redirect(reqwest::redirect::Policy::none())
-        .build()
-    {
+        .redirect(reqwest::redirect::Policy::none());
+    if !options.allow_private {
+        builder = builder.dns_resolver(guard::PublicOnly);
+    }
+    let client = match builder.build() {
         Ok(c) => c,
         Err(e) => {
             tracing::error!(error = %e, "webhooks: no HTTP client; nothing will be delivered");
@@ -313,7 +321,7 @@ async fn deliver_page(
             passed = entry.seq;
             continue;
         }
-        match post(client, hook, entry).await {
+        match post(client, hook, entry, options.allow_private).await {
             Ok(()) => {
                 state.metrics.webhooks_delivered.fetch_add(1, Relaxed);
                 passed = entry.seq;
@@ -366,12 +374,25 @@ async fn record(db: &Arc<Database>, id: &str, attempt: WebhookAttempt) -> bool {
 }
 
 /// One attempt at delivering `entry` to `hook`.
-async fn post(client: &reqwest::Client, hook: &Webhook, entry: &ChangeEntry) -> Result<(), String> {
+async fn post(
+    client: &reqwest::Client,
+    hook: &Webhook,
+    entry: &ChangeEntry,
+    allow_private: bool,
+) -> Result<(), String> {
     let body = payload(entry);
     let id = message_id(&hook.id, entry.seq);
     let timestamp = now_ms() / 1000;
     let signature = signature(hook.signing_secret(), &id, timestamp, &body)
         .ok_or_else(|| "the endpoint's signing secret is not whsec_ and base64".to_owned())?;
+    if !allow_private
+        && let Some(refused) = reqwest::Url::parse(&hook.url)
+            .ok()
+            .as_ref()
+            .and_then(guard::refused_literal)
+    {
+        return Err(refused);
+    }
     let response = client
         .post(&hook.url)
         .header("content-type", "application/json")
@@ -386,7 +407,13 @@ async fn post(client: &reqwest::Client, hook: &Webhook, entry: &ChangeEntry) -> 
             if e.is_timeout() {
                 "the endpoint did not answer in time".to_owned()
             } else {
-                format!("the request failed: {}", e.without_url())
+                // The cause is what says why (refused by `guard`, connection refused, …).
+                let mut cause: &dyn std::error::Error = &e;
+                while let Some(inner) = cause.source() {
+                    cause = inner;
+                }
+                let cause = cause.to_string();
+                format!("the request failed: {}: {cause}", e.without_url())
             }
         })?;
     let status = response.status();

@@ -14,7 +14,7 @@ use memkv_server::keys::Scope;
 use serde_json::{Value, json};
 
 use crate::client;
-use crate::library::{self, each_backend};
+use crate::library::{self, Fresh, each_backend};
 use crate::served::{Served, ok, refused, send};
 
 /// Deliveries received: (webhook-id, body) of each request whose signature held.
@@ -118,7 +118,8 @@ fn tool(c: &mut client::Client, store: &str, command: Value) {
 #[test]
 fn endpoints_are_managed_by_admins_and_get_what_they_asked_for_in_order() {
     each_backend(|| {
-        let s = Served::new();
+        let s =
+            Served::delivering_locally(Database::builder().max_file_bytes(1000).fresh().unwrap());
         let mut admin = s.client(&s.admin);
         let secret = Arc::new(Mutex::new(String::new()));
         let (url, inbox) = receiver(Arc::clone(&secret));
@@ -227,6 +228,54 @@ fn endpoints_are_managed_by_admins_and_get_what_they_asked_for_in_order() {
     });
 }
 
+/// By default deliveries reach public addresses only: an endpoint on loopback (as an attacker
+/// would name the server's own admin port, or a cloud's metadata service) gets nothing, and its
+/// record says why; `--webhook-allow-private` (the other tests) lets them through.
+#[test]
+fn a_default_server_delivers_to_no_loopback_endpoint() {
+    let s = Served::over(Database::builder().fresh().unwrap());
+    let mut admin = s.client(&s.admin);
+    let (url, inbox) = receiver(Arc::new(Mutex::new(String::new())));
+    let hook = ok(&send(
+        &mut admin,
+        "POST",
+        "/v1/webhooks",
+        Some(json!({"url": url})),
+    ));
+    let by_name = url.replace("127.0.0.1", "localhost");
+    ok(&send(
+        &mut admin,
+        "POST",
+        "/v1/webhooks",
+        Some(json!({"url": by_name})),
+    ));
+    tool(
+        &mut admin,
+        "u",
+        json!({"command": "create", "path": "/memories/a.md", "file_text": "x"}),
+    );
+    let deadline = Instant::now() + Duration::from_secs(20);
+    let listed = loop {
+        let listed = ok(&admin.get("/v1/webhooks"));
+        let data = listed["data"].as_array().unwrap().clone();
+        if data.len() == 2 && data.iter().all(|h| h["failures"].as_u64() >= Some(1)) {
+            break data;
+        }
+        assert!(Instant::now() < deadline, "{listed}");
+        std::thread::sleep(Duration::from_millis(20));
+    };
+    for h in &listed {
+        let error = h["last_error"].as_str().unwrap_or_default();
+        assert!(
+            error.contains("not a public address") || error.contains("no public address"),
+            "{h}"
+        );
+        assert_eq!(h["delivered_seq"], 0, "{h}");
+    }
+    assert!(listed.iter().any(|h| h["id"] == hook["id"]));
+    assert!(inbox.got.lock().unwrap().is_empty());
+}
+
 fn leading(s: &Served) -> bool {
     let text = s.client(&s.admin).get("/metrics").text().to_owned();
     text.lines().any(|l| l == "memkv_webhooks_leading 1")
@@ -236,8 +285,8 @@ fn leading(s: &Served) -> bool {
 fn of_two_servers_on_one_database_one_delivers_and_the_other_takes_over() {
     library::on(library::Backend::Postgres, &|| {
         let url = library::fresh_location().unwrap();
-        let a = Served::over(Database::builder().open(&url).unwrap());
-        let b = Served::over(Database::builder().open(&url).unwrap());
+        let a = Served::delivering_locally(Database::builder().open(&url).unwrap());
+        let b = Served::delivering_locally(Database::builder().open(&url).unwrap());
         // Each server has its own keys file: b's admin key is b's.
         let secret = Arc::new(Mutex::new(String::new()));
         let (hook_url, inbox) = receiver(Arc::clone(&secret));

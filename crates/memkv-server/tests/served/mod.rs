@@ -29,12 +29,22 @@ impl Served {
     }
 
     pub fn over(store: Database) -> Served {
+        Served::configured(store, |_| {})
+    }
+
+    /// A server whose webhooks may be delivered to a receiver on loopback.
+    pub fn delivering_locally(store: Database) -> Served {
+        Served::configured(store, |c| c.webhooks.allow_private = true)
+    }
+
+    pub fn configured(store: Database, tweak: impl FnOnce(&mut Config)) -> Served {
         let dir = tempfile::tempdir().unwrap();
         let store = Arc::new(store);
         let db = Arc::clone(&store);
         let keys = KeyFile::new(dir.path().join("keys"));
         let (_, admin) = keys.add(&Scope::Admin).unwrap();
-        let config = Config::new("127.0.0.1:0".parse().unwrap(), keys.path());
+        let mut config = Config::new("127.0.0.1:0".parse().unwrap(), keys.path());
+        tweak(&mut config);
         let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
         let (bound, addr) = std::sync::mpsc::channel();
         let thread = std::thread::spawn(move || {
