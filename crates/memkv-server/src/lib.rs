@@ -20,7 +20,9 @@
 //! - [`sched`]: the writer thread's lower priority (views first when both want a core), and
 //!   the opt-in pinning of the async workers, one per CPU;
 //! - [`webhooks`]: the change log's entries delivered to the endpoints the database keeps, by
-//!   the one server of the database that holds the deliverer's lease;
+//!   the one server of the database that holds the deliverer's lease, to public addresses only
+//!   unless allowed (`webhooks::guard`); [`remote`]: on a database other processes write, one
+//!   look at the log for every waiter (long polls, the deliverer);
 //! - [`error`]: the Anthropic error envelope; [`metrics`]: `GET /metrics`; [`openapi`]:
 //!   `GET /openapi.json`.
 //!
