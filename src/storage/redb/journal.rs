@@ -365,6 +365,9 @@ pub(super) struct Journal {
     /// Every commit is redb-durable, the journal unused: since an append found the disk full
     /// (see [`Journal::checkpoint_due`]).
     direct: bool,
+    /// No commit since the journal was opened: the first is redb-durable, so that a process
+    /// that writes once (a `memkv` command) flushes once, not also at its close.
+    first: bool,
 }
 
 impl Journal {
@@ -397,6 +400,7 @@ impl Journal {
             Err(e) => return Err(e),
         };
         Ok(Journal {
+            first: true,
             direct: file.is_none(),
             file,
             path,
@@ -413,6 +417,8 @@ impl Journal {
 
     /// Whether the next commit should be redb-durable (a checkpoint).
     ///
+    /// The first commit after the journal is opened is one too (see [`Journal::first`]).
+    ///
     /// A journaled commit defers the pages it needs in the file to the next checkpoint. So on a
     /// disk with too little room for that checkpoint (less than [`HEADROOM`] and four times the
     /// journal with this commit free), and once an append found the disk full, every commit is redb-durable and
@@ -421,7 +427,8 @@ impl Journal {
     /// `adding` is the size of the commit's changes ([`Op::size`]).
     pub(super) fn checkpoint_due(&self, adding: u64) -> bool {
         let held = self.len.saturating_add(adding);
-        self.direct
+        self.first
+            || self.direct
             || self.records >= CHECKPOINT_RECORDS
             || self.len >= CHECKPOINT_BYTES
             || self.file.as_ref().is_none_or(|file| {
@@ -481,6 +488,7 @@ impl Journal {
     /// before it: the journal starts over.
     pub(super) fn checkpointed(&mut self, number: u64) -> Result<(), Error> {
         self.last = number;
+        self.first = false;
         self.restart()
     }
 
@@ -605,7 +613,12 @@ mod tests {
     fn checkpoints_fall_due_by_count() {
         let dir = tempfile::tempdir().unwrap();
         let mut j = Journal::open(&dir.path().join("m.redb"), 9, 0).unwrap();
-        assert!(!j.holds_commits() && !j.checkpoint_due(0));
+        assert!(
+            !j.holds_commits() && j.checkpoint_due(0),
+            "the first commit is a checkpoint"
+        );
+        j.checkpointed(0).unwrap();
+        assert!(!j.checkpoint_due(0));
         for _ in 0..CHECKPOINT_RECORDS {
             j.append(j.next(), vec![Op::LogTrim { through: 1 }])
                 .unwrap();

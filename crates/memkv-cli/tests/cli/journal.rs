@@ -91,11 +91,11 @@ fn a_killed_writers_journal_is_replayed_by_the_next_open() {
         std::fs::metadata(&journal).unwrap().len() > 24,
         "the acknowledged commits are not in the journal"
     );
-    // The file alone holds at most the last checkpoint: without its journal, a copy lacks the
-    // acknowledged writes.
+    // The file alone holds the last checkpoint, the process's first commit: without its
+    // journal, a copy lacks every acknowledged write after it.
     let alone = dir.path().join("alone.redb");
     std::fs::copy(&db, &alone).unwrap();
-    assert!(files(&alone).is_empty());
+    assert_eq!(files(&alone), ["/memories/acked-0.md"]);
     // A read-only command on the original replays the journal first, then removes it.
     let mut listed = files(&db);
     listed.sort();
@@ -151,9 +151,10 @@ fn a_journal_beside_another_database_is_refused_and_replayed_beside_its_own() {
         1,
         "belongs to another database",
     );
-    assert!(
-        files(&moved).is_empty(),
-        "the commits were only in the journal"
+    assert_eq!(
+        files(&moved),
+        ["/memories/first-0.md"],
+        "the commits after the first were only in the journal"
     );
     // Back beside its own database, the journal is replayed.
     std::fs::rename(journal_of(&db), journal_of(&moved)).unwrap();
