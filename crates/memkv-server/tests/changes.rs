@@ -27,6 +27,19 @@ fn create(c: &mut client::Client, store: &str, path: &str) {
     assert_eq!(reply.json()["is_error"], false, "{}", reply.text());
 }
 
+/// Until `n` long polls wait (each made its first read and found nothing), at most 10 s.
+fn wait_for_polls(admin: &mut client::Client, n: usize) {
+    let deadline = Instant::now() + Duration::from_secs(10);
+    while !admin
+        .get("/metrics")
+        .text()
+        .contains(&format!("memkv_feed_waiting {n}\n"))
+    {
+        assert!(Instant::now() < deadline, "{n} polls never waited");
+        std::thread::yield_now();
+    }
+}
+
 fn types(page: &Value) -> Vec<(u64, String, String)> {
     page["data"]
         .as_array()
@@ -134,15 +147,7 @@ fn a_long_poll_answers_when_an_entry_commits_or_when_the_wait_runs_out() {
             (reply, Instant::now())
         });
         // Once the poll is waiting (it has made its first read and found nothing)...
-        let deadline = Instant::now() + Duration::from_secs(10);
-        while !admin
-            .get("/metrics")
-            .text()
-            .contains("memkv_feed_waiting 1")
-        {
-            assert!(Instant::now() < deadline, "the poll never waited");
-            std::thread::yield_now();
-        }
+        wait_for_polls(&mut admin, 1);
         create(&mut admin, "u", "/memories/second.md");
         let committed = Instant::now();
         let (reply, answered) = poll.join().unwrap();
@@ -229,15 +234,7 @@ fn another_process_commit_wakes_every_long_poll_with_one_look_for_all() {
             .and_then(|v| v.trim().parse().ok())
             .expect("the metric is exported")
     };
-    let deadline = Instant::now() + Duration::from_secs(10);
-    while !admin
-        .get("/metrics")
-        .text()
-        .contains(&format!("memkv_feed_waiting {POLLS}"))
-    {
-        assert!(Instant::now() < deadline, "the polls never all waited");
-        std::thread::yield_now();
-    }
+    wait_for_polls(&mut admin, POLLS);
     // All of them wait for a second: the looker looks about 20 times, for all of them.
     let (before, started) = (looks(&mut admin), Instant::now());
     std::thread::sleep(Duration::from_secs(1));

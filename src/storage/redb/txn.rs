@@ -358,20 +358,54 @@ impl<'t> RedbWrite<'t> {
         }
     }
 
+    /// Inserts `value` under the stored `key` (the effect of [`Op::Put`]), recording it only
+    /// when there is a journal: without one the value is never copied.
+    fn insert(&mut self, snapshots: bool, key: Vec<u8>, value: &[u8]) -> Result<(), Error> {
+        let h = self.health;
+        h.guard(|| {
+            self.table(snapshots)
+                .insert(key.as_slice(), value)
+                .map_err(|e| h.fail(e))?;
+            Ok(())
+        })?;
+        self.record(|| Op::Put {
+            snapshots,
+            key,
+            value: value.to_vec(),
+        });
+        Ok(())
+    }
+
+    /// Inserts the change-log entry `seq` (the effect of [`Op::LogPut`]), recorded as
+    /// [`RedbWrite::insert`] records.
+    fn insert_log(&mut self, seq: u64, value: &[u8]) -> Result<(), Error> {
+        let h = self.health;
+        h.guard(|| {
+            self.changes.insert(seq, value).map_err(|e| h.fail(e))?;
+            Ok(())
+        })?;
+        self.record(|| Op::LogPut {
+            seq,
+            value: value.to_vec(),
+        });
+        Ok(())
+    }
+
     /// Applies `op` (and records it).
     fn apply(&mut self, op: Op) -> Result<(), Error> {
+        match op {
+            Op::Put {
+                snapshots,
+                key,
+                value,
+            } => return self.insert(snapshots, key, &value),
+            Op::LogPut { seq, value } => return self.insert_log(seq, &value),
+            _ => {}
+        }
         let h = self.health;
         h.guard(|| {
             match &op {
-                Op::Put {
-                    snapshots,
-                    key,
-                    value,
-                } => {
-                    self.table(*snapshots)
-                        .insert(key.as_slice(), value.as_slice())
-                        .map_err(|e| h.fail(e))?;
-                }
+                Op::Put { .. } | Op::LogPut { .. } => {}
                 Op::Remove { snapshots, key } => {
                     self.table(*snapshots)
                         .remove(key.as_slice())
@@ -388,11 +422,6 @@ impl<'t> RedbWrite<'t> {
                 Op::Meta { key, value } => {
                     self.meta
                         .insert(key.as_str(), *value)
-                        .map_err(|e| h.fail(e))?;
-                }
-                Op::LogPut { seq, value } => {
-                    self.changes
-                        .insert(*seq, value.as_slice())
                         .map_err(|e| h.fail(e))?;
                 }
                 Op::LogTrim { through } => self
@@ -450,11 +479,7 @@ impl ReadTxn for RedbWrite<'_> {
 
 impl WriteTxn for RedbWrite<'_> {
     fn put(&mut self, space: Space, user: &str, key: &[u8], value: &[u8]) -> Result<(), Error> {
-        self.apply(Op::Put {
-            snapshots: space == Space::Snapshots,
-            key: full_key(user, space, key),
-            value: value.to_vec(),
-        })
+        self.insert(space == Space::Snapshots, full_key(user, space, key), value)
     }
 
     fn remove(&mut self, space: Space, user: &str, key: &[u8]) -> Result<(), Error> {
@@ -489,10 +514,7 @@ impl WriteTxn for RedbWrite<'_> {
         // One writer at a time: the next number is the last one's successor.
         let first = self.log_bounds()?.last + 1;
         for (seq, entry) in (first..).zip(entries) {
-            self.apply(Op::LogPut {
-                seq,
-                value: entry.clone(),
-            })?;
+            self.insert_log(seq, entry)?;
         }
         Ok(())
     }
@@ -501,10 +523,7 @@ impl WriteTxn for RedbWrite<'_> {
         let h = self.health;
         let present = h.guard(|| Ok(self.changes.get(seq).map_err(|e| h.fail(e))?.is_some()))?;
         if present {
-            self.apply(Op::LogPut {
-                seq,
-                value: value.to_vec(),
-            })?;
+            self.insert_log(seq, value)?;
         }
         Ok(())
     }

@@ -5,12 +5,12 @@
 
 use std::collections::BTreeSet;
 use std::io::{BufRead, BufReader, Write};
-use std::process::{Child, Stdio};
+use std::process::Stdio;
 use std::time::{Duration, Instant};
 
 use serde_json::{Value, json};
 
-use crate::common::{self, Backend, Db, each_backend, ok, pg};
+use crate::common::{self, Backend, Db, Reaper, each_backend, ok, pg};
 
 fn create(path: &str) -> String {
     format!(
@@ -75,30 +75,12 @@ fn changes_prints_the_log_as_columns_or_json() {
     });
 }
 
-/// `memkv exec` with its standard input and output piped, killed when dropped.
-struct Exec(Child);
-
-impl Drop for Exec {
-    fn drop(&mut self) {
-        let _ = self.0.kill();
-        let _ = self.0.wait();
-    }
-}
-
 #[test]
 fn a_writer_killed_in_a_burst_leaves_exactly_its_commits_in_the_log() {
     each_backend(|backend| {
         let dir = tempfile::tempdir().unwrap();
         let db = Db::fresh(backend, dir.path(), "k.redb");
-        let mut exec = Exec(
-            common::memkv(&db)
-                .args(["exec", "-u", "u"])
-                .stdin(Stdio::piped())
-                .stdout(Stdio::piped())
-                .stderr(Stdio::null())
-                .spawn()
-                .unwrap(),
-        );
+        let mut exec = common::exec_piped(&db, "u");
         let mut stdin = exec.0.stdin.take().unwrap();
         let mut answers = BufReader::new(exec.0.stdout.take().unwrap());
         // Acknowledged one at a time, then a burst whose answers are not awaited.
@@ -177,7 +159,7 @@ fn a_follower_reads_four_writers_entries_in_seq_order_without_a_gap() {
     const EACH: usize = 150;
     let total = WRITERS * EACH;
     // The follower: `memkv changes --follow` in a process of its own, started first.
-    let mut follower = Exec(
+    let mut follower = Reaper(
         common::memkv(&db)
             .args([
                 "changes",

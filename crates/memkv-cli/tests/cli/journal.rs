@@ -5,21 +5,10 @@
 
 use std::io::{BufRead, BufReader, Write};
 use std::path::{Path, PathBuf};
-use std::process::{Child, Stdio};
 
 use serde_json::json;
 
 use crate::common::{self, fails, ok};
-
-/// `memkv exec` with piped standard input and output, killed when dropped.
-struct Exec(Child);
-
-impl Drop for Exec {
-    fn drop(&mut self) {
-        let _ = self.0.kill();
-        let _ = self.0.wait();
-    }
-}
 
 fn journal_of(db: &Path) -> PathBuf {
     db.with_file_name(format!(
@@ -38,15 +27,7 @@ fn creates(prefix: &str, count: usize) -> Vec<serde_json::Value> {
 /// Runs `commands` through one `memkv exec`, each answer awaited (acknowledged) and a success,
 /// then kills the process with SIGKILL.
 fn acknowledge_then_kill(db: &Path, commands: &[serde_json::Value]) {
-    let mut exec = Exec(
-        common::memkv(db)
-            .args(["exec", "-u", "u"])
-            .stdin(Stdio::piped())
-            .stdout(Stdio::piped())
-            .stderr(Stdio::null())
-            .spawn()
-            .unwrap(),
-    );
+    let mut exec = common::exec_piped(db, "u");
     let mut stdin = exec.0.stdin.take().unwrap();
     let mut answers = BufReader::new(exec.0.stdout.take().unwrap());
     for command in commands {

@@ -8,7 +8,7 @@ use std::path::{Path, PathBuf};
 use std::process::{Child, Command, ExitStatus, Output, Stdio};
 use std::time::{Duration, Instant};
 
-use crate::common::{Backend, Db, each_backend, fails, memkv, ok, run_with_input, stderr};
+use crate::common::{Backend, Db, Reaper, each_backend, fails, memkv, ok, run_with_input, stderr};
 
 /// Runs `command` to its end, and fails the test (killing the process) if that takes longer
 /// than `limit`.
@@ -29,16 +29,6 @@ fn run_within(command: &mut Command, limit: Duration) -> Output {
             let _ = Command::new("kill").arg("-9").arg(pid.to_string()).status();
             panic!("still running after {limit:?}");
         }
-    }
-}
-
-/// Kills its child when dropped: a failed assertion never leaves a process behind.
-struct Reaper(Child);
-
-impl Drop for Reaper {
-    fn drop(&mut self) {
-        let _ = self.0.kill();
-        let _ = self.0.wait();
     }
 }
 

@@ -7,7 +7,7 @@
 use std::ffi::{OsStr, OsString};
 use std::io::Write;
 use std::path::Path;
-use std::process::{Command, Output, Stdio};
+use std::process::{Child, Command, Output, Stdio};
 
 #[path = "../../../../../tests/support/pg.rs"]
 pub mod pg;
@@ -40,6 +40,29 @@ pub fn run_with_input(command: &mut Command, input: &[u8]) -> Output {
     let out = child.wait_with_output().unwrap();
     writer.join().unwrap();
     out
+}
+
+/// Kills its child when dropped: a failed assertion never leaves a process behind.
+pub struct Reaper(pub Child);
+
+impl Drop for Reaper {
+    fn drop(&mut self) {
+        let _ = self.0.kill();
+        let _ = self.0.wait();
+    }
+}
+
+/// `memkv exec -u USER` on `db`, its standard input and output piped, standard error dropped.
+pub fn exec_piped(db: impl AsRef<OsStr>, user: &str) -> Reaper {
+    Reaper(
+        memkv(db)
+            .args(["exec", "-u", user])
+            .stdin(Stdio::piped())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::null())
+            .spawn()
+            .unwrap(),
+    )
 }
 
 /// A process's standard error, as text.
