@@ -91,6 +91,10 @@ pub enum Error {
     /// A webhook endpoint memkv does not accept (its URL, its secret, too many endpoints).
     #[error("webhook refused: {0}")]
     InvalidWebhook(String),
+    /// A search memkv does not run (an empty or oversized query, a bad regular expression, a
+    /// limit out of range), in a sentence.
+    #[error("search refused: {0}")]
+    InvalidSearch(String),
     /// An incremental export asked to start after a `seq` the change log has not reached.
     #[error("the change log ends at seq {last}; an export cannot start after {since}")]
     InvalidSince {

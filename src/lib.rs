@@ -55,6 +55,9 @@
 //!   log's entries before each commit and hands the committed changes to the commit hooks
 //!   after it (and wakes [`CommitSignal`]s), and the `Engine` every module above works on (the
 //!   backend, the policies, the clock, the queue).
+//! - [`search`]: search over a store's current memories from one snapshot (exact: a regular
+//!   expression or a literal, line by line, as ripgrep matches; [`MemoryStore::search`]), and
+//!   `memory_search`, memkv's second tool for the model ([`MemoryStore::answer_search`]).
 //! - `changes`: the change log, an outbox written in the transaction of each change, numbered
 //!   in commit order across the database ([`crate::Database::changes`], [`ChangeEntry`]),
 //!   scrubbed by redactions, trimmed by its [`ChangeRetention`].
@@ -102,6 +105,7 @@ mod migrate;
 pub mod path;
 mod pipeline;
 pub mod protocol;
+pub mod search;
 mod secrets;
 pub mod storage;
 mod stores;
@@ -156,6 +160,10 @@ pub use memories::ListItem;
 pub use path::{MemoryPath, PathError};
 pub use pipeline::CommitSignal;
 pub use protocol::{InvalidMessage, Message, Response};
+pub use search::tool::{
+    SEARCH_TOOL_DESCRIPTION, SEARCH_TOOL_NAME, search_request, search_tool_schema,
+};
+pub use search::{SearchHit, SearchLine, SearchMode, SearchRequest, SearchResults};
 pub use secrets::SecretPolicy;
 pub use time::{rfc3339_ms, utc};
 pub use versions::VersionFilter;

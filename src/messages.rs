@@ -338,6 +338,52 @@ pub fn numbered_lines<'a>(first: usize, lines: impl IntoIterator<Item = &'a str>
     out
 }
 
+// ---- memory_search (memkv's own tool, not part of memory_20250818: docs/search.md) ---------
+
+/// The longest line `memory_search` shows, in Unicode scalar values; a longer one ends in ` …`.
+pub const SEARCH_LINE_CHARS: usize = 500;
+
+/// One line of a `memory_search` answer, with its line break: a matching line as
+/// `{path}:{n}: {line}`, a line of context as `{path}-{n}- {line}` (ripgrep's marks).
+pub fn search_line(path: &str, line_number: u64, is_match: bool, text: &str) -> String {
+    let mark = if is_match { ':' } else { '-' };
+    let mut shown: String = text.chars().take(SEARCH_LINE_CHARS).collect();
+    if shown.len() < text.len() {
+        shown.push_str(" …");
+    }
+    format!("{path}{mark}{line_number}{mark} {shown}\n")
+}
+
+/// Between two groups of lines that are not adjacent, when context lines are shown (as
+/// ripgrep).
+pub const SEARCH_GAP: &str = "--\n";
+
+/// `memory_search` found nothing.
+pub fn search_no_match(query: &str) -> String {
+    format!("No memory matches {query:?}.")
+}
+
+/// After the lines shown, when `n` more matched (beyond the limit or the character cap).
+pub fn search_more(n: u64) -> String {
+    format!(
+        "\n[and {} more matching lines: narrow the search with path_prefix or a longer query]",
+        thousands(n)
+    )
+}
+
+/// After the lines shown, when the time budget ran out with `n` memories not searched.
+pub fn search_stopped(seconds: u64, n: u64) -> String {
+    format!(
+        "\n[The search stopped after {seconds} s: {} memories were not searched.]",
+        thousands(n)
+    )
+}
+
+/// `memory_search` was refused (a bad pattern, an empty query, a bad path): the reason.
+pub fn search_refused(reason: &str) -> String {
+    format!("Error: {reason}")
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -21,6 +21,7 @@ use crate::command::Command;
 use crate::error::Error;
 use crate::limits::Limits;
 use crate::messages;
+use crate::search::{self, SearchRequest};
 
 /// The answer to one message (see [`answer`]); serializes as the bare object, the block, or
 /// the array of blocks, with keys in the order of the Messages API.
@@ -157,8 +158,9 @@ pub fn answer(user: &MemoryStore<'_>, message: Message) -> (Response, Vec<Error>
         .calls()
         .into_iter()
         .map(|call| match call {
-            Ok(command) => user.execute(&command),
-            Err(answered) => Ok(answered),
+            Call::Command(command) => user.execute(&command),
+            Call::Search(request) => user.search_output(&request),
+            Call::Answered(answered) => Ok(answered),
         })
         .collect();
     message.respond(results)
@@ -177,19 +179,43 @@ pub fn answer_line(user: &MemoryStore<'_>, line: &[u8]) -> (String, Vec<Error>) 
     }
 }
 
-/// One memory call of a message, as [`Message::calls`] lists them: the command to run, or the
-/// model's mistake already answered (input that is not a command, another tool's name).
-pub type Call = Result<Command, ToolOutput>;
+/// One call of a message, as [`Message::calls`] lists them.
+#[derive(Debug, Clone, PartialEq)]
+#[non_exhaustive]
+pub enum Call {
+    /// A memory-tool command to run ([`MemoryStore::execute`]).
+    Command(Command),
+    /// A `memory_search` search to run ([`MemoryStore::search_output`]): a `tool_use` block
+    /// named [`crate::SEARCH_TOOL_NAME`].
+    Search(SearchRequest),
+    /// The model's mistake, already answered (input that is not a command, a search input
+    /// memkv refuses, another tool's name).
+    Answered(ToolOutput),
+}
 
 impl Message {
     /// The calls that [`answer`] runs, in order, for a face that runs the commands itself (an
     /// async server that reads on its own threads and queues writes, say). Run each command
     /// after the previous one has returned, and hand the results to [`Message::respond`].
     pub fn calls(&self) -> Vec<Call> {
+        let command = |call: Result<Command, ToolOutput>| match call {
+            Ok(command) => Call::Command(command),
+            Err(answered) => Call::Answered(answered),
+        };
+        let block = |block: &ToolUse| {
+            if block.name == crate::SEARCH_TOOL_NAME {
+                match search::tool::search_request(&block.input) {
+                    Ok(request) => Call::Search(request),
+                    Err(reason) => Call::Answered(search::tool::refused_input(&reason)),
+                }
+            } else {
+                command(block_call(block))
+            }
+        };
         match self {
-            Message::Input(input) => vec![input_call(input)],
-            Message::Block(block) => vec![block_call(block)],
-            Message::Blocks(blocks) => blocks.iter().map(block_call).collect(),
+            Message::Input(input) => vec![command(input_call(input))],
+            Message::Block(b) => vec![block(b)],
+            Message::Blocks(blocks) => blocks.iter().map(block).collect(),
         }
     }
 
@@ -316,18 +342,22 @@ mod tests {
             {"type": "tool_use", "id": "a", "name": "memory", "input": {"command": "create", "path": "/memories/x", "file_text": "hi\n"}},
             {"type": "tool_use", "id": "b", "name": "other", "input": {}},
             {"type": "tool_use", "id": "c", "name": "memory", "input": {"command": "nope"}},
-            {"type": "tool_use", "id": "d", "name": "memory", "input": {"command": "view", "path": "/memories/x"}}
+            {"type": "tool_use", "id": "d", "name": "memory", "input": {"command": "view", "path": "/memories/x"}},
+            {"type": "tool_use", "id": "e", "name": "memory_search", "input": {"query": "hi"}},
+            {"type": "tool_use", "id": "f", "name": "memory_search", "input": {"query": ""}}
         ])
         .to_string();
         let message = Message::parse(text.as_bytes()).unwrap();
         let calls = message.calls();
-        assert!(matches!(&calls[0], Ok(Command::Create { .. })));
-        assert!(calls[1].is_err() && calls[2].is_err());
+        assert!(matches!(&calls[0], Call::Command(Command::Create { .. })));
+        assert!(matches!(&calls[1], Call::Answered(_)) && matches!(&calls[2], Call::Answered(_)));
+        assert!(matches!(&calls[4], Call::Search(r) if r.query == "hi"));
         let results: Vec<_> = calls
             .into_iter()
             .map(|call| match call {
-                Ok(command) => user.execute(&command),
-                Err(answered) => Ok(answered),
+                Call::Command(command) => user.execute(&command),
+                Call::Search(request) => user.search_output(&request),
+                Call::Answered(answered) => Ok(answered),
             })
             .collect();
         let mine = message.clone().respond(results);
@@ -336,18 +366,20 @@ mod tests {
         assert_eq!(to_line(&mine.0), to_line(&theirs.0));
         assert!(mine.1.is_empty());
         let Response::Results(mine) = mine.0 else {
-            panic!("four blocks, four results")
+            panic!("six blocks, six results")
         };
         let ids: Vec<_> = mine.iter().map(|r| r.tool_use_id.as_str()).collect();
-        assert_eq!(ids, ["a", "b", "c", "d"]);
+        assert_eq!(ids, ["a", "b", "c", "d", "e", "f"]);
+        assert_eq!(mine[4].content, "/memories/x:1: hi");
+        assert!(mine[5].is_error);
         assert!(!mine[0].is_error && mine[1].is_error && mine[2].is_error && !mine[3].is_error);
         assert_eq!(mine[1].content, messages::unknown_tool("\"other\""));
         assert!(mine[3].content.contains("hi"), "{}", mine[3].content);
         // A call left without a result is a storage failure, reported and answered as one.
         let (response, errors) = message.respond(Vec::new());
-        assert_eq!(errors.len(), 4);
+        assert_eq!(errors.len(), 6);
         let Response::Results(results) = response else {
-            panic!("four blocks, four results")
+            panic!("six blocks, six results")
         };
         assert!(
             results

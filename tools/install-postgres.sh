@@ -1,9 +1,11 @@
 #!/usr/bin/env bash
 # What the PostgreSQL backend needs on a Debian machine, installed when missing (idempotent,
 # quiet): OpenSSL's headers and pkg-config to build its TLS, and PostgreSQL's server binaries for
-# the tests, which start a throwaway cluster of their own (tests/support/pg.rs).
+# the tests, which start a throwaway cluster of their own (tests/support/pg.rs); and ripgrep,
+# which the search tests compare memkv's exact search with (tests/it/search.rs).
 set -euo pipefail
 missing=()
+command -v rg >/dev/null 2>&1 || missing+=(ripgrep)
 pkg-config --exists openssl 2>/dev/null || missing+=(libssl-dev pkg-config)
 ls /usr/lib/postgresql/*/bin/initdb >/dev/null 2>&1 || missing+=(postgresql)
 if [ ${#missing[@]} -gt 0 ]; then

@@ -16,6 +16,7 @@ use crate::history::{ApiRefusal, Memory, MemoryId, Page, Version, VersionId};
 use crate::memories::ListItem;
 use crate::pipeline::Scope;
 use crate::pipeline::jobs::ToolJob;
+use crate::search::{SearchRequest, SearchResults};
 use crate::versions::VersionFilter;
 
 /// One user's `/memories`. Cheap to create; borrow of the [`Database`].
@@ -177,6 +178,41 @@ impl MemoryStore<'_> {
     /// [`Error::InvalidPath`] if `path` breaks the path rules.
     pub fn read_file(&self, path: &str) -> Result<Option<String>, Error> {
         crate::admin::read_file(self.scope(), path)
+    }
+
+    /// Searches this store's current memories ([`SearchRequest`]): the matching lines of each
+    /// memory, in path order, from one snapshot. Expired memories are left out; nothing is
+    /// recorded as used.
+    ///
+    /// # Errors
+    /// [`Error::InvalidSearch`] for a query memkv does not run (empty, over
+    /// [`crate::search::MAX_QUERY_BYTES`], a bad or oversized regular expression, a limit or
+    /// context out of range), [`Error::InvalidPath`] for a bad `path_prefix`; a storage failure.
+    pub fn search(&self, request: &SearchRequest) -> Result<SearchResults, Error> {
+        crate::search::search(self.scope(), request)
+    }
+
+    /// Answers the `input` of a `memory_search` call (`crate::SEARCH_TOOL_NAME`): the matches as
+    /// the model reads them (capped at `view`'s character limit), or an error output for an
+    /// input or a search memkv refuses.
+    ///
+    /// # Errors
+    /// A storage failure.
+    pub fn answer_search(&self, input: &Value) -> Result<ToolOutput, Error> {
+        match crate::search::tool::search_request(input) {
+            Ok(request) => self.search_output(&request),
+            Err(reason) => Ok(crate::search::tool::refused_input(&reason)),
+        }
+    }
+
+    /// Answers `request` as `memory_search` answers it ([`Self::answer_search`] once the input
+    /// is parsed; `memkv search` prints it).
+    ///
+    /// # Errors
+    /// A storage failure.
+    pub fn search_output(&self, request: &SearchRequest) -> Result<ToolOutput, Error> {
+        let max_chars = self.store.engine.settings(&self.id).limits.view_max_chars;
+        crate::search::tool::output(request, self.search(request), max_chars)
     }
 
     // The memory tool's blocks.

@@ -16,5 +16,6 @@ mod isolation;
 mod lines;
 mod model;
 mod postgres;
+mod search;
 mod secrets;
 mod util;

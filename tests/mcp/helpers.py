@@ -176,9 +176,53 @@ def text_of(result):
     return result.content[0].text, bool(result.is_error)
 
 
+# memory_search (memkv's own tool, docs/search.md) over a file of its own, with what the model
+# must read, byte for byte (the same strings as tests/it/search.rs).
+SEARCH_SETUP = {
+    "command": "create",
+    "path": "/memories/search/tz.md",
+    "file_text": "# Time\nlives in Paris\nTZ: Europe/Paris\n",
+}
+SEARCHES = [
+    (
+        {"query": "Paris", "path_prefix": "/memories/search"},
+        ("/memories/search/tz.md:2: lives in Paris\n/memories/search/tz.md:3: TZ: Europe/Paris", False),
+    ),
+    (
+        {"query": "^tz", "mode": "regex", "case_insensitive": True, "context": 1, "path_prefix": "/memories/search"},
+        ("/memories/search/tz.md-2- lives in Paris\n/memories/search/tz.md:3: TZ: Europe/Paris", False),
+    ),
+    ({"query": "Rome", "path_prefix": "/memories/search"}, ('No memory matches "Rome".', False)),
+    (
+        {"query": "(", "mode": "regex"},
+        ("Error: the regular expression is invalid: regex parse error:\n    (\n    ^\nerror: unclosed group", True),
+    ),
+    ({"query": "x", "glob": "*"}, ("Error: unknown parameter `glob`", True)),
+]
+
+
+async def assert_search(session):
+    """memory_search answers each of SEARCHES byte for byte, after SEARCH_SETUP."""
+    assert not text_of(await session.call_tool("memory", SEARCH_SETUP))[1]
+    for arguments, want in SEARCHES:
+        assert text_of(await session.call_tool("memory_search", arguments)) == want, arguments
+
+
 async def assert_tool_listed(session):
     tools = (await session.list_tools()).tools
-    assert [t.name for t in tools] == ["memory"]
+    assert [t.name for t in tools] == ["memory", "memory_search"]
+    search = tools[1]
+    assert "Search your memory directory" in search.description
+    assert search.input_schema["required"] == ["query"]
+    assert set(search.input_schema["properties"]) == {
+        "query",
+        "mode",
+        "case_insensitive",
+        "path_prefix",
+        "context",
+        "limit",
+    }
+    assert search.annotations.read_only_hint is True
     schema = tools[0].input_schema
     assert schema["type"] == "object"
     assert schema["required"] == ["command"]

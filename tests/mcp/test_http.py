@@ -10,6 +10,7 @@ from helpers import (
     TIMEOUT,
     Served,
     assert_commands,
+    assert_search,
     assert_session,
     assert_tool_listed,
     exec_answers,
@@ -61,6 +62,7 @@ def test_streamable_http_with_a_store_key(served, tmp_path):
             got = await assert_commands(session)
         async with mcp_http(served.url + "/mcp", {"authorization": f"Bearer {key}"}) as session:
             await assert_session(session)
+            await assert_search(session)
         return got
 
     got = run(body)
@@ -181,6 +183,7 @@ def test_forwarding_over_stdio(served, tmp_path):
             got = await assert_commands(session)
         async with mcp_stdio([*args, "--api-key", key], env={"MEMKV_API_KEY": ""}) as session:
             await assert_session(session)
+            await assert_search(session)
         # The forwarded calls landed in the server's store for dana.
         async with mcp_http(served.url + "/mcp", {"x-api-key": key}) as session:
             r = await session.call_tool("memory", {"command": "view", "path": "/memories/user_profile.md"})

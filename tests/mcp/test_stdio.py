@@ -6,6 +6,7 @@ from helpers import (
     COMMANDS,
     SESSION_EXPECTED,
     assert_commands,
+    assert_search,
     assert_session,
     assert_tool_listed,
     exec_answers,
@@ -23,6 +24,7 @@ def test_initialize_list_and_every_command(tmp_path):
             assert session.init.server_info.name == "memkv"
             await assert_tool_listed(session)
             got = await assert_commands(session)
+            await assert_search(session)
         return got
 
     got = run(body)

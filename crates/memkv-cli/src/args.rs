@@ -168,6 +168,12 @@ pub enum Commands {
     /// --follow, waits for new changes and prints them as they commit (on a redb file, beside
     /// a writer started with --shared, or on PostgreSQL).
     Changes(ChangesArgs),
+    /// Search a user's memories: the lines that contain a literal (--fixed-strings) or match a
+    /// regular expression (--regex, ripgrep's syntax)
+    ///
+    /// Prints what the model's `memory_search` tool reads: each matching line as
+    /// `/memories/path:N: line` (context lines as `path-N- line`), in path order.
+    Search(SearchArgs),
     /// Create the database (a redb file, or memkv's tables in PostgreSQL) if it does not exist
     Init,
     /// Verify the database against memkv's invariants
@@ -361,6 +367,37 @@ pub struct ChangesArgs {
     #[arg(long)]
     pub follow: bool,
     /// One JSON object per line (the feed's entries) instead of columns
+    #[arg(long)]
+    pub json: bool,
+}
+
+#[derive(Debug, Args)]
+#[command(group(clap::ArgGroup::new("mode").args(["regex", "fixed_strings"])))]
+pub struct SearchArgs {
+    /// The user
+    #[arg(long, short)]
+    pub user: String,
+    /// What to find
+    pub query: String,
+    /// The query is a regular expression (ripgrep's syntax)
+    #[arg(long, short = 'e')]
+    pub regex: bool,
+    /// The query is a literal string (the default)
+    #[arg(long, short = 'F')]
+    pub fixed_strings: bool,
+    /// Match letters of either case
+    #[arg(long, short = 'i')]
+    pub ignore_case: bool,
+    /// Only the file, or the files below the directory, at this path (/memories/...)
+    #[arg(long, value_name = "PATH")]
+    pub path_prefix: Option<String>,
+    /// Lines of context before and after each match
+    #[arg(long, short = 'C', value_name = "N", default_value_t = 0)]
+    pub context: usize,
+    /// The most matching lines to show
+    #[arg(long, value_name = "N", default_value_t = 50)]
+    pub limit: usize,
+    /// JSON (as the HTTP server answers) instead of text
     #[arg(long)]
     pub json: bool,
 }

@@ -18,6 +18,7 @@ mod exec;
 mod history;
 mod logbuf;
 mod mcp;
+mod search;
 mod serve;
 
 use std::io;
@@ -91,6 +92,7 @@ fn main() -> ExitCode {
         Commands::Expire(a) => backup::expire(&cli.global, a),
         Commands::Prune => backup::prune(&cli.global),
         Commands::Changes(a) => changes::changes(&cli.global, a),
+        Commands::Search(a) => search::search(&cli.global, a),
         Commands::Mcp(a) => mcp::run(&cli.global, a),
         Commands::Serve(a) => serve::serve(&cli.global, a),
         Commands::Keys(k) => serve::keys(&cli.global, k),

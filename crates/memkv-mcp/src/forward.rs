@@ -144,13 +144,40 @@ impl Forwarder {
             })
     }
 
+    /// Sends one call of `tool` (`memory`: a command object; `memory_search`: as a `tool_use`
+    /// block) and returns memkv's answer to it.
+    ///
+    /// # Errors
+    /// See [`ForwardError`].
+    pub async fn call(&self, tool: &str, input: &Value) -> Result<ToolOutput, ForwardError> {
+        if tool != memkv::SEARCH_TOOL_NAME {
+            return self.execute(input).await;
+        }
+        let block =
+            serde_json::json!({"type": "tool_use", "id": "mcp", "name": tool, "input": input});
+        let answer: memkv::ToolResult = self.post(&block).await?;
+        Ok(ToolOutput {
+            content: answer.content,
+            is_error: answer.is_error,
+        })
+    }
+
     /// Sends one command object and returns memkv's answer to it. A 429 or 503 is retried a
     /// few times after its `Retry-After` (at most [`MAX_RETRY_AFTER`] each).
     ///
     /// # Errors
     /// See [`ForwardError`].
     pub async fn execute(&self, input: &Value) -> Result<ToolOutput, ForwardError> {
-        let body = serde_json::to_vec(input).expect("a JSON value serializes");
+        self.post(input).await
+    }
+
+    /// POSTs `message` to the tool endpoint and reads memkv's answer as a `T`. A 429 or 503 is
+    /// retried a few times after its `Retry-After` (at most [`MAX_RETRY_AFTER`] each).
+    async fn post<T: serde::de::DeserializeOwned>(
+        &self,
+        message: &Value,
+    ) -> Result<T, ForwardError> {
+        let body = serde_json::to_vec(message).expect("a JSON value serializes");
         let mut attempt = 0;
         loop {
             let response = self
@@ -165,7 +192,7 @@ impl Forwarder {
             let wait = retry_after(&response);
             let bytes = read_capped(response).await?;
             if status == StatusCode::OK {
-                return serde_json::from_slice::<ToolOutput>(&bytes)
+                return serde_json::from_slice::<T>(&bytes)
                     .map_err(|e| ForwardError::Malformed(e.to_string()));
             }
             let busy = status == StatusCode::TOO_MANY_REQUESTS

@@ -1,10 +1,10 @@
-//! The MCP server: `initialize`, `tools/list` with the one `memory` tool, and `tools/call`,
+//! The MCP server: `initialize`, `tools/list` with `memory` and `memory_search`, and `tools/call`,
 //! answered by the library's protocol module (locally) or by a memkv server (forwarded).
 
 use std::sync::Arc;
 
-use memkv::OwnedMemoryStore;
 use memkv::protocol::{self, Message, Response};
+use memkv::{OwnedMemoryStore, ToolOutput, ToolUse};
 use rmcp::model::{
     CallToolRequestParams, CallToolResponse, CallToolResult, Implementation, ListToolsResult,
     PaginatedRequestParams, ServerCapabilities, ServerConfig, Tool,
@@ -61,15 +61,17 @@ impl MemoryServer {
         }
     }
 
+    /// Answers one call of `tool` (`memory` or `memory_search`) with `input`.
     async fn execute(
         &self,
+        tool: &'static str,
         input: Value,
         context: &RequestContext<RoleServer>,
     ) -> Result<CallToolResult, ErrorData> {
         let mut permit = None;
         let user = match &self.target {
             Target::Remote(forwarder) => {
-                return match forwarder.execute(&input).await {
+                return match forwarder.call(tool, &input).await {
                     Ok(output) => Ok(tool::result(output)),
                     Err(e) => {
                         tracing::error!(store = forwarder.store(), "memory call failed: {e}");
@@ -94,8 +96,17 @@ impl MemoryServer {
                     })?
             }
         };
+        let message = if tool == memkv::SEARCH_TOOL_NAME {
+            Message::Block(ToolUse {
+                id: "mcp".into(),
+                name: tool.into(),
+                input,
+            })
+        } else {
+            Message::Input(input)
+        };
         let answered = tokio::task::spawn_blocking(move || {
-            let (response, errors) = protocol::answer(&user.handle(), Message::Input(input));
+            let (response, errors) = protocol::answer(&user.handle(), message);
             for e in errors {
                 tracing::error!(store = user.id(), "memory call failed in storage: {e}");
             }
@@ -106,7 +117,11 @@ impl MemoryServer {
         .await;
         match answered {
             Ok(Response::Output(output)) => Ok(tool::result(output)),
-            Ok(_) => unreachable!("a bare command object is answered with a bare output"),
+            Ok(Response::Result(result)) => Ok(tool::result(ToolOutput {
+                content: result.content,
+                is_error: result.is_error,
+            })),
+            Ok(_) => unreachable!("one call is answered with one output"),
             Err(e) => Err(ErrorData::internal_error(
                 format!("the command did not finish: {e}"),
                 None,
@@ -130,7 +145,10 @@ impl ServerHandler for MemoryServer {
         _request: Option<PaginatedRequestParams>,
         _context: RequestContext<RoleServer>,
     ) -> Result<ListToolsResult, ErrorData> {
-        Ok(ListToolsResult::with_all_items(vec![tool::definition()]))
+        Ok(ListToolsResult::with_all_items(vec![
+            tool::definition(),
+            tool::search_definition(),
+        ]))
     }
 
     /// None, `memory` included: rmcp then leaves the arguments to memkv, which answers a
@@ -144,13 +162,17 @@ impl ServerHandler for MemoryServer {
         request: CallToolRequestParams,
         context: RequestContext<RoleServer>,
     ) -> Result<CallToolResponse, ErrorData> {
-        if request.name != tool::NAME {
-            return Err(ErrorData::invalid_params(
-                format!("unknown tool: {}", request.name),
-                None,
-            ));
-        }
+        let name = match request.name.as_ref() {
+            tool::NAME => tool::NAME,
+            memkv::SEARCH_TOOL_NAME => memkv::SEARCH_TOOL_NAME,
+            other => {
+                return Err(ErrorData::invalid_params(
+                    format!("unknown tool: {other}"),
+                    None,
+                ));
+            }
+        };
         let input = Value::Object(request.arguments.unwrap_or_default());
-        self.execute(input, &context).await.map(Into::into)
+        self.execute(name, input, &context).await.map(Into::into)
     }
 }

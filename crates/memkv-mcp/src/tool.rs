@@ -1,5 +1,5 @@
-//! The one MCP tool, `memory`: its definition (the six commands of `memory_20250818`, as the
-//! model knows them) and the shape of its results.
+//! The MCP tools: `memory` (the six commands of `memory_20250818`, as the model knows them) and
+//! `memory_search` (memkv's own, defined by the library); the shape of their results.
 
 use std::sync::Arc;
 
@@ -79,6 +79,25 @@ pub fn definition() -> Tool {
         .idempotent(false)
         .open_world(false);
     Tool::new(NAME, DESCRIPTION, Arc::new(schema) as Arc<JsonObject>).with_annotations(annotations)
+}
+
+/// `memory_search`, memkv's own search tool (the library defines it: `memkv::search_tool_schema`),
+/// as `tools/list` describes it.
+pub fn search_definition() -> Tool {
+    let serde_json::Value::Object(schema) = memkv::search_tool_schema() else {
+        unreachable!("the schema is a JSON object")
+    };
+    let annotations = ToolAnnotations::with_title("Search memory")
+        .read_only(true)
+        .destructive(false)
+        .idempotent(true)
+        .open_world(false);
+    Tool::new(
+        memkv::SEARCH_TOOL_NAME,
+        memkv::SEARCH_TOOL_DESCRIPTION,
+        Arc::new(schema) as Arc<JsonObject>,
+    )
+    .with_annotations(annotations)
 }
 
 /// memkv's answer as an MCP tool result: its exact content as one text item, `isError` set on

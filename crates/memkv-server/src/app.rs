@@ -41,6 +41,9 @@ pub const VERSION: &str = "/v1/memory_stores/{memory_store_id}/memory_versions/{
 pub const REDACT: &str =
     "/v1/memory_stores/{memory_store_id}/memory_versions/{memory_version_id}/redact";
 
+/// Searching a store's memories.
+pub const SEARCH: &str = "/v1/memory_stores/{memory_store_id}/search";
+
 /// A store's change feed.
 pub const STORE_CHANGES: &str = "/v1/memory_stores/{memory_store_id}/changes";
 /// Every store's change feed (admin).
@@ -68,6 +71,7 @@ pub const ROUTES: &[(&str, &str)] = &[
     ("get", VERSIONS),
     ("get", VERSION),
     ("post", REDACT),
+    ("get", SEARCH),
     ("get", STORE_CHANGES),
     ("get", CHANGES),
     ("post", WEBHOOKS),
@@ -105,6 +109,7 @@ pub fn router(state: Arc<AppState>) -> Router {
         .route(VERSIONS, get(api::list_versions))
         .route(VERSION, get(api::retrieve_version))
         .route(REDACT, post(api::redact_version))
+        .route(SEARCH, get(api::search))
         .route(STORE_CHANGES, get(api::store_changes))
         .route(CHANGES, get(api::all_changes))
         .route(WEBHOOKS, post(api::create_webhook).get(api::list_webhooks))

@@ -8,6 +8,7 @@ use crate::app::TOOL_ROUTE;
 use stores::final_error;
 
 mod changes;
+mod search;
 mod stores;
 
 /// `/mcp`: MCP's streamable HTTP transport (JSON-RPC), served by the memkv-mcp crate. Its
@@ -141,7 +142,11 @@ pub fn document(max_blocks: usize, max_body: usize) -> Value {
                 "405": final_error("Another method than GET")}}}),
     );
     paths.insert(memkv_mcp::http::PATH.to_owned(), mcp());
-    for (path, item) in stores::paths().into_iter().chain(changes::paths()) {
+    for (path, item) in stores::paths()
+        .into_iter()
+        .chain(changes::paths())
+        .chain(search::paths())
+    {
         paths.insert(path.to_owned(), item);
     }
     let path_text = json!({"type": "string"});
@@ -230,7 +235,12 @@ pub fn document(max_blocks: usize, max_body: usize) -> Value {
     doc["components"]["schemas"]
         .as_object_mut()
         .expect("an object")
-        .extend(stores::schemas().into_iter().chain(changes::schemas()));
+        .extend(
+            stores::schemas()
+                .into_iter()
+                .chain(changes::schemas())
+                .chain(search::schemas()),
+        );
     doc
 }
 

@@ -17,7 +17,7 @@ use axum::extract::{Path, State};
 use axum::http::{HeaderMap, header};
 use axum::response::{IntoResponse, Response};
 use http_body_util::BodyExt;
-use memkv::protocol::{self, Message};
+use memkv::protocol::{self, Call, Message};
 use memkv::{Database, Error, OwnedMemoryStore};
 use serde_json::Value;
 
@@ -146,8 +146,16 @@ async fn answer_here(
             tokio::task::yield_now().await;
         }
         results.push(match call {
-            Ok(command) => user.execute_async(command).await,
-            Err(answered) => Ok(answered),
+            Call::Command(command) => user.execute_async(command).await,
+            // A search reads for up to its time budget: off the async workers.
+            Call::Search(request) => {
+                let user = user.clone();
+                tokio::task::spawn_blocking(move || user.handle().search_output(&request))
+                    .await
+                    .unwrap_or_else(|_| Err(Error::Storage("the search did not finish".into())))
+            }
+            Call::Answered(answered) => Ok(answered),
+            _ => Err(Error::Storage("a call memkv cannot run".into())),
         });
     }
     message.respond(results)
@@ -222,10 +230,17 @@ fn commands(message: &Message) -> Vec<&'static str> {
             _ => "other",
         }
     }
+    let block = |b: &memkv::ToolUse| {
+        if b.name == memkv::SEARCH_TOOL_NAME {
+            "search"
+        } else {
+            name(&b.input)
+        }
+    };
     match message {
         Message::Input(input) => vec![name(input)],
-        Message::Block(b) => vec![name(&b.input)],
-        Message::Blocks(blocks) => blocks.iter().map(|b| name(&b.input)).collect(),
+        Message::Block(b) => vec![block(b)],
+        Message::Blocks(blocks) => blocks.iter().map(block).collect(),
     }
 }
 

@@ -436,3 +436,101 @@ fn every_write_of_the_server_reaches_the_commit_hooks() {
         assert!(seen.take().is_empty());
     });
 }
+
+/// `GET …/search` over a real socket on both backends: the library's JSON, the keys' scoping,
+/// each parameter's refusal; and a `memory_search` block on the tool route, answered as the
+/// library answers it.
+#[test]
+fn search_answers_the_librarys_json_and_the_tool_route_the_models_text() {
+    each_backend(|| {
+        let s = Served::new();
+        let mut admin = s.client(&s.admin);
+        for (path, text) in [
+            (
+                "/memories/notes/tz.md",
+                "# Time\nlives in Paris\nTZ: Europe/Paris\n",
+            ),
+            ("/memories/notes2.md", "Paris again\n"),
+        ] {
+            let body = json!({"command": "create", "path": path, "file_text": text}).to_string();
+            assert_eq!(
+                admin.tool("dana", body.as_bytes()).json()["is_error"],
+                false
+            );
+        }
+        let body = json!({"command": "create", "path": "/memories/x.md", "file_text": "Paris\n"});
+        admin.tool("other", body.to_string().as_bytes());
+        let found = ok(&admin.get(
+            "/v1/memory_stores/dana/search?q=paris&case_insensitive=true&path_prefix=/notes/",
+        ));
+        let library =
+            s.db.user("dana")
+                .unwrap()
+                .search(
+                    &memkv::SearchRequest::new("paris", memkv::SearchMode::Literal)
+                        .case_insensitive(true)
+                        .path_prefix("/memories/notes"),
+                )
+                .unwrap();
+        assert_eq!(found, library.to_json());
+        assert_eq!(found["data"][0]["path"], "/notes/tz.md");
+        assert_eq!(found["data"].as_array().unwrap().len(), 1);
+        let file = ok(&admin.get("/v1/memory_stores/dana/search?q=P.r%5Cw%2B&mode=regex&path_prefix=/notes2.md&context=1&limit=5"));
+        assert_eq!(
+            file["data"],
+            json!([{"path": "/notes2.md", "memory_id": file["data"][0]["memory_id"], "lines": [{"line_number": 1, "text": "Paris again", "is_match": true}]}])
+        );
+        // A store key searches its own store; another store answers as one that does not exist.
+        let (_, key) = s.keys.add(&Scope::Store("dana".into())).unwrap();
+        let mut own = s.client(&key);
+        assert_eq!(
+            ok(&own.get("/v1/memory_stores/dana/search?q=Paris"))["data"]
+                .as_array()
+                .unwrap()
+                .len(),
+            2
+        );
+        refused(
+            &own.get("/v1/memory_stores/other/search?q=Paris"),
+            404,
+            "not_found_error",
+        );
+        for (query, message) in [
+            ("", "q, the text to search for, is required"),
+            ("q=", "search refused: the query is empty"),
+            ("q=a&mode=fuzzy", "the search mode must be regex or literal"),
+            (
+                "q=(&mode=regex",
+                "search refused: the regular expression is invalid",
+            ),
+            ("q=a&limit=0", "limit must be an integer from 1 to 1000"),
+            ("q=a&context=11", "context must be an integer from 0 to 10"),
+            (
+                "q=a&case_insensitive=yes",
+                "case_insensitive must be true or false",
+            ),
+            ("q=a&path_prefix=notes/", "path_prefix must start with /"),
+            ("q=a&path_prefix=/../x", "is not a memory path"),
+        ] {
+            let reply = admin.get(&format!("/v1/memory_stores/dana/search?{query}"));
+            let got = refused(&reply, 400, "invalid_request_error");
+            assert!(got.contains(message), "{query}: {got}");
+        }
+        // The tool route answers a memory_search block with the model's text.
+        let block = json!({"type": "tool_use", "id": "t1", "name": "memory_search", "input": {"query": "Paris", "path_prefix": "/memories/notes"}});
+        let reply = admin.tool("dana", block.to_string().as_bytes());
+        let want =
+            s.db.user("dana")
+                .unwrap()
+                .answer_search(&json!({"query": "Paris", "path_prefix": "/memories/notes"}))
+                .unwrap();
+        assert_eq!(
+            reply.json(),
+            json!({"type": "tool_result", "tool_use_id": "t1", "content": want.content, "is_error": false})
+        );
+        assert_eq!(
+            want.content,
+            "/memories/notes/tz.md:2: lives in Paris\n/memories/notes/tz.md:3: TZ: Europe/Paris"
+        );
+    });
+}

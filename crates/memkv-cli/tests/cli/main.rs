@@ -20,4 +20,5 @@ mod history;
 mod journal;
 mod ops;
 mod postgres;
+mod search;
 mod serve;

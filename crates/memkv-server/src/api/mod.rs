@@ -10,13 +10,14 @@
 //! mapped to a status in [`refused`] and nowhere else.
 //!
 //! - [`wire`]: the JSON objects, times, hashes and the API ↔ model path conversion;
-//! - `stores`, `memories`, `versions`: the handlers of each resource; `changes`: the change
-//!   feed; `webhooks`: the endpoints it is delivered to.
+//! - `stores`, `memories`, `versions`: the handlers of each resource; `search`: exact search
+//!   over a store; `changes`: the change feed; `webhooks`: the endpoints it is delivered to.
 
 pub mod wire;
 
 mod changes;
 mod memories;
+mod search;
 mod stores;
 mod versions;
 pub mod webhooks;
@@ -35,6 +36,7 @@ use serde_json::Value;
 
 pub use changes::{all_changes, store_changes};
 pub use memories::{create_memory, delete_memory, list_memories, retrieve_memory, update_memory};
+pub use search::search;
 pub use stores::{
     archive_store, create_store, delete_store, list_stores, retrieve_store, update_store,
 };

@@ -1,0 +1,237 @@
+//! Search over a store's current memories: exact (a regular expression or a literal, line by
+//! line, as ripgrep matches).
+//!
+//! A search reads one snapshot of the store, so it never sees a half-applied write; expired
+//! memories are left out, as `view` leaves them out. It records no use of what it reads (a
+//! `view` does): searching does not keep a memory from expiring.
+//!
+//! Every face answers from here: the library ([`crate::MemoryStore::search`]), the CLI
+//! (`memkv search`), REST and MCP (`memory_search`: [`tool`], its strings in `messages`).
+
+mod grep;
+pub mod tool;
+
+use std::time::Duration;
+
+use crate::error::Error;
+use crate::history::MemoryId;
+use crate::path::MemoryPath;
+use crate::pipeline::Scope;
+
+pub(crate) use grep::Matcher;
+
+/// The longest query, in bytes.
+pub const MAX_QUERY_BYTES: usize = 1_000;
+
+/// The most matching lines a search answers (the largest `limit`).
+pub const MAX_LIMIT: usize = 1_000;
+
+/// The most lines of context around a match.
+pub const MAX_CONTEXT: usize = 10;
+
+/// The largest compiled regular expression, in bytes (the `regex` crate's size limit): a
+/// pattern such as `\w{1000}{1000}` is refused rather than built.
+pub const MAX_REGEX_BYTES: usize = 1 << 20;
+
+/// How long a search may read before it stops and says what it did not search. The regex
+/// engine runs in linear time, so this bounds the time of any pattern over any store.
+pub const TIME_BUDGET: Duration = Duration::from_secs(2);
+
+/// How a query matches.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum SearchMode {
+    /// A regular expression in the `regex` crate's syntax (ripgrep's), matched line by line.
+    Regex,
+    /// A literal string, matched line by line (`grep -F`).
+    Literal,
+}
+
+impl std::str::FromStr for SearchMode {
+    type Err = Error;
+
+    fn from_str(s: &str) -> Result<Self, Error> {
+        match s {
+            "regex" => Ok(SearchMode::Regex),
+            "literal" => Ok(SearchMode::Literal),
+            other => Err(Error::InvalidSearch(format!(
+                "the search mode must be regex or literal, not {other:?}"
+            ))),
+        }
+    }
+}
+
+/// A search of one store.
+#[derive(Debug, Clone, PartialEq, Eq)]
+#[non_exhaustive]
+pub struct SearchRequest {
+    /// What to look for.
+    pub query: String,
+    /// How it matches.
+    pub mode: SearchMode,
+    /// Matches letters of either case (Unicode simple case folding, as `rg -i`).
+    pub case_insensitive: bool,
+    /// Only the memories at or below this path (`/memories/…`, whole segments).
+    pub path_prefix: Option<String>,
+    /// Lines of context before and after each match (at most [`MAX_CONTEXT`]).
+    pub context: usize,
+    /// The most matching lines to answer (1 to [`MAX_LIMIT`]).
+    pub limit: usize,
+}
+
+impl SearchRequest {
+    /// A search for `query` in `mode`, case-sensitive, over the whole store, no context, at
+    /// most 50 matching lines.
+    pub fn new(query: impl Into<String>, mode: SearchMode) -> Self {
+        SearchRequest {
+            query: query.into(),
+            mode,
+            case_insensitive: false,
+            path_prefix: None,
+            context: 0,
+            limit: 50,
+        }
+    }
+
+    /// Case-insensitive or not.
+    #[must_use]
+    pub fn case_insensitive(mut self, yes: bool) -> Self {
+        self.case_insensitive = yes;
+        self
+    }
+
+    /// Only below `prefix` (`/memories/…`).
+    #[must_use]
+    pub fn path_prefix(mut self, prefix: impl Into<String>) -> Self {
+        self.path_prefix = Some(prefix.into());
+        self
+    }
+
+    /// Lines of context around each match.
+    #[must_use]
+    pub fn context(mut self, lines: usize) -> Self {
+        self.context = lines;
+        self
+    }
+
+    /// The most matching lines to answer.
+    #[must_use]
+    pub fn limit(mut self, limit: usize) -> Self {
+        self.limit = limit;
+        self
+    }
+
+    /// The request's own checks, before anything is read.
+    fn check(&self) -> Result<(), Error> {
+        let refuse = |why: String| Err(Error::InvalidSearch(why));
+        if self.query.is_empty() {
+            return refuse("the query is empty".into());
+        }
+        if self.query.len() > MAX_QUERY_BYTES {
+            return refuse(format!(
+                "the query is {} bytes; the most is {MAX_QUERY_BYTES}",
+                self.query.len()
+            ));
+        }
+        if self.query.contains('\n') {
+            return refuse("the query holds a line break; matches are within one line".into());
+        }
+        if self.limit == 0 || self.limit > MAX_LIMIT {
+            return refuse(format!(
+                "the limit must be 1 to {MAX_LIMIT}, not {}",
+                self.limit
+            ));
+        }
+        if self.context > MAX_CONTEXT {
+            return refuse(format!(
+                "the context must be 0 to {MAX_CONTEXT} lines, not {}",
+                self.context
+            ));
+        }
+        Ok(())
+    }
+}
+
+/// What a search found.
+#[derive(Debug, Clone, PartialEq)]
+#[non_exhaustive]
+pub struct SearchResults {
+    /// The memories with matches, in path order, each with its lines.
+    pub hits: Vec<SearchHit>,
+    /// Matching lines beyond the limit (not in `hits`).
+    pub more: u64,
+    /// Memories not searched because the time budget ran out (0 when all were).
+    pub unsearched: u64,
+}
+
+impl SearchResults {
+    /// Matching lines answered (context lines not counted).
+    pub fn matching_lines(&self) -> usize {
+        self.hits
+            .iter()
+            .map(|h| h.lines.iter().filter(|l| l.is_match).count())
+            .sum()
+    }
+}
+
+impl SearchResults {
+    /// The JSON the HTTP server answers and `memkv search --json` prints: `data`, one object per
+    /// memory (`path` as the memory-stores API spells it, `memory_id`, `lines` with
+    /// `line_number`, `text`, `is_match`), then `more` and `unsearched`.
+    pub fn to_json(&self) -> serde_json::Value {
+        let data: Vec<serde_json::Value> = self
+            .hits
+            .iter()
+            .map(|hit| {
+                serde_json::json!({
+                    "path": crate::path::api_path(&hit.path),
+                    "memory_id": hit.memory_id.to_string(),
+                    "lines": hit.lines.iter().map(|l| serde_json::json!({
+                        "line_number": l.line_number,
+                        "text": l.text,
+                        "is_match": l.is_match,
+                    })).collect::<Vec<_>>(),
+                })
+            })
+            .collect();
+        serde_json::json!({"data": data, "more": self.more, "unsearched": self.unsearched})
+    }
+}
+
+/// One memory with matches.
+#[derive(Debug, Clone, PartialEq)]
+#[non_exhaustive]
+pub struct SearchHit {
+    /// Its path, `/memories/…`.
+    pub path: String,
+    /// Its id.
+    pub memory_id: MemoryId,
+    /// Its matching lines with their context, in order.
+    pub lines: Vec<SearchLine>,
+}
+
+/// One line of a memory.
+#[derive(Debug, Clone, PartialEq, Eq)]
+#[non_exhaustive]
+pub struct SearchLine {
+    /// Its number, from 1.
+    pub line_number: u64,
+    /// The line, without its line break.
+    pub text: String,
+    /// A matching line (`false`: a line of context).
+    pub is_match: bool,
+}
+
+/// The body of [`crate::MemoryStore::search`].
+pub(crate) fn search(scope: Scope<'_>, request: &SearchRequest) -> Result<SearchResults, Error> {
+    request.check()?;
+    let prefix = match &request.path_prefix {
+        None => MemoryPath::root(),
+        Some(p) => MemoryPath::parse(p).map_err(|reason| Error::InvalidPath {
+            path: p.clone(),
+            reason,
+        })?,
+    };
+    let matcher = Matcher::new(request)?;
+    grep::run(scope, &matcher, &prefix, request)
+}

@@ -1,0 +1,205 @@
+//! `memory_search`, memkv's second tool for the model: its definition (name, description, input
+//! schema) and its answer, for every face that offers it (MCP, the HTTP server, the SDK
+//! adapters). It is memkv's own, not part of `memory_20250818`; docs/search.md documents it.
+
+use serde_json::{Value, json};
+
+use super::{MAX_CONTEXT, MAX_LIMIT, SearchMode, SearchRequest, SearchResults};
+use crate::blocks::ToolOutput;
+use crate::error::Error;
+use crate::messages;
+
+/// The tool's name.
+pub const SEARCH_TOOL_NAME: &str = "memory_search";
+
+/// What the model reads about the tool.
+pub const SEARCH_TOOL_DESCRIPTION: &str = "Search your memory directory (/memories) for lines \
+that contain some text, without opening every file. Use it before you view files when you look \
+for something you may have noted (a name, a setting, a decision) and do not know which file \
+holds it, or to find every place that mentions something before you change it. Answers each \
+matching line as /memories/path:line_number: line. Matches are within one line. Use the memory \
+tool to read or change what you find.";
+
+/// The tool's input schema (JSON Schema), as a tool definition carries it.
+pub fn search_tool_schema() -> Value {
+    json!({
+        "type": "object",
+        "properties": {
+            "query": {
+                "type": "string",
+                "description": "The text to find (with mode regex: a regular expression in Rust/ripgrep syntax)."
+            },
+            "mode": {
+                "type": "string",
+                "enum": ["literal", "regex"],
+                "description": "literal (the default): the query as plain text; regex: a regular expression."
+            },
+            "case_insensitive": {
+                "type": "boolean",
+                "description": "Match letters of either case (default false)."
+            },
+            "path_prefix": {
+                "type": "string",
+                "description": "Only search this file or the files below this directory, e.g. /memories/projects."
+            },
+            "context": {
+                "type": "integer",
+                "minimum": 0,
+                "maximum": MAX_CONTEXT,
+                "description": "Lines to show before and after each match (default 0)."
+            },
+            "limit": {
+                "type": "integer",
+                "minimum": 1,
+                "maximum": MAX_LIMIT,
+                "description": "The most matching lines to show (default 50)."
+            }
+        },
+        "required": ["query"],
+        "additionalProperties": false
+    })
+}
+
+/// The search a `memory_search` input asks for, or why it is refused (in the model's words).
+pub fn search_request(input: &Value) -> Result<SearchRequest, String> {
+    let Some(fields) = input.as_object() else {
+        return Err("the input must be an object with a query".into());
+    };
+    if let Some(unknown) = fields.keys().find(|k| {
+        ![
+            "query",
+            "mode",
+            "case_insensitive",
+            "path_prefix",
+            "context",
+            "limit",
+        ]
+        .contains(&k.as_str())
+    }) {
+        return Err(format!("unknown parameter `{unknown}`"));
+    }
+    let query = match fields.get("query") {
+        Some(Value::String(q)) => q.clone(),
+        Some(_) => return Err("`query` must be a string".into()),
+        None => return Err("`query` is missing".into()),
+    };
+    let mode = match fields.get("mode") {
+        None | Some(Value::Null) => SearchMode::Literal,
+        Some(Value::String(m)) => m.parse().map_err(|_| {
+            format!(
+                "`mode` must be literal or regex, not {}",
+                Value::String(m.clone())
+            )
+        })?,
+        Some(_) => return Err("`mode` must be a string".into()),
+    };
+    let mut request = SearchRequest::new(query, mode);
+    match fields.get("case_insensitive") {
+        None | Some(Value::Null) => {}
+        Some(Value::Bool(b)) => request.case_insensitive = *b,
+        Some(_) => return Err("`case_insensitive` must be true or false".into()),
+    }
+    match fields.get("path_prefix") {
+        None | Some(Value::Null) => {}
+        Some(Value::String(p)) => request.path_prefix = Some(p.clone()),
+        Some(_) => return Err("`path_prefix` must be a string".into()),
+    }
+    let count = |name: &str, default: usize| match fields.get(name) {
+        None | Some(Value::Null) => Ok(default),
+        Some(v) => v
+            .as_u64()
+            .and_then(|n| usize::try_from(n).ok())
+            .ok_or_else(|| format!("`{name}` must be a non-negative integer")),
+    };
+    request.context = count("context", request.context)?;
+    request.limit = count("limit", request.limit)?;
+    Ok(request)
+}
+
+/// The answer of `memory_search` to `request`, given what the search returned (see
+/// [`crate::MemoryStore::answer_search`]): the matches as the model reads them, or an error
+/// output for a refused search. `Err` is a storage failure.
+pub(crate) fn output(
+    request: &SearchRequest,
+    outcome: Result<SearchResults, Error>,
+    max_chars: usize,
+) -> Result<ToolOutput, Error> {
+    let refused = |reason: &str| ToolOutput {
+        content: messages::search_refused(reason),
+        is_error: true,
+    };
+    match outcome {
+        Ok(results) => Ok(ToolOutput {
+            content: text(&request.query, &results, request.context > 0, max_chars),
+            is_error: false,
+        }),
+        Err(Error::InvalidSearch(reason)) => Ok(refused(&reason)),
+        Err(Error::InvalidPath { path, reason }) => {
+            Ok(refused(&messages::path_reason(&path, reason)))
+        }
+        Err(e) => Err(e),
+    }
+}
+
+/// The error output of an input [`search_request`] refused.
+pub(crate) fn refused_input(reason: &str) -> ToolOutput {
+    ToolOutput {
+        content: messages::search_refused(reason),
+        is_error: true,
+    }
+}
+
+/// The answer's text: the lines of `results` (`--` between groups when `context`), at most
+/// `max_chars` (as `view`), then what was left out.
+fn text(query: &str, results: &SearchResults, context: bool, max_chars: usize) -> String {
+    let mut out = String::new();
+    let mut chars = 0;
+    let mut left_out = results.more;
+    let mut previous: Option<(&str, u64)> = None;
+    let lines = results
+        .hits
+        .iter()
+        .flat_map(|hit| hit.lines.iter().map(move |line| (hit.path.as_str(), line)));
+    let mut lines = lines.peekable();
+    while let Some((path, line)) = lines.next() {
+        let gap = context && previous.is_some_and(|(p, n)| p != path || n + 1 != line.line_number);
+        let mut entry = if gap {
+            messages::SEARCH_GAP.to_owned()
+        } else {
+            String::new()
+        };
+        entry.push_str(&messages::search_line(
+            path,
+            line.line_number,
+            line.is_match,
+            &line.text,
+        ));
+        let size = entry.chars().count();
+        if chars + size > max_chars && !out.is_empty() {
+            // This line and every later one are left out: their matches are counted.
+            left_out += std::iter::once((path, line))
+                .chain(lines)
+                .filter(|(_, l)| l.is_match)
+                .count() as u64;
+            break;
+        }
+        chars += size;
+        out.push_str(&entry);
+        previous = Some((path, line.line_number));
+    }
+    if out.is_empty() {
+        out = messages::search_no_match(query);
+    } else {
+        out.pop();
+    }
+    if left_out > 0 {
+        out.push_str(&messages::search_more(left_out));
+    }
+    if results.unsearched > 0 {
+        out.push_str(&messages::search_stopped(
+            super::TIME_BUDGET.as_secs(),
+            results.unsearched,
+        ));
+    }
+    out
+}
