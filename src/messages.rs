@@ -354,6 +354,21 @@ pub fn search_line(path: &str, line_number: u64, is_match: bool, text: &str) -> 
     format!("{path}{mark}{line_number}{mark} {shown}\n")
 }
 
+/// A memory found by ranked search, before its best lines: `{path} (score {score})`, the BM25
+/// score with two decimals, with its line break.
+pub fn search_hit(path: &str, score: f32) -> String {
+    format!("{path} (score {score:.2})\n")
+}
+
+/// After a ranked search's memories, when `n` more matched (beyond the limit or the character
+/// cap).
+pub fn search_more_memories(n: u64) -> String {
+    format!(
+        "\n[and {} more matching memories: narrow the search with path_prefix or more words]",
+        thousands(n)
+    )
+}
+
 /// Between two groups of lines that are not adjacent, when context lines are shown (as
 /// ripgrep).
 pub const SEARCH_GAP: &str = "--\n";

@@ -370,7 +370,11 @@ mod tests {
         };
         let ids: Vec<_> = mine.iter().map(|r| r.tool_use_id.as_str()).collect();
         assert_eq!(ids, ["a", "b", "c", "d", "e", "f"]);
-        assert_eq!(mine[4].content, "/memories/x:1: hi");
+        // Ranked, the default: one memory of one word, idf ln(1 + 0.5 / 1.5) = 0.29.
+        assert_eq!(
+            mine[4].content,
+            "/memories/x (score 0.29)\n/memories/x:1: hi"
+        );
         assert!(mine[5].is_error);
         assert!(!mine[0].is_error && mine[1].is_error && mine[2].is_error && !mine[3].is_error);
         assert_eq!(mine[1].content, messages::unknown_tool("\"other\""));

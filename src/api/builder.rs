@@ -261,6 +261,7 @@ impl DatabaseBuilder {
                 pipeline: Pipeline::new(commits),
                 access: PendingAccess::default(),
             }),
+            indexes: Default::default(),
         })
     }
 }

@@ -31,6 +31,8 @@ use crate::user_id::validate_user;
 #[derive(Debug)]
 pub struct Database {
     pub(crate) engine: Arc<Engine>,
+    /// Ranked search's indexes, built on first use (`crate::search`).
+    pub(crate) indexes: crate::search::Indexes,
 }
 
 impl Database {

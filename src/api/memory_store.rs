@@ -189,7 +189,7 @@ impl MemoryStore<'_> {
     /// [`crate::search::MAX_QUERY_BYTES`], a bad or oversized regular expression, a limit or
     /// context out of range), [`Error::InvalidPath`] for a bad `path_prefix`; a storage failure.
     pub fn search(&self, request: &SearchRequest) -> Result<SearchResults, Error> {
-        crate::search::search(self.scope(), request)
+        crate::search::search(self.scope(), &self.store.indexes, request)
     }
 
     /// Answers the `input` of a `memory_search` call (`crate::SEARCH_TOOL_NAME`): the matches as

@@ -31,8 +31,8 @@ pub(crate) struct Matcher {
 impl Matcher {
     pub(crate) fn new(request: &SearchRequest) -> Result<Matcher, Error> {
         let pattern = match request.mode {
-            SearchMode::Regex => request.query.clone(),
             SearchMode::Literal => regex::escape(&request.query),
+            _ => request.query.clone(),
         };
         let regex = RegexBuilder::new(&pattern)
             .case_insensitive(request.case_insensitive)
@@ -126,6 +126,7 @@ pub(super) fn run(
         results.hits.push(SearchHit {
             path: path.to_string(),
             memory_id,
+            score: None,
             lines: with_context(text, &found[..shown], request.context),
         });
         Ok(ControlFlow::Continue(()))
@@ -147,7 +148,11 @@ pub(super) fn run(
 
 /// The matching lines `found` of `text` as numbered lines, with `context` lines around each
 /// (each line once, in order).
-fn with_context(text: &str, found: &[(usize, usize)], context: usize) -> Vec<SearchLine> {
+pub(super) fn with_context(
+    text: &str,
+    found: &[(usize, usize)],
+    context: usize,
+) -> Vec<SearchLine> {
     let line = |number: usize, (start, end): (usize, usize), is_match: bool| SearchLine {
         line_number: number as u64,
         text: text[start..end].to_owned(),

@@ -1,5 +1,6 @@
 //! Search over a store's current memories: exact (a regular expression or a literal, line by
-//! line, as ripgrep matches).
+//! line, as ripgrep matches: `grep`) and ranked (BM25 on tantivy, kept current from the change
+//! log: `ranked`, with the `ranked` feature).
 //!
 //! A search reads one snapshot of the store, so it never sees a half-applied write; expired
 //! memories are left out, as `view` leaves them out. It records no use of what it reads (a
@@ -9,6 +10,8 @@
 //! (`memkv search`), REST and MCP (`memory_search`: [`tool`], its strings in `messages`).
 
 mod grep;
+#[cfg(feature = "ranked")]
+pub(crate) mod ranked;
 pub mod tool;
 
 use std::time::Duration;
@@ -38,9 +41,14 @@ pub const MAX_REGEX_BYTES: usize = 1 << 20;
 pub const TIME_BUDGET: Duration = Duration::from_secs(2);
 
 /// How a query matches.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
 #[non_exhaustive]
 pub enum SearchMode {
+    /// The memories most about the query's words, best first (BM25 over path and content,
+    /// Unicode words lowercased), each with its best lines. Needs the `ranked` feature (on by
+    /// default).
+    #[default]
+    Ranked,
     /// A regular expression in the `regex` crate's syntax (ripgrep's), matched line by line.
     Regex,
     /// A literal string, matched line by line (`grep -F`).
@@ -52,10 +60,11 @@ impl std::str::FromStr for SearchMode {
 
     fn from_str(s: &str) -> Result<Self, Error> {
         match s {
+            "ranked" => Ok(SearchMode::Ranked),
             "regex" => Ok(SearchMode::Regex),
             "literal" => Ok(SearchMode::Literal),
             other => Err(Error::InvalidSearch(format!(
-                "the search mode must be regex or literal, not {other:?}"
+                "the search mode must be ranked, regex or literal, not {other:?}"
             ))),
         }
     }
@@ -69,19 +78,20 @@ pub struct SearchRequest {
     pub query: String,
     /// How it matches.
     pub mode: SearchMode,
-    /// Matches letters of either case (Unicode simple case folding, as `rg -i`).
+    /// Matches letters of either case (Unicode simple case folding, as `rg -i`); ranked
+    /// search always does.
     pub case_insensitive: bool,
     /// Only the memories at or below this path (`/memories/…`, whole segments).
     pub path_prefix: Option<String>,
     /// Lines of context before and after each match (at most [`MAX_CONTEXT`]).
     pub context: usize,
-    /// The most matching lines to answer (1 to [`MAX_LIMIT`]).
+    /// The most matching lines (ranked: memories) to answer (1 to [`MAX_LIMIT`]).
     pub limit: usize,
 }
 
 impl SearchRequest {
     /// A search for `query` in `mode`, case-sensitive, over the whole store, no context, at
-    /// most 50 matching lines.
+    /// most [`SearchRequest::default_limit`] results.
     pub fn new(query: impl Into<String>, mode: SearchMode) -> Self {
         SearchRequest {
             query: query.into(),
@@ -89,7 +99,15 @@ impl SearchRequest {
             case_insensitive: false,
             path_prefix: None,
             context: 0,
-            limit: 50,
+            limit: Self::default_limit(mode),
+        }
+    }
+
+    /// The limit when none is given: 10 memories for ranked search, 50 lines for exact.
+    pub fn default_limit(mode: SearchMode) -> usize {
+        match mode {
+            SearchMode::Ranked => 10,
+            _ => 50,
         }
     }
 
@@ -158,7 +176,7 @@ impl SearchRequest {
 pub struct SearchResults {
     /// The memories with matches, in path order, each with its lines.
     pub hits: Vec<SearchHit>,
-    /// Matching lines beyond the limit (not in `hits`).
+    /// Matching lines (ranked: memories) beyond the limit, not in `hits`.
     pub more: u64,
     /// Memories not searched because the time budget ran out (0 when all were).
     pub unsearched: u64,
@@ -176,14 +194,14 @@ impl SearchResults {
 
 impl SearchResults {
     /// The JSON the HTTP server answers and `memkv search --json` prints: `data`, one object per
-    /// memory (`path` as the memory-stores API spells it, `memory_id`, `lines` with
-    /// `line_number`, `text`, `is_match`), then `more` and `unsearched`.
+    /// memory (`path` as the memory-stores API spells it, `memory_id`, `score` for ranked search,
+    /// `lines` with `line_number`, `text`, `is_match`), then `more` and `unsearched`.
     pub fn to_json(&self) -> serde_json::Value {
         let data: Vec<serde_json::Value> = self
             .hits
             .iter()
             .map(|hit| {
-                serde_json::json!({
+                let mut item = serde_json::json!({
                     "path": crate::path::api_path(&hit.path),
                     "memory_id": hit.memory_id.to_string(),
                     "lines": hit.lines.iter().map(|l| serde_json::json!({
@@ -191,7 +209,13 @@ impl SearchResults {
                         "text": l.text,
                         "is_match": l.is_match,
                     })).collect::<Vec<_>>(),
-                })
+                });
+                if let Some(score) = hit.score {
+                    // The f32's own shortest decimal (not the f64 it widens to).
+                    let score: f64 = score.to_string().parse().unwrap_or(f64::from(score));
+                    item["score"] = serde_json::json!(score);
+                }
+                item
             })
             .collect();
         serde_json::json!({"data": data, "more": self.more, "unsearched": self.unsearched})
@@ -206,7 +230,9 @@ pub struct SearchHit {
     pub path: String,
     /// Its id.
     pub memory_id: MemoryId,
-    /// Its matching lines with their context, in order.
+    /// Its BM25 score (ranked search only).
+    pub score: Option<f32>,
+    /// Its matching lines (ranked: its best lines) with their context, in order.
     pub lines: Vec<SearchLine>,
 }
 
@@ -222,8 +248,20 @@ pub struct SearchLine {
     pub is_match: bool,
 }
 
+/// The ranked-search indexes of a database (none without the `ranked` feature).
+#[cfg(feature = "ranked")]
+pub(crate) type Indexes = ranked::Indexes;
+/// The ranked-search indexes of a database (none without the `ranked` feature).
+#[cfg(not(feature = "ranked"))]
+#[derive(Debug, Default)]
+pub(crate) struct Indexes;
+
 /// The body of [`crate::MemoryStore::search`].
-pub(crate) fn search(scope: Scope<'_>, request: &SearchRequest) -> Result<SearchResults, Error> {
+pub(crate) fn search(
+    scope: Scope<'_>,
+    indexes: &Indexes,
+    request: &SearchRequest,
+) -> Result<SearchResults, Error> {
     request.check()?;
     let prefix = match &request.path_prefix {
         None => MemoryPath::root(),
@@ -232,6 +270,19 @@ pub(crate) fn search(scope: Scope<'_>, request: &SearchRequest) -> Result<Search
             reason,
         })?,
     };
-    let matcher = Matcher::new(request)?;
-    grep::run(scope, &matcher, &prefix, request)
+    match request.mode {
+        #[cfg(feature = "ranked")]
+        SearchMode::Ranked => ranked::run(scope, indexes, &prefix, request),
+        #[cfg(not(feature = "ranked"))]
+        SearchMode::Ranked => {
+            let _ = indexes;
+            Err(Error::InvalidSearch(
+                "ranked search needs memkv built with its `ranked` feature".into(),
+            ))
+        }
+        SearchMode::Regex | SearchMode::Literal => {
+            let matcher = Matcher::new(request)?;
+            grep::run(scope, &matcher, &prefix, request)
+        }
+    }
 }

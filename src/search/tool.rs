@@ -13,12 +13,13 @@ use crate::messages;
 pub const SEARCH_TOOL_NAME: &str = "memory_search";
 
 /// What the model reads about the tool.
-pub const SEARCH_TOOL_DESCRIPTION: &str = "Search your memory directory (/memories) for lines \
-that contain some text, without opening every file. Use it before you view files when you look \
-for something you may have noted (a name, a setting, a decision) and do not know which file \
-holds it, or to find every place that mentions something before you change it. Answers each \
-matching line as /memories/path:line_number: line. Matches are within one line. Use the memory \
-tool to read or change what you find.";
+pub const SEARCH_TOOL_DESCRIPTION: &str = "Search your memory directory (/memories) without \
+opening every file. Use it before you view files when you look for something you may have noted \
+(a person, a preference, a decision) and do not know which file holds it, or to find every place \
+that mentions something before you change it. mode ranked (the default) answers the files most \
+about the query's words, best first, each with its best lines; mode literal or regex answers \
+every line that contains the text or matches the pattern. Lines are shown as \
+/memories/path:line_number: line. Use the memory tool to read or change what you find.";
 
 /// The tool's input schema (JSON Schema), as a tool definition carries it.
 pub fn search_tool_schema() -> Value {
@@ -27,16 +28,16 @@ pub fn search_tool_schema() -> Value {
         "properties": {
             "query": {
                 "type": "string",
-                "description": "The text to find (with mode regex: a regular expression in Rust/ripgrep syntax)."
+                "description": "What to find: words (ranked), the exact text (literal), or a regular expression in Rust/ripgrep syntax (regex)."
             },
             "mode": {
                 "type": "string",
-                "enum": ["literal", "regex"],
-                "description": "literal (the default): the query as plain text; regex: a regular expression."
+                "enum": ["ranked", "literal", "regex"],
+                "description": "ranked (the default): the files most about the query's words; literal: lines containing the text; regex: lines matching the pattern."
             },
             "case_insensitive": {
                 "type": "boolean",
-                "description": "Match letters of either case (default false)."
+                "description": "literal and regex: match letters of either case (default false; ranked always does)."
             },
             "path_prefix": {
                 "type": "string",
@@ -46,13 +47,13 @@ pub fn search_tool_schema() -> Value {
                 "type": "integer",
                 "minimum": 0,
                 "maximum": MAX_CONTEXT,
-                "description": "Lines to show before and after each match (default 0)."
+                "description": "Lines to show before and after each line shown (default 0)."
             },
             "limit": {
                 "type": "integer",
                 "minimum": 1,
                 "maximum": MAX_LIMIT,
-                "description": "The most matching lines to show (default 50)."
+                "description": "The most files (ranked, default 10) or matching lines (literal and regex, default 50) to show."
             }
         },
         "required": ["query"],
@@ -84,10 +85,10 @@ pub fn search_request(input: &Value) -> Result<SearchRequest, String> {
         None => return Err("`query` is missing".into()),
     };
     let mode = match fields.get("mode") {
-        None | Some(Value::Null) => SearchMode::Literal,
+        None | Some(Value::Null) => SearchMode::Ranked,
         Some(Value::String(m)) => m.parse().map_err(|_| {
             format!(
-                "`mode` must be literal or regex, not {}",
+                "`mode` must be ranked, literal or regex, not {}",
                 Value::String(m.clone())
             )
         })?,
@@ -149,43 +150,61 @@ pub(crate) fn refused_input(reason: &str) -> ToolOutput {
     }
 }
 
-/// The answer's text: the lines of `results` (`--` between groups when `context`), at most
-/// `max_chars` (as `view`), then what was left out.
+/// The answer's text: the memories of `results` (ranked: each after its `path (score …)`
+/// line) and their lines (`--` between groups when `context`), at most `max_chars` (as
+/// `view`), then what was left out.
 fn text(query: &str, results: &SearchResults, context: bool, max_chars: usize) -> String {
     let mut out = String::new();
     let mut chars = 0;
     let mut left_out = results.more;
     let mut previous: Option<(&str, u64)> = None;
-    let lines = results
-        .hits
-        .iter()
-        .flat_map(|hit| hit.lines.iter().map(move |line| (hit.path.as_str(), line)));
-    let mut lines = lines.peekable();
-    while let Some((path, line)) = lines.next() {
-        let gap = context && previous.is_some_and(|(p, n)| p != path || n + 1 != line.line_number);
-        let mut entry = if gap {
-            messages::SEARCH_GAP.to_owned()
-        } else {
-            String::new()
-        };
-        entry.push_str(&messages::search_line(
-            path,
-            line.line_number,
-            line.is_match,
-            &line.text,
-        ));
-        let size = entry.chars().count();
-        if chars + size > max_chars && !out.is_empty() {
-            // This line and every later one are left out: their matches are counted.
-            left_out += std::iter::once((path, line))
-                .chain(lines)
-                .filter(|(_, l)| l.is_match)
-                .count() as u64;
-            break;
+    let ranked = results.hits.iter().any(|h| h.score.is_some());
+    'hits: for (h, hit) in results.hits.iter().enumerate() {
+        if let Some(score) = hit.score {
+            let header = messages::search_hit(&hit.path, score);
+            let size = header.chars().count();
+            if chars + size > max_chars && !out.is_empty() {
+                left_out += (results.hits.len() - h) as u64;
+                break;
+            }
+            chars += size;
+            out.push_str(&header);
+            previous = None;
         }
-        chars += size;
-        out.push_str(&entry);
-        previous = Some((path, line.line_number));
+        for (l, line) in hit.lines.iter().enumerate() {
+            let gap = context
+                && previous.is_some_and(|(p, n)| p != hit.path || n + 1 != line.line_number);
+            let mut entry = if gap {
+                messages::SEARCH_GAP.to_owned()
+            } else {
+                String::new()
+            };
+            entry.push_str(&messages::search_line(
+                &hit.path,
+                line.line_number,
+                line.is_match,
+                &line.text,
+            ));
+            let size = entry.chars().count();
+            if chars + size > max_chars && !out.is_empty() {
+                // What is left out is counted: the memories after this one (ranked), or this
+                // line's and every later line's matches.
+                left_out += if ranked {
+                    (results.hits.len() - h - 1) as u64
+                } else {
+                    results.hits[h..]
+                        .iter()
+                        .enumerate()
+                        .flat_map(|(i, hit)| hit.lines.iter().skip(if i == 0 { l } else { 0 }))
+                        .filter(|line| line.is_match)
+                        .count() as u64
+                };
+                break 'hits;
+            }
+            chars += size;
+            out.push_str(&entry);
+            previous = Some((&hit.path, line.line_number));
+        }
     }
     if out.is_empty() {
         out = messages::search_no_match(query);
@@ -193,7 +212,11 @@ fn text(query: &str, results: &SearchResults, context: bool, max_chars: usize) -
         out.pop();
     }
     if left_out > 0 {
-        out.push_str(&messages::search_more(left_out));
+        out.push_str(&if ranked {
+            messages::search_more_memories(left_out)
+        } else {
+            messages::search_more(left_out)
+        });
     }
     if results.unsearched > 0 {
         out.push_str(&messages::search_stopped(

@@ -17,5 +17,6 @@ mod lines;
 mod model;
 mod postgres;
 mod search;
+mod search_ranked;
 mod secrets;
 mod util;

@@ -342,7 +342,7 @@ fn memory_search_answers_byte_for_byte() {
             (out.content, out.is_error)
         };
         assert_eq!(
-            answer(json!({"query": "needle"})),
+            answer(json!({"query": "needle", "mode": "literal"})),
             (
                 "/memories/a.md:2: two needle\n/memories/a.md:5: five needle\n/memories/b.md:1: needle"
                     .into(),
@@ -350,7 +350,7 @@ fn memory_search_answers_byte_for_byte() {
             )
         );
         assert_eq!(
-            answer(json!({"query": "needle", "context": 1, "path_prefix": "/memories/a.md"})),
+            answer(json!({"query": "needle", "mode": "literal", "context": 1, "path_prefix": "/memories/a.md"})),
             (
                 "/memories/a.md-1- one\n/memories/a.md:2: two needle\n/memories/a.md-3- three\n/memories/a.md-4- four\n/memories/a.md:5: five needle"
                     .into(),
@@ -358,7 +358,7 @@ fn memory_search_answers_byte_for_byte() {
             )
         );
         assert_eq!(
-            answer(json!({"query": "NEEDLE", "case_insensitive": true, "limit": 1})),
+            answer(json!({"query": "NEEDLE", "mode": "literal", "case_insensitive": true, "limit": 1})),
             (
                 "/memories/a.md:2: two needle\n[and 2 more matching lines: narrow the search with path_prefix or a longer query]"
                     .into(),
@@ -367,17 +367,17 @@ fn memory_search_answers_byte_for_byte() {
         );
         assert_eq!(
             answer(
-                json!({"query": "o", "context": 1, "limit": 1, "path_prefix": "/memories/a.md"})
+                json!({"query": "o", "mode": "literal", "context": 1, "limit": 1, "path_prefix": "/memories/a.md"})
             )
             .0,
             "/memories/a.md:1: one\n/memories/a.md-2- two needle\n[and 2 more matching lines: narrow the search with path_prefix or a longer query]"
         );
         assert_eq!(
-            answer(json!({"query": "five", "context": 1})).0,
+            answer(json!({"query": "five", "mode": "literal", "context": 1})).0,
             "/memories/a.md-4- four\n/memories/a.md:5: five needle"
         );
         assert_eq!(
-            answer(json!({"query": "needle", "context": 2, "limit": 1000})).0,
+            answer(json!({"query": "needle", "mode": "literal", "context": 2, "limit": 1000})).0,
             "/memories/a.md-1- one\n/memories/a.md:2: two needle\n/memories/a.md-3- three\n/memories/a.md-4- four\n/memories/a.md:5: five needle\n--\n/memories/b.md:1: needle"
         );
         assert_eq!(
@@ -395,7 +395,7 @@ fn memory_search_answers_byte_for_byte() {
         assert_eq!(
             answer(json!({"query": "a", "mode": "fuzzy"})),
             (
-                "Error: `mode` must be literal or regex, not \"fuzzy\"".into(),
+                "Error: `mode` must be ranked, literal or regex, not \"fuzzy\"".into(),
                 true
             )
         );
@@ -430,7 +430,7 @@ fn answers_are_capped_like_view() {
     let out = db
         .user("u")
         .unwrap()
-        .answer_search(&json!({"query": "needle", "limit": 1000}))
+        .answer_search(&json!({"query": "needle", "mode": "literal", "limit": 1000}))
         .unwrap();
     let (shown, tail) = out.content.split_once("\n[").unwrap();
     assert!(shown.chars().count() <= 100, "{shown}");

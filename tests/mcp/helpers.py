@@ -185,7 +185,7 @@ SEARCH_SETUP = {
 }
 SEARCHES = [
     (
-        {"query": "Paris", "path_prefix": "/memories/search"},
+        {"query": "Paris", "mode": "literal", "path_prefix": "/memories/search"},
         ("/memories/search/tz.md:2: lives in Paris\n/memories/search/tz.md:3: TZ: Europe/Paris", False),
     ),
     (
@@ -193,6 +193,7 @@ SEARCHES = [
         ("/memories/search/tz.md-2- lives in Paris\n/memories/search/tz.md:3: TZ: Europe/Paris", False),
     ),
     ({"query": "Rome", "path_prefix": "/memories/search"}, ('No memory matches "Rome".', False)),
+
     (
         {"query": "(", "mode": "regex"},
         ("Error: the regular expression is invalid: regex parse error:\n    (\n    ^\nerror: unclosed group", True),
@@ -206,6 +207,11 @@ async def assert_search(session):
     assert not text_of(await session.call_tool("memory", SEARCH_SETUP))[1]
     for arguments, want in SEARCHES:
         assert text_of(await session.call_tool("memory_search", arguments)) == want, arguments
+    # Ranked (the default): the score depends on the whole store's words, the rest does not.
+    content, is_error = text_of(await session.call_tool("memory_search", {"query": "europe", "path_prefix": "/memories/search"}))
+    head, score, tail = content.partition(" (score ")
+    assert (head, is_error) == ("/memories/search/tz.md", False), content
+    assert tail.split(")\n", 1)[1] == "/memories/search/tz.md:3: TZ: Europe/Paris", content
 
 
 async def assert_tool_listed(session):

@@ -168,11 +168,12 @@ pub enum Commands {
     /// --follow, waits for new changes and prints them as they commit (on a redb file, beside
     /// a writer started with --shared, or on PostgreSQL).
     Changes(ChangesArgs),
-    /// Search a user's memories: the lines that contain a literal (--fixed-strings) or match a
-    /// regular expression (--regex, ripgrep's syntax)
+    /// Search a user's memories: ranked by the query's words (BM25), or the lines that contain
+    /// a literal (--fixed-strings) or match a regular expression (--regex, ripgrep's syntax)
     ///
-    /// Prints what the model's `memory_search` tool reads: each matching line as
-    /// `/memories/path:N: line` (context lines as `path-N- line`), in path order.
+    /// Prints what the model's `memory_search` tool reads: each memory found as
+    /// `/memories/path (score S)` (ranked), each line as `/memories/path:N: line` (context lines
+    /// as `path-N- line`).
     Search(SearchArgs),
     /// Create the database (a redb file, or memkv's tables in PostgreSQL) if it does not exist
     Init,
@@ -382,10 +383,10 @@ pub struct SearchArgs {
     /// The query is a regular expression (ripgrep's syntax)
     #[arg(long, short = 'e')]
     pub regex: bool,
-    /// The query is a literal string (the default)
+    /// The query is a literal string
     #[arg(long, short = 'F')]
     pub fixed_strings: bool,
-    /// Match letters of either case
+    /// With --regex or --fixed-strings: match letters of either case (ranked search always does)
     #[arg(long, short = 'i')]
     pub ignore_case: bool,
     /// Only the file, or the files below the directory, at this path (/memories/...)
@@ -394,9 +395,9 @@ pub struct SearchArgs {
     /// Lines of context before and after each match
     #[arg(long, short = 'C', value_name = "N", default_value_t = 0)]
     pub context: usize,
-    /// The most matching lines to show
-    #[arg(long, value_name = "N", default_value_t = 50)]
-    pub limit: usize,
+    /// The most memories (ranked; default 10) or matching lines (default 50) to show
+    #[arg(long, value_name = "N")]
+    pub limit: Option<usize>,
     /// JSON (as the HTTP server answers) instead of text
     #[arg(long)]
     pub json: bool,

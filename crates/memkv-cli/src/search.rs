@@ -16,13 +16,17 @@ pub fn search(global: &Global, args: &SearchArgs) -> Result {
     let store = db.user(&args.user)?;
     let mode = if args.regex {
         SearchMode::Regex
-    } else {
+    } else if args.fixed_strings {
         SearchMode::Literal
+    } else {
+        SearchMode::Ranked
     };
     let mut request = SearchRequest::new(args.query.clone(), mode)
         .case_insensitive(args.ignore_case)
-        .context(args.context)
-        .limit(args.limit);
+        .context(args.context);
+    if let Some(limit) = args.limit {
+        request.limit = limit;
+    }
     request.path_prefix = args.path_prefix.clone();
     let mut out = io::stdout().lock();
     if args.json {

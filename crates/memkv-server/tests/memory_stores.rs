@@ -461,7 +461,7 @@ fn search_answers_the_librarys_json_and_the_tool_route_the_models_text() {
         let body = json!({"command": "create", "path": "/memories/x.md", "file_text": "Paris\n"});
         admin.tool("other", body.to_string().as_bytes());
         let found = ok(&admin.get(
-            "/v1/memory_stores/dana/search?q=paris&case_insensitive=true&path_prefix=/notes/",
+            "/v1/memory_stores/dana/search?q=paris&mode=literal&case_insensitive=true&path_prefix=/notes/",
         ));
         let library =
             s.db.user("dana")
@@ -480,6 +480,18 @@ fn search_answers_the_librarys_json_and_the_tool_route_the_models_text() {
             file["data"],
             json!([{"path": "/notes2.md", "memory_id": file["data"][0]["memory_id"], "lines": [{"line_number": 1, "text": "Paris again", "is_match": true}]}])
         );
+        // Ranked, the default: the library's answer, scores included.
+        let ranked = ok(&admin.get("/v1/memory_stores/dana/search?q=europe%20paris&limit=1"));
+        let library = s
+            .db
+            .user("dana")
+            .unwrap()
+            .search(&memkv::SearchRequest::new("europe paris", memkv::SearchMode::Ranked).limit(1))
+            .unwrap();
+        assert_eq!(ranked, library.to_json());
+        assert_eq!(ranked["data"][0]["path"], "/notes/tz.md");
+        assert!(ranked["data"][0]["score"].as_f64().unwrap() > 0.0);
+        assert_eq!(ranked["more"], 1);
         // A store key searches its own store; another store answers as one that does not exist.
         let (_, key) = s.keys.add(&Scope::Store("dana".into())).unwrap();
         let mut own = s.client(&key);
@@ -498,7 +510,10 @@ fn search_answers_the_librarys_json_and_the_tool_route_the_models_text() {
         for (query, message) in [
             ("", "q, the text to search for, is required"),
             ("q=", "search refused: the query is empty"),
-            ("q=a&mode=fuzzy", "the search mode must be regex or literal"),
+            (
+                "q=a&mode=fuzzy",
+                "the search mode must be ranked, regex or literal",
+            ),
             (
                 "q=(&mode=regex",
                 "search refused: the regular expression is invalid",
@@ -517,12 +532,14 @@ fn search_answers_the_librarys_json_and_the_tool_route_the_models_text() {
             assert!(got.contains(message), "{query}: {got}");
         }
         // The tool route answers a memory_search block with the model's text.
-        let block = json!({"type": "tool_use", "id": "t1", "name": "memory_search", "input": {"query": "Paris", "path_prefix": "/memories/notes"}});
+        let block = json!({"type": "tool_use", "id": "t1", "name": "memory_search", "input": {"query": "Paris", "mode": "literal", "path_prefix": "/memories/notes"}});
         let reply = admin.tool("dana", block.to_string().as_bytes());
         let want =
             s.db.user("dana")
                 .unwrap()
-                .answer_search(&json!({"query": "Paris", "path_prefix": "/memories/notes"}))
+                .answer_search(
+                    &json!({"query": "Paris", "mode": "literal", "path_prefix": "/memories/notes"}),
+                )
                 .unwrap();
         assert_eq!(
             reply.json(),

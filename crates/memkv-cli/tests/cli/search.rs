@@ -27,7 +27,7 @@ fn search_prints_what_memory_search_answers() {
             common::run_with_input(common::memkv(&db).args(&all), b"")
         };
         assert_eq!(
-            ok(&search(&["-i", "paris"])),
+            ok(&search(&["-F", "-i", "paris"])),
             "/memories/b.md:1: PARIS trip\n/memories/notes/tz.md:2: lives in Paris\n/memories/notes/tz.md:3: TZ: Europe/Paris\n"
         );
         assert_eq!(
@@ -42,6 +42,16 @@ fn search_prints_what_memory_search_answers() {
             "/memories/notes/tz.md-2- lives in Paris\n/memories/notes/tz.md:3: TZ: Europe/Paris\n"
         );
         assert_eq!(ok(&search(&["Rome"])), "No memory matches \"Rome\".\n");
+        // Ranked, the default: each memory after its score, with its best lines.
+        let ranked = ok(&search(&["europe paris"]));
+        assert!(
+            ranked.starts_with("/memories/notes/tz.md (score "),
+            "{ranked}"
+        );
+        assert!(
+            ranked.ends_with(")\n/memories/b.md:1: PARIS trip\n"),
+            "{ranked}"
+        );
         let json: Value =
             serde_json::from_str(&ok(&search(&["-F", "Paris", "--json", "--limit", "1"]))).unwrap();
         assert_eq!(json["more"], 1);

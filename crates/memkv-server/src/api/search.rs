@@ -1,12 +1,13 @@
 //! `GET /v1/memory_stores/{memory_store_id}/search` (a store key or an admin key): exact search
 //! over the store's current memories ([`memkv::MemoryStore::search`]), answering the library's
 //! JSON ([`memkv::SearchResults::to_json`]): `data`, one object per memory with its `path` (as
-//! this API spells paths), `memory_id` and `lines`, then `more` and `unsearched`.
+//! this API spells paths), `memory_id`, `score` (ranked) and `lines`, then `more` and
+//! `unsearched`.
 //!
-//! `q` (required), `mode` (`literal`, the default, or `regex`), `case_insensitive`
+//! `q` (required), `mode` (`ranked`, the default, `literal` or `regex`), `case_insensitive`
 //! (`true`/`false`), `path_prefix` (`/notes/`, a directory, or `/notes/tz.md`, a file),
-//! `context` (0 to 10) and `limit` (1 to 1,000, 50 by default). A search memkv refuses is a 400
-//! with the library's reason.
+//! `context` (0 to 10) and `limit` (1 to 1,000; 10 memories ranked, 50 lines exact by
+//! default). A search memkv refuses is a 400 with the library's reason.
 
 use std::sync::Arc;
 
@@ -27,14 +28,14 @@ fn request(q: &Query) -> Result<SearchRequest, ApiError> {
         .get("q")
         .ok_or_else(|| ApiError::invalid("q, the text to search for, is required"))?;
     let mode = match q.get("mode") {
-        None => SearchMode::Literal,
+        None => SearchMode::Ranked,
         Some(m) => m
             .parse()
             .map_err(|e: Error| ApiError::invalid(e.to_string()))?,
     };
     let mut request = SearchRequest::new(query, mode)
         .case_insensitive(q.flag("case_insensitive")?.unwrap_or(false))
-        .limit(q.limit_within(50, MAX_LIMIT)?);
+        .limit(q.limit_within(SearchRequest::default_limit(mode), MAX_LIMIT)?);
     if let Some(context) = q.get("context") {
         request.context = context
             .parse::<usize>()

@@ -20,12 +20,12 @@ pub fn paths() -> Vec<(&'static str, Value)> {
         required_q,
         query(
             "mode",
-            "`literal` (the default): `q` as plain text; `regex`: a regular expression. Either way matched line by line, as ripgrep matches.",
-            json!({"type": "string", "enum": ["literal", "regex"]}),
+            "`ranked` (the default): the memories most about `q`'s words, best first (BM25 over path and content), each with its best lines; `literal`: `q` as plain text; `regex`: a regular expression. `literal` and `regex` match line by line, as ripgrep matches.",
+            json!({"type": "string", "enum": ["ranked", "literal", "regex"]}),
         ),
         query(
             "case_insensitive",
-            "Match letters of either case (Unicode simple case folding).",
+            "`literal` and `regex`: match letters of either case (Unicode simple case folding); ranked search always does.",
             json!({"type": "string", "enum": ["true", "false"]}),
         ),
         query(
@@ -40,14 +40,14 @@ pub fn paths() -> Vec<(&'static str, Value)> {
         ),
         query(
             "limit",
-            "The most matching lines to answer (default 50); `more` counts those beyond.",
+            "The most memories (ranked, default 10) or matching lines (default 50) to answer; `more` counts those beyond.",
             json!({"type": "integer", "minimum": 1, "maximum": memkv::search::MAX_LIMIT}),
         ),
     ];
     vec![(
         SEARCH,
         json!({"get": op("memories_search", "Search a store's memories",
-            "The lines of the store's current memories that contain `q` (or match it, with `mode=regex`), from one snapshot, in path order. Deleted, expired and other stores' memories are never searched; versions are not searched. Reads for at most 2 s; `unsearched` counts the memories left when that ran out.",
+            "Ranked (the default): the memories most about `q`'s words, best first. Literal and regex: the lines of the store's current memories that contain `q` (or match it), in path order. Either way from one snapshot of the store. Deleted, expired and other stores' memories are never searched; versions are not searched. Reads for at most 2 s; `unsearched` counts the memories left when that ran out.",
             params, None, ok("SearchResults", "The matching lines, by memory"))}),
     )]
 }
@@ -69,7 +69,8 @@ pub fn schemas() -> Map<String, Value> {
             "properties": {
                 "path": {"type": "string"},
                 "memory_id": {"type": "string", "pattern": "^mem_[0-9a-f]{16}$"},
-                "lines": {"type": "array", "minItems": 1, "items": {
+                "score": {"type": "number", "description": "Ranked search: the memory's BM25 score."},
+                "lines": {"type": "array", "items": {
                     "type": "object", "required": ["line_number", "text", "is_match"], "additionalProperties": false,
                     "properties": {
                         "line_number": {"type": "integer", "minimum": 1},
