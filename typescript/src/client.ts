@@ -8,6 +8,37 @@ export interface ToolOutput {
   is_error: boolean;
 }
 
+/** A search of {@link MemkvClient.search} (the query parameters of memkv's search route). */
+export interface SearchQuery {
+  /** What to find. */
+  q: string;
+  /** `ranked` (the server's default), `literal` or `regex`. */
+  mode?: 'ranked' | 'literal' | 'regex' | undefined;
+  /** `literal` and `regex`: letters of either case. */
+  caseInsensitive?: boolean | undefined;
+  /** Only this memory (`/notes/tz.md`) or the memories below this directory (`/notes/`). */
+  pathPrefix?: string | undefined;
+  /** Lines of context around each line shown (0 to 10). */
+  context?: number | undefined;
+  /** The most memories (ranked) or matching lines to answer. */
+  limit?: number | undefined;
+}
+
+/** What memkv's search route answers. */
+export interface SearchResults {
+  data: Array<{
+    path: string;
+    memory_id: string;
+    /** Ranked search only. */
+    score?: number;
+    lines: Array<{ line_number: number; text: string; is_match: boolean }>;
+  }>;
+  /** Results beyond `limit`. */
+  more: number;
+  /** Memories not searched because the time budget ran out. */
+  unsearched: number;
+}
+
 /** How to reach a memkv server. */
 export interface MemkvClientOptions {
   /** The server, e.g. `http://127.0.0.1:7437`. Default: the `MEMKV_URL` environment variable. */
@@ -121,29 +152,75 @@ export class MemkvClient {
     return { content, is_error };
   }
 
+  /**
+   * Answers one `memory_search` call (memkv's own search tool) with `input` on `store`: the text
+   * the model reads, as `memkv search` prints it. A search memkv refuses is an answer with
+   * `is_error: true`.
+   *
+   * @throws {MemkvConnectionError} the server could not be reached or took too long
+   * @throws {MemkvAPIError} the server refused the request
+   */
+  async searchTool(store: string, input: unknown, signal?: AbortSignal | null): Promise<ToolOutput> {
+    const block = { type: 'tool_use', id: 'memkv_search', name: 'memory_search', input };
+    return this.tool(store, block, signal);
+  }
+
+  /**
+   * Searches `store` (`GET /v1/memory_stores/{store}/search`): the server's JSON, paths as the
+   * memory-stores API spells them (`/notes/tz.md`; `pathPrefix` too: `/notes/`).
+   *
+   * @throws {MemkvConnectionError} the server could not be reached or took too long
+   * @throws {MemkvAPIError} the server refused the request (a bad query is a 400)
+   */
+  async search(store: string, query: SearchQuery, signal?: AbortSignal | null): Promise<SearchResults> {
+    const params = new URLSearchParams({ q: query.q });
+    if (query.mode !== undefined) params.set('mode', query.mode);
+    if (query.caseInsensitive !== undefined) params.set('case_insensitive', String(query.caseInsensitive));
+    if (query.pathPrefix !== undefined) params.set('path_prefix', query.pathPrefix);
+    if (query.context !== undefined) params.set('context', String(query.context));
+    if (query.limit !== undefined) params.set('limit', String(query.limit));
+    const path = `${toolPath(store).replace(/\/tool$/, '/search')}?${params}`;
+    const body = await this.#send('GET', store, path, undefined, signal);
+    if (typeof body !== 'object' || body === null || !Array.isArray((body as SearchResults).data)) {
+      throw new MemkvAPIError(200, null, 'the answer is not memkv search results');
+    }
+    return body as SearchResults;
+  }
+
   async #post(store: string, payload: unknown, signal?: AbortSignal | null): Promise<unknown> {
+    return this.#send('POST', store, toolPath(store), payload, signal);
+  }
+
+  async #send(
+    method: 'GET' | 'POST',
+    store: string,
+    path: string,
+    payload: unknown,
+    signal?: AbortSignal | null,
+  ): Promise<unknown> {
     const timeout = AbortSignal.timeout(this.timeoutMs);
     // Aborted by the client itself, to drop an answer it refuses (too large) mid-body.
     const own = new AbortController();
     const signals = signal ? [timeout, own.signal, signal] : [timeout, own.signal];
+    const headers: Record<string, string> = {
+      accept: 'application/json',
+      // memkv never compresses; a compressed body could unpack to any size.
+      'accept-encoding': 'identity',
+      'x-api-key': this.#apiKey,
+    };
+    if (method === 'POST') headers['content-type'] = 'application/json';
     const init = {
-      method: 'POST',
-      headers: {
-        'content-type': 'application/json',
-        accept: 'application/json',
-        // memkv never compresses; a compressed body could unpack to any size.
-        'accept-encoding': 'identity',
-        'x-api-key': this.#apiKey,
-      },
-      body: JSON.stringify(payload),
+      method,
+      headers,
+      body: method === 'POST' ? JSON.stringify(payload) : undefined,
       signal: anySignal(signals),
     };
-    const where = this.toolURL(store);
+    const where = `${this.baseURL}${path}`;
     let response: { ok: boolean; status: number; retryAfter: string | null };
     let text: string;
     try {
       if (DOT_SEGMENT.test(encodeURIComponent(store))) {
-        ({ response, text } = await this.#rawPost(toolPath(store), init, where, own));
+        ({ response, text } = await this.#rawPost(path, { ...init, body: init.body ?? '' }, where, own));
       } else {
         const r = await this.#fetch(where, init);
         response = { ok: r.ok, status: r.status, retryAfter: r.headers.get('retry-after') };

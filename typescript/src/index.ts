@@ -6,10 +6,20 @@
  * import { memkvMemoryTool } from 'memkv';
  *
  * const memory = memkvMemoryTool({ store: 'alice@example.com' }); // MEMKV_URL, MEMKV_API_KEY
- * const runner = client.beta.messages.toolRunner({ model, max_tokens, messages, tools: [memory] });
+ * const search = memkvSearchTool({ store: 'alice@example.com' }); // memkv's memory_search
+ * const runner = client.beta.messages.toolRunner({ model, max_tokens, messages, tools: [memory, search] });
  * ```
  */
-export { MemkvClient, DEFAULT_MAX_ANSWER_BYTES, DEFAULT_TIMEOUT_MS, type MemkvClientOptions, type ToolOutput } from './client.js';
+export {
+  MemkvClient,
+  DEFAULT_MAX_ANSWER_BYTES,
+  DEFAULT_TIMEOUT_MS,
+  type MemkvClientOptions,
+  type SearchQuery,
+  type SearchResults,
+  type ToolOutput,
+} from './client.js';
 export { MemkvError, MemkvAPIError, MemkvConnectionError } from './errors.js';
 export { memkvMemoryHandlers, memkvMemoryTool, type MemkvMemoryOptions } from './memory.js';
+export { memkvSearchTool, SEARCH_TOOL_DEFINITION } from './search.js';
 export { serveLocal, type LocalServer, type ServeLocalOptions } from './serve-local.js';

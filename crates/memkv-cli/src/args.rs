@@ -376,10 +376,15 @@ pub struct ChangesArgs {
 #[command(group(clap::ArgGroup::new("mode").args(["regex", "fixed_strings"])))]
 pub struct SearchArgs {
     /// The user
-    #[arg(long, short)]
-    pub user: String,
+    #[arg(long, short, required_unless_present = "tool_definition")]
+    pub user: Option<String>,
     /// What to find
-    pub query: String,
+    #[arg(required_unless_present = "tool_definition")]
+    pub query: Option<String>,
+    /// Print the `memory_search` tool's definition (name, description, input_schema) as JSON,
+    /// as the SDK adapters and MCP offer it, and search nothing
+    #[arg(long, exclusive = true)]
+    pub tool_definition: bool,
     /// The query is a regular expression (ripgrep's syntax)
     #[arg(long, short = 'e')]
     pub regex: bool,

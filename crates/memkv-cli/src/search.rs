@@ -12,8 +12,22 @@ use crate::args::{Global, SearchArgs};
 type Result<T = ()> = std::result::Result<T, Box<dyn std::error::Error>>;
 
 pub fn search(global: &Global, args: &SearchArgs) -> Result {
+    if args.tool_definition {
+        let definition = serde_json::json!({
+            "name": memkv::SEARCH_TOOL_NAME,
+            "description": memkv::SEARCH_TOOL_DESCRIPTION,
+            "input_schema": memkv::search_tool_schema(),
+        });
+        let mut out = io::stdout().lock();
+        serde_json::to_writer(&mut out, &definition)?;
+        out.write_all(b"\n")?;
+        return Ok(());
+    }
+    let (Some(user), Some(query)) = (&args.user, &args.query) else {
+        unreachable!("clap requires both without --tool-definition")
+    };
     let db: Database = open_read_only(global)?;
-    let store = db.user(&args.user)?;
+    let store = db.user(user)?;
     let mode = if args.regex {
         SearchMode::Regex
     } else if args.fixed_strings {
@@ -21,7 +35,7 @@ pub fn search(global: &Global, args: &SearchArgs) -> Result {
     } else {
         SearchMode::Ranked
     };
-    let mut request = SearchRequest::new(args.query.clone(), mode)
+    let mut request = SearchRequest::new(query.clone(), mode)
         .case_insensitive(args.ignore_case)
         .context(args.context);
     if let Some(limit) = args.limit {

@@ -26,6 +26,7 @@ from collections import deque
 import httpx2
 
 from ._tool import MemkvMemoryTool, AsyncMemkvMemoryTool
+from ._search import MemkvSearchTool, AsyncMemkvSearchTool
 from ._errors import MemkvServeError
 
 __all__ = ["LocalServer", "serve_local", "find_binary"]
@@ -83,6 +84,14 @@ class LocalServer:
     def async_tool(self, store: str, **kwargs: object) -> AsyncMemkvMemoryTool:
         """An `AsyncMemkvMemoryTool` for `store` on this server."""
         return AsyncMemkvMemoryTool(store, base_url=self.base_url, api_key=self.api_key, **kwargs)  # type: ignore[arg-type]
+
+    def search_tool(self, store: str, **kwargs: object) -> MemkvSearchTool:
+        """A `MemkvSearchTool` for `store` on this server."""
+        return MemkvSearchTool(store, base_url=self.base_url, api_key=self.api_key, **kwargs)
+
+    def async_search_tool(self, store: str, **kwargs: object) -> AsyncMemkvSearchTool:
+        """An `AsyncMemkvSearchTool` for `store` on this server."""
+        return AsyncMemkvSearchTool(store, base_url=self.base_url, api_key=self.api_key, **kwargs)
 
     def stderr(self) -> str:
         """The server's latest stderr lines (its log)."""

@@ -82,17 +82,21 @@ class MemkvMemoryTool(BetaAbstractMemoryTool):
 
     def send(self, input: object) -> str:
         """Executes one command input object; returns memkv's content or raises `ToolError`."""
-        body = _wire.encode(input)
+        return _wire.content_of(self._request("POST", self._url, _wire.encode(input)))
+
+    def _request(self, method: str, url: str, body: bytes | None = None) -> _wire.Answer:
+        """One request with its retries (a 429 or 503 after its `Retry-After`, a connection that
+        failed before sending); the 200 answer, else `MemkvError`."""
         for attempt in range(self.max_retries + 1):
             try:
-                answer = self._exchange("POST", self._url, body)
+                answer = self._exchange(method, url, body)
             except httpx2.HTTPError as exc:
-                error: MemkvError = _wire.transport_error(exc, self._url, self._total)
+                error: MemkvError = _wire.transport_error(exc, url, self._total)
                 error.__cause__ = exc
                 retry = _wire.retryable_transport(exc)
             else:
                 if answer.status == 200:
-                    return _wire.content_of(answer)
+                    return answer
                 error = _wire.http_error(answer)
                 retry = _wire.retryable_status(error)
             if not retry or attempt == self.max_retries:
@@ -212,17 +216,20 @@ class AsyncMemkvMemoryTool(BetaAsyncAbstractMemoryTool):
 
     async def send(self, input: object) -> str:
         """Executes one command input object; returns memkv's content or raises `ToolError`."""
-        body = _wire.encode(input)
+        return _wire.content_of(await self._request("POST", self._url, _wire.encode(input)))
+
+    async def _request(self, method: str, url: str, body: bytes | None = None) -> _wire.Answer:
+        """As `MemkvMemoryTool._request`, awaited."""
         for attempt in range(self.max_retries + 1):
             try:
-                answer = await self._exchange("POST", self._url, body)
+                answer = await self._exchange(method, url, body)
             except httpx2.HTTPError as exc:
-                error: MemkvError = _wire.transport_error(exc, self._url, self._total)
+                error: MemkvError = _wire.transport_error(exc, url, self._total)
                 error.__cause__ = exc
                 retry = _wire.retryable_transport(exc)
             else:
                 if answer.status == 200:
-                    return _wire.content_of(answer)
+                    return answer
                 error = _wire.http_error(answer)
                 retry = _wire.retryable_status(error)
             if not retry or attempt == self.max_retries:

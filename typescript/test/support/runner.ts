@@ -14,7 +14,7 @@ export interface Conversation {
 
 /** One conversation: `client.beta.messages.toolRunner` with `memory`, the model's turns scripted. */
 export async function converse(
-  memory: BetaRunnableTool<any>,
+  memory: BetaRunnableTool<any> | BetaRunnableTool<any>[],
   turns: Turn[],
   options: { thread?: false; stream?: true; runToolsEagerly?: true } = {},
 ): Promise<Conversation> {
@@ -30,7 +30,7 @@ export async function converse(
       model: 'claude-scripted',
       max_tokens: 1024,
       messages: [{ role: 'user', content: 'Keep notes in your memory.' }],
-      tools: [memory],
+      tools: Array.isArray(memory) ? memory : [memory],
       max_iterations: turns.length + 2,
       ...options,
     });

@@ -115,6 +115,11 @@ export class ScriptedMessagesAPI {
   }
 }
 
+/** A `memory_search` `tool_use` block (memkv's search tool). */
+export function searchCall(id: string, input: Record<string, unknown>): BetaToolUseBlock {
+  return { type: 'tool_use', id, name: 'memory_search', input } as BetaToolUseBlock;
+}
+
 /** A memory `tool_use` block. */
 export function memoryCall(id: string, input: Record<string, unknown>): BetaToolUseBlock {
   return { type: 'tool_use', id, name: 'memory', input } as BetaToolUseBlock;
