@@ -277,3 +277,29 @@ fn ranked_answers_byte_for_byte() {
         );
     });
 }
+
+/// A redacted version is never found, by either kind of search: only current content is
+/// searched, and a live memory's current version cannot be redacted.
+#[test]
+fn a_redacted_version_is_never_found() {
+    each_backend(|| {
+        let db = Database::builder().fresh().unwrap();
+        create(&db, "u", "/memories/a.md", "the heron code is 1234\n");
+        // The index holds the first version before it changes.
+        assert_eq!(paths(&ranked(&db, "u", "heron", 10)), ["/memories/a.md"]);
+        run(
+            &db,
+            "u",
+            json!({"command": "str_replace", "path": "/memories/a.md", "old_str": "the heron code is 1234", "new_str": "nothing to see"}),
+        );
+        let store = db.user("u").unwrap();
+        let versions = store.history(Some("/memories/a.md")).unwrap().unwrap();
+        let first = versions.iter().map(|v| v.id).min().unwrap();
+        assert!(store.redact(first).unwrap().is_ok());
+        for mode in [SearchMode::Ranked, SearchMode::Literal] {
+            let found = store.search(&SearchRequest::new("heron", mode)).unwrap();
+            assert!(found.hits.is_empty(), "{mode:?}: {found:?}");
+        }
+        assert_eq!(paths(&ranked(&db, "u", "nothing", 10)), ["/memories/a.md"]);
+    });
+}
