@@ -387,7 +387,7 @@ pub fn search_more(n: u64) -> String {
 }
 
 /// After the lines shown, when the time budget ran out with `n` memories not searched.
-pub fn search_stopped(seconds: u64, n: u64) -> String {
+pub fn search_stopped(seconds: f64, n: u64) -> String {
     format!(
         "\n[The search stopped after {seconds} s: {} memories were not searched.]",
         thousands(n)

@@ -11,9 +11,7 @@ use std::time::Instant;
 
 use regex::{Regex, RegexBuilder};
 
-use super::{
-    MAX_REGEX_BYTES, SearchHit, SearchLine, SearchMode, SearchRequest, SearchResults, TIME_BUDGET,
-};
+use super::{MAX_REGEX_BYTES, SearchHit, SearchLine, SearchMode, SearchRequest, SearchResults};
 use crate::error::Error;
 use crate::history::MemoryId;
 use crate::layout::{self, Node};
@@ -97,7 +95,7 @@ pub(super) fn run(
     };
     let mut answered = 0usize;
     let mut visit = |key: &[u8], value: &[u8]| -> Result<ControlFlow<()>, Error> {
-        if started.elapsed() > TIME_BUDGET {
+        if started.elapsed() > request.time_budget {
             results.unsearched += 1;
             return Ok(ControlFlow::Continue(()));
         }

@@ -87,6 +87,9 @@ pub struct SearchRequest {
     pub context: usize,
     /// The most matching lines (ranked: memories) to answer (1 to [`MAX_LIMIT`]).
     pub limit: usize,
+    /// How long an exact search may read before it stops and counts the memories it did not
+    /// search (at most, and by default, [`TIME_BUDGET`]).
+    pub time_budget: Duration,
 }
 
 impl SearchRequest {
@@ -100,6 +103,7 @@ impl SearchRequest {
             path_prefix: None,
             context: 0,
             limit: Self::default_limit(mode),
+            time_budget: TIME_BUDGET,
         }
     }
 
@@ -158,6 +162,12 @@ impl SearchRequest {
             return refuse(format!(
                 "the limit must be 1 to {MAX_LIMIT}, not {}",
                 self.limit
+            ));
+        }
+        if self.time_budget > TIME_BUDGET {
+            return refuse(format!(
+                "the time budget must be at most {} s",
+                TIME_BUDGET.as_secs()
             ));
         }
         if self.context > MAX_CONTEXT {

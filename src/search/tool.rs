@@ -131,7 +131,13 @@ pub(crate) fn output(
     };
     match outcome {
         Ok(results) => Ok(ToolOutput {
-            content: text(&request.query, &results, request.context > 0, max_chars),
+            content: text(
+                &request.query,
+                &results,
+                request.context > 0,
+                max_chars,
+                request.time_budget,
+            ),
             is_error: false,
         }),
         Err(Error::InvalidSearch(reason)) => Ok(refused(&reason)),
@@ -153,7 +159,13 @@ pub(crate) fn refused_input(reason: &str) -> ToolOutput {
 /// The answer's text: the memories of `results` (ranked: each after its `path (score …)`
 /// line) and their lines (`--` between groups when `context`), at most `max_chars` (as
 /// `view`), then what was left out.
-fn text(query: &str, results: &SearchResults, context: bool, max_chars: usize) -> String {
+fn text(
+    query: &str,
+    results: &SearchResults,
+    context: bool,
+    max_chars: usize,
+    budget: std::time::Duration,
+) -> String {
     let mut out = String::new();
     let mut chars = 0;
     let mut left_out = results.more;
@@ -220,7 +232,7 @@ fn text(query: &str, results: &SearchResults, context: bool, max_chars: usize) -
     }
     if results.unsearched > 0 {
         out.push_str(&messages::search_stopped(
-            super::TIME_BUDGET.as_secs(),
+            budget.as_secs_f64(),
             results.unsearched,
         ));
     }

@@ -421,6 +421,33 @@ fn memory_search_answers_byte_for_byte() {
     });
 }
 
+/// An exact search stops when its time budget runs out and counts what it did not search; the
+/// tool's answer says so. (A zero budget runs out before the first memory.)
+#[test]
+fn a_search_out_of_time_counts_what_it_did_not_search() {
+    each_backend(|| {
+        let db = Database::builder().fresh().unwrap();
+        for i in 0..5 {
+            create(&db, "u", &format!("/memories/{i}.md"), "needle\n");
+        }
+        let mut request = SearchRequest::new("needle", SearchMode::Literal);
+        request.time_budget = std::time::Duration::ZERO;
+        let out = search(&db, "u", &request);
+        assert_eq!((out.hits.len(), out.unsearched), (0, 5));
+        request.time_budget = std::time::Duration::from_millis(0);
+        let said = db.user("u").unwrap().search_output(&request).unwrap();
+        assert_eq!(
+            said.content,
+            "No memory matches \"needle\".\n[The search stopped after 0 s: 5 memories were not searched.]"
+        );
+        request.time_budget = std::time::Duration::from_secs(3);
+        assert!(matches!(
+            db.user("u").unwrap().search(&request),
+            Err(Error::InvalidSearch(m)) if m == "the time budget must be at most 2 s"
+        ));
+    });
+}
+
 /// Long answers stop at `view`'s character limit and count the rest.
 #[test]
 fn answers_are_capped_like_view() {

@@ -86,12 +86,23 @@ impl Session {
     /// The answer to a command object, as `{"content", "is_error"}`.
     #[track_caller]
     pub fn answer(&self, message: Value) -> Value {
+        self.call("memory", message)
+    }
+
+    /// The answer of `memory_search` to `input`, as `{"content", "is_error"}`.
+    #[track_caller]
+    pub fn search(&self, input: Value) -> Value {
+        self.call(memkv::SEARCH_TOOL_NAME, input)
+    }
+
+    #[track_caller]
+    fn call(&self, tool: &'static str, message: Value) -> Value {
         let Value::Object(arguments) = message else {
             panic!("MCP carries only command objects: {message}");
         };
         assert_ne!(arguments.get("type"), Some(&json!("tool_use")));
         let client = self.client.as_ref().unwrap();
-        let params = CallToolRequestParams::new("memory").with_arguments(arguments);
+        let params = CallToolRequestParams::new(tool).with_arguments(arguments);
         let result = self.runtime.block_on(client.call_tool(params)).unwrap();
         let value = serde_json::to_value(&result).unwrap();
         let content = value["content"].as_array().unwrap();
