@@ -394,6 +394,100 @@ pub fn search_stopped(seconds: f64, n: u64) -> String {
     )
 }
 
+/// What the model reads about `memory_search` (its definition: `crate::search::tool`).
+pub const SEARCH_TOOL_DESCRIPTION: &str = "Search your memory directory (/memories) without \
+opening every file. Use it before you view files when you look for something you may have noted \
+(a person, a preference, a decision) and do not know which file holds it, or to find every place \
+that mentions something before you change it. mode ranked (the default) answers the files most \
+about the query's words, best first, each with its best lines; mode literal or regex answers \
+every line that contains the text or matches the pattern. Lines are shown as \
+/memories/path:line_number: line. Use the memory tool to read or change what you find.";
+
+// Why a search is refused: the reason of `Error::InvalidSearch`, which `memory_search` answers
+// after `Error: ` (`search_refused`).
+
+/// A `memory_search` input that is not an object.
+pub fn search_input_not_an_object() -> String {
+    "the input must be an object with a query".into()
+}
+
+/// A `memory_search` input field the tool does not have.
+pub fn search_unknown_parameter(name: &str) -> String {
+    format!("unknown parameter `{name}`")
+}
+
+/// A `memory_search` input without its query.
+pub fn search_missing_query() -> String {
+    "`query` is missing".into()
+}
+
+/// A `memory_search` input field of the wrong type: `what` it must be.
+pub fn search_field_type(field: &str, what: &str) -> String {
+    format!("`{field}` must be {what}")
+}
+
+/// A `memory_search` input's `mode` that is no mode; `raw` as JSON.
+pub fn search_input_mode(raw: &str) -> String {
+    format!("`mode` must be ranked, literal or regex, not {raw}")
+}
+
+/// A search mode that is none of the three.
+pub fn search_mode(other: &str) -> String {
+    format!("the search mode must be ranked, regex or literal, not {other:?}")
+}
+
+/// An empty query.
+pub fn search_query_empty() -> String {
+    "the query is empty".into()
+}
+
+/// A query over `max` bytes.
+pub fn search_query_too_long(len: usize, max: usize) -> String {
+    format!("the query is {len} bytes; the most is {max}")
+}
+
+/// A query holding a line break.
+pub fn search_query_line_break() -> String {
+    "the query holds a line break; matches are within one line".into()
+}
+
+/// A limit out of range.
+pub fn search_limit(limit: usize, max: usize) -> String {
+    format!("the limit must be 1 to {max}, not {limit}")
+}
+
+/// A time budget over the most.
+pub fn search_time_budget(max_seconds: u64) -> String {
+    format!("the time budget must be at most {max_seconds} s")
+}
+
+/// Context lines out of range.
+pub fn search_context(context: usize, max: usize) -> String {
+    format!("the context must be 0 to {max} lines, not {context}")
+}
+
+/// A regular expression over the size limit once compiled.
+pub fn search_regex_too_large(max_bytes: usize) -> String {
+    format!("the regular expression is too large once compiled (the most is {max_bytes} bytes)")
+}
+
+/// A regular expression that does not parse: the `regex` crate's words.
+pub fn search_regex_invalid(error: &dyn std::fmt::Display) -> String {
+    format!("the regular expression is invalid: {error}")
+}
+
+/// A ranked query without a word.
+#[cfg(feature = "ranked")]
+pub fn search_no_words() -> String {
+    "the query has no words to rank by; search it with mode literal or regex".into()
+}
+
+/// Ranked search in a build without it.
+#[cfg(not(feature = "ranked"))]
+pub fn search_ranked_unavailable() -> String {
+    "ranked search needs memkv built with its `ranked` feature".into()
+}
+
 /// `memory_search` was refused (a bad pattern, an empty query, a bad path): the reason.
 pub fn search_refused(reason: &str) -> String {
     format!("Error: {reason}")

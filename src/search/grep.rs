@@ -15,6 +15,7 @@ use super::{MAX_REGEX_BYTES, SearchHit, SearchLine, SearchMode, SearchRequest, S
 use crate::error::Error;
 use crate::history::MemoryId;
 use crate::layout::{self, Node};
+use crate::messages;
 use crate::path::MemoryPath;
 use crate::pipeline::Scope;
 use crate::storage::{Backend, ReadTxn, Space};
@@ -40,10 +41,10 @@ impl Matcher {
             .build()
             .map_err(|e| {
                 Error::InvalidSearch(match e {
-                    regex::Error::CompiledTooBig(_) => format!(
-                        "the regular expression is too large once compiled (the most is {MAX_REGEX_BYTES} bytes)"
-                    ),
-                    other => format!("the regular expression is invalid: {other}"),
+                    regex::Error::CompiledTooBig(_) => {
+                        messages::search_regex_too_large(MAX_REGEX_BYTES)
+                    }
+                    other => messages::search_regex_invalid(&other),
                 })
             })?;
         Ok(Matcher { regex })
@@ -88,11 +89,7 @@ pub(super) fn run(
     let txn = scope.engine.backend.begin_read()?;
     let tree = TreeRead::new(&txn, scope.user);
     let expired = scope.engine.expired(scope.user, &tree)?;
-    let mut results = SearchResults {
-        hits: Vec::new(),
-        more: 0,
-        unsearched: 0,
-    };
+    let mut results = SearchResults::default();
     let mut answered = 0usize;
     let mut visit = |key: &[u8], value: &[u8]| -> Result<ControlFlow<()>, Error> {
         if started.elapsed() > request.time_budget {

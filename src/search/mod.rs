@@ -18,6 +18,7 @@ use std::time::Duration;
 
 use crate::error::Error;
 use crate::history::MemoryId;
+use crate::messages;
 use crate::path::MemoryPath;
 use crate::pipeline::Scope;
 
@@ -63,9 +64,7 @@ impl std::str::FromStr for SearchMode {
             "ranked" => Ok(SearchMode::Ranked),
             "regex" => Ok(SearchMode::Regex),
             "literal" => Ok(SearchMode::Literal),
-            other => Err(Error::InvalidSearch(format!(
-                "the search mode must be ranked, regex or literal, not {other:?}"
-            ))),
+            other => Err(Error::InvalidSearch(messages::search_mode(other))),
         }
     }
 }
@@ -147,41 +146,32 @@ impl SearchRequest {
     fn check(&self) -> Result<(), Error> {
         let refuse = |why: String| Err(Error::InvalidSearch(why));
         if self.query.is_empty() {
-            return refuse("the query is empty".into());
+            return refuse(messages::search_query_empty());
         }
         if self.query.len() > MAX_QUERY_BYTES {
-            return refuse(format!(
-                "the query is {} bytes; the most is {MAX_QUERY_BYTES}",
-                self.query.len()
+            return refuse(messages::search_query_too_long(
+                self.query.len(),
+                MAX_QUERY_BYTES,
             ));
         }
         if self.query.contains('\n') {
-            return refuse("the query holds a line break; matches are within one line".into());
+            return refuse(messages::search_query_line_break());
         }
         if self.limit == 0 || self.limit > MAX_LIMIT {
-            return refuse(format!(
-                "the limit must be 1 to {MAX_LIMIT}, not {}",
-                self.limit
-            ));
+            return refuse(messages::search_limit(self.limit, MAX_LIMIT));
         }
         if self.time_budget > TIME_BUDGET {
-            return refuse(format!(
-                "the time budget must be at most {} s",
-                TIME_BUDGET.as_secs()
-            ));
+            return refuse(messages::search_time_budget(TIME_BUDGET.as_secs()));
         }
         if self.context > MAX_CONTEXT {
-            return refuse(format!(
-                "the context must be 0 to {MAX_CONTEXT} lines, not {}",
-                self.context
-            ));
+            return refuse(messages::search_context(self.context, MAX_CONTEXT));
         }
         Ok(())
     }
 }
 
 /// What a search found.
-#[derive(Debug, Clone, PartialEq)]
+#[derive(Debug, Clone, PartialEq, Default)]
 #[non_exhaustive]
 pub struct SearchResults {
     /// The memories with matches, in path order, each with its lines.
@@ -286,9 +276,7 @@ pub(crate) fn search(
         #[cfg(not(feature = "ranked"))]
         SearchMode::Ranked => {
             let _ = indexes;
-            Err(Error::InvalidSearch(
-                "ranked search needs memkv built with its `ranked` feature".into(),
-            ))
+            Err(Error::InvalidSearch(messages::search_ranked_unavailable()))
         }
         SearchMode::Regex | SearchMode::Literal => {
             let matcher = Matcher::new(request)?;

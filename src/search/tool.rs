@@ -13,13 +13,7 @@ use crate::messages;
 pub const SEARCH_TOOL_NAME: &str = "memory_search";
 
 /// What the model reads about the tool.
-pub const SEARCH_TOOL_DESCRIPTION: &str = "Search your memory directory (/memories) without \
-opening every file. Use it before you view files when you look for something you may have noted \
-(a person, a preference, a decision) and do not know which file holds it, or to find every place \
-that mentions something before you change it. mode ranked (the default) answers the files most \
-about the query's words, best first, each with its best lines; mode literal or regex answers \
-every line that contains the text or matches the pattern. Lines are shown as \
-/memories/path:line_number: line. Use the memory tool to read or change what you find.";
+pub const SEARCH_TOOL_DESCRIPTION: &str = messages::SEARCH_TOOL_DESCRIPTION;
 
 /// The tool's input schema (JSON Schema), as a tool definition carries it.
 pub fn search_tool_schema() -> Value {
@@ -62,55 +56,48 @@ pub fn search_tool_schema() -> Value {
 }
 
 /// The search a `memory_search` input asks for, or why it is refused (in the model's words).
+/// The fields are the schema's ([`search_tool_schema`]); no other is accepted.
 pub fn search_request(input: &Value) -> Result<SearchRequest, String> {
     let Some(fields) = input.as_object() else {
-        return Err("the input must be an object with a query".into());
+        return Err(messages::search_input_not_an_object());
     };
-    if let Some(unknown) = fields.keys().find(|k| {
-        ![
-            "query",
-            "mode",
-            "case_insensitive",
-            "path_prefix",
-            "context",
-            "limit",
-        ]
-        .contains(&k.as_str())
-    }) {
-        return Err(format!("unknown parameter `{unknown}`"));
+    let schema = search_tool_schema();
+    if let Some(unknown) = fields
+        .keys()
+        .find(|k| schema["properties"].get(k.as_str()).is_none())
+    {
+        return Err(messages::search_unknown_parameter(unknown));
     }
+    let wrong = |field: &str, what: &str| messages::search_field_type(field, what);
     let query = match fields.get("query") {
         Some(Value::String(q)) => q.clone(),
-        Some(_) => return Err("`query` must be a string".into()),
-        None => return Err("`query` is missing".into()),
+        Some(_) => return Err(wrong("query", "a string")),
+        None => return Err(messages::search_missing_query()),
     };
     let mode = match fields.get("mode") {
         None | Some(Value::Null) => SearchMode::Ranked,
-        Some(Value::String(m)) => m.parse().map_err(|_| {
-            format!(
-                "`mode` must be ranked, literal or regex, not {}",
-                Value::String(m.clone())
-            )
-        })?,
-        Some(_) => return Err("`mode` must be a string".into()),
+        Some(Value::String(m)) => m
+            .parse()
+            .map_err(|_| messages::search_input_mode(&Value::String(m.clone()).to_string()))?,
+        Some(_) => return Err(wrong("mode", "a string")),
     };
     let mut request = SearchRequest::new(query, mode);
     match fields.get("case_insensitive") {
         None | Some(Value::Null) => {}
         Some(Value::Bool(b)) => request.case_insensitive = *b,
-        Some(_) => return Err("`case_insensitive` must be true or false".into()),
+        Some(_) => return Err(wrong("case_insensitive", "true or false")),
     }
     match fields.get("path_prefix") {
         None | Some(Value::Null) => {}
         Some(Value::String(p)) => request.path_prefix = Some(p.clone()),
-        Some(_) => return Err("`path_prefix` must be a string".into()),
+        Some(_) => return Err(wrong("path_prefix", "a string")),
     }
     let count = |name: &str, default: usize| match fields.get(name) {
         None | Some(Value::Null) => Ok(default),
         Some(v) => v
             .as_u64()
             .and_then(|n| usize::try_from(n).ok())
-            .ok_or_else(|| format!("`{name}` must be a non-negative integer")),
+            .ok_or_else(|| wrong(name, "a non-negative integer")),
     };
     request.context = count("context", request.context)?;
     request.limit = count("limit", request.limit)?;

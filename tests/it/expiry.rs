@@ -2,35 +2,16 @@
 
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
-use std::time::{Duration, UNIX_EPOCH};
+use std::time::Duration;
 
 #[allow(unused_imports)]
-use crate::util::{Fresh, each_backend, fresh};
+use crate::util::{Clock, Fresh, each_backend, fresh};
+use memkv::Database;
 use memkv::storage::AnyBackend;
-use memkv::{Database, DatabaseBuilder};
 use serde_json::json;
 
 const HOUR: u64 = 3_600_000;
 const DAY: u64 = 24 * HOUR;
-
-struct Clock(Arc<AtomicU64>);
-
-impl Clock {
-    fn new() -> Self {
-        Clock(Arc::new(AtomicU64::new(1_800_000_000_000)))
-    }
-    fn advance(&self, ms: u64) {
-        self.0.fetch_add(ms, Ordering::SeqCst);
-    }
-    fn builder(&self) -> DatabaseBuilder {
-        let t = self.0.clone();
-        Database::builder()
-            .clock(move || UNIX_EPOCH + Duration::from_millis(t.load(Ordering::SeqCst)))
-    }
-    fn now(&self) -> i64 {
-        self.0.load(Ordering::SeqCst) as i64
-    }
-}
 
 fn run(store: &Database, user: &str, input: serde_json::Value) -> (String, bool) {
     let out = store.user(user).unwrap().execute_json(&input).unwrap();

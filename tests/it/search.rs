@@ -4,9 +4,7 @@
 
 use std::collections::BTreeMap;
 use std::process::Command as Process;
-use std::sync::Arc;
-use std::sync::atomic::{AtomicU64, Ordering};
-use std::time::{Duration, UNIX_EPOCH};
+use std::time::Duration;
 
 use memkv::{Database, Error, SearchMode, SearchRequest, SearchResults};
 use proptest::prelude::*;
@@ -14,7 +12,7 @@ use proptest::strategy::ValueTree;
 use regex::RegexBuilder;
 use serde_json::{Value, json};
 
-use crate::util::{Fresh, backends, each_backend, using};
+use crate::util::{Clock, Fresh, backends, each_backend, using};
 
 fn create(db: &Database, user: &str, path: &str, text: &str) {
     let input = json!({"command": "create", "path": path, "file_text": text});
@@ -262,10 +260,9 @@ fn prefix_limit_context_and_what_is_left_out() {
 #[test]
 fn deleted_and_expired_memories_are_never_found() {
     each_backend(|| {
-        let t = Arc::new(AtomicU64::new(1_800_000_000_000));
-        let clock = t.clone();
-        let db = Database::builder()
-            .clock(move || UNIX_EPOCH + Duration::from_millis(clock.load(Ordering::SeqCst)))
+        let clock = Clock::new();
+        let db = clock
+            .builder()
             .ttl(Duration::from_secs(86_400))
             .fresh()
             .unwrap();
@@ -278,7 +275,7 @@ fn deleted_and_expired_memories_are_never_found() {
         assert!(!del.is_error);
         let request = SearchRequest::new("needle", SearchMode::Literal);
         assert_eq!(search(&db, "u", &request).matching_lines(), 1);
-        t.fetch_add(2 * 86_400_000, Ordering::SeqCst);
+        clock.advance(2 * 86_400_000);
         // Expired but not yet swept: hidden, as `view` hides it.
         assert!(search(&db, "u", &request).hits.is_empty());
     });

@@ -4,9 +4,7 @@
 //! log was trimmed past it, and the model-facing answers byte for byte.
 
 use std::collections::BTreeMap;
-use std::sync::Arc;
-use std::sync::atomic::{AtomicU64, Ordering};
-use std::time::{Duration, UNIX_EPOCH};
+use std::time::Duration;
 
 use memkv::{ChangeRetention, Database, SearchMode, SearchRequest, SearchResults};
 use serde_json::json;
@@ -15,7 +13,7 @@ use tantivy::query::QueryParser;
 use tantivy::schema::{STORED, Schema, TEXT, Value as _};
 use tantivy::{Index, TantivyDocument, doc};
 
-use crate::util::{Fresh, each_backend};
+use crate::util::{Clock, Fresh, each_backend};
 
 fn run(db: &Database, user: &str, input: serde_json::Value) {
     let out = db.user(user).unwrap().execute_json(&input).unwrap();
@@ -165,10 +163,9 @@ fn the_top_ten_agree_with_tantivys_bm25_after_writes_of_every_kind() {
 #[test]
 fn deleted_moved_expired_and_other_stores_memories_never_appear() {
     each_backend(|| {
-        let t = Arc::new(AtomicU64::new(1_800_000_000_000));
-        let clock = t.clone();
-        let db = Database::builder()
-            .clock(move || UNIX_EPOCH + Duration::from_millis(clock.load(Ordering::SeqCst)))
+        let clock = Clock::new();
+        let db = clock
+            .builder()
             .ttl(Duration::from_secs(86_400))
             .fresh()
             .unwrap();
@@ -201,7 +198,7 @@ fn deleted_moved_expired_and_other_stores_memories_never_appear() {
         assert_eq!(paths(&ranked(&db, "u", "kept", 10)), ["/memories/kept.md"]);
         assert!(ranked(&db, "u", "kept", 10).hits[0].lines.is_empty());
         // Expired, not yet swept: hidden at once.
-        t.fetch_add(2 * 86_400_000, Ordering::SeqCst);
+        clock.advance(2 * 86_400_000);
         assert!(ranked(&db, "u", "pelican", 10).hits.is_empty());
         assert!(ranked(&db, "other", "pelican", 10).hits.is_empty());
     });

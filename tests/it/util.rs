@@ -300,3 +300,27 @@ impl Seen {
             .collect()
     }
 }
+
+/// A clock a test moves: the databases built from [`Clock::builder`] read it.
+pub struct Clock(std::sync::Arc<std::sync::atomic::AtomicU64>);
+
+impl Clock {
+    pub fn new() -> Self {
+        Clock(std::sync::Arc::new(std::sync::atomic::AtomicU64::new(
+            1_800_000_000_000,
+        )))
+    }
+    pub fn advance(&self, ms: u64) {
+        self.0.fetch_add(ms, std::sync::atomic::Ordering::SeqCst);
+    }
+    pub fn builder(&self) -> DatabaseBuilder {
+        let t = self.0.clone();
+        Database::builder().clock(move || {
+            std::time::UNIX_EPOCH
+                + std::time::Duration::from_millis(t.load(std::sync::atomic::Ordering::SeqCst))
+        })
+    }
+    pub fn now(&self) -> i64 {
+        self.0.load(std::sync::atomic::Ordering::SeqCst) as i64
+    }
+}

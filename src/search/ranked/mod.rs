@@ -109,9 +109,7 @@ pub(super) fn run(
 ) -> Result<SearchResults, Error> {
     let words = query_words(&request.query);
     if words.is_empty() {
-        return Err(Error::InvalidSearch(
-            "the query has no words to rank by; search it with mode literal or regex".into(),
-        ));
+        return Err(Error::InvalidSearch(crate::messages::search_no_words()));
     }
     let entry = indexes.entry(scope.user);
     let ranked = {
@@ -132,11 +130,7 @@ pub(super) fn run(
     let txn = scope.engine.backend.begin_read()?;
     let tree = TreeRead::new(&txn, scope.user);
     let expired = scope.engine.expired(scope.user, &tree)?;
-    let mut results = SearchResults {
-        hits: Vec::new(),
-        more: 0,
-        unsearched: 0,
-    };
+    let mut results = SearchResults::default();
     for (score, memory, path) in ranked {
         let Ok(path) = MemoryPath::parse(&path) else {
             continue;
