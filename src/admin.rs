@@ -133,10 +133,11 @@ pub(crate) fn check(db: &Engine) -> Result<Vec<(String, String)>, Error> {
 fn check_records(db: &Engine) -> Result<Vec<(String, String)>, Error> {
     let txn = db.backend.begin_read()?;
     let mut users = BTreeSet::new();
-    // The webhook endpoints live under the empty user id, which is no store.
+    // The webhook endpoints, the keys and the database's records live under the empty user
+    // id, which is no store.
     for space in Space::ALL
         .into_iter()
-        .filter(|s| !matches!(s, Space::Webhooks | Space::Database))
+        .filter(|s| !matches!(s, Space::Webhooks | Space::Database | Space::Keys))
     {
         txn.users(space, &mut |u| {
             users.insert(u.to_owned());

@@ -91,6 +91,9 @@ pub enum Error {
     /// A webhook endpoint memkv does not accept (its URL, its secret, too many endpoints).
     #[error("webhook refused: {0}")]
     InvalidWebhook(String),
+    /// An API key memkv does not add (its store, label or expiry; too many keys).
+    #[error("key refused: {0}")]
+    InvalidKey(String),
     /// A search memkv does not run (an empty or oversized query, a bad regular expression, a
     /// limit out of range), in a sentence.
     #[error("search refused: {0}")]

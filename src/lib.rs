@@ -49,7 +49,8 @@
 //!   [`crate::Database::import_from`] an [`ImportSource`], [`crate::Database::import_dir`],
 //!   [`crate::Database::export_dir`]); `migrate` upgrades older formats on open; `check` verifies
 //!   every invariant; `webhooks`: the endpoints the change log is delivered to, and how far
-//!   each has got ([`crate::Database::add_webhook`]; the deliveries are `memkv serve`'s).
+//!   each has got ([`crate::Database::add_webhook`]; the deliveries are `memkv serve`'s);
+//!   [`keys`]: the API keys the server checks requests against ([`crate::Database::add_key`]).
 //! - `pipeline`: the one path of every write: group commit (concurrent writers, blocking or
 //!   async, share transactions and flushes), the transaction wrapper that writes the change
 //!   log's entries before each commit and hands the committed changes to the commit hooks
@@ -96,6 +97,7 @@ mod error;
 mod exec;
 mod history;
 pub mod json;
+pub mod keys;
 mod layout;
 mod limits;
 pub mod lines;
@@ -155,6 +157,7 @@ pub use history::{
     Actor, ApiRefusal, HistoryTotals, InvalidId, Memory, MemoryId, Operation, Page, Redaction,
     Retention, StoreInfo, Version, VersionId,
 };
+pub use keys::{ApiKey, ImportedKey, KeyScope, MAX_KEYS, NewKey};
 pub use limits::{Expiry, Limits};
 pub use memories::ListItem;
 pub use path::{MemoryPath, PathError};
@@ -165,6 +168,6 @@ pub use search::tool::{
 };
 pub use search::{SearchHit, SearchLine, SearchMode, SearchRequest, SearchResults};
 pub use secrets::SecretPolicy;
-pub use time::{rfc3339_ms, utc};
+pub use time::{parse_rfc3339, rfc3339_ms, utc};
 pub use versions::VersionFilter;
 pub use webhooks::{Attempt as WebhookAttempt, MAX_WEBHOOKS, Webhook};

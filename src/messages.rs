@@ -291,6 +291,13 @@ pub fn store_archived() -> String {
     "Error: This memory store is archived and read-only; the command was not applied.".to_owned()
 }
 
+/// A write through a read-only API key (`command`: the command's name); nothing was changed.
+pub fn read_only_store(command: &str) -> String {
+    format!(
+        "Error: This memory store is read-only for this session; the {command} command was not applied."
+    )
+}
+
 /// The storage failed; the command was not applied.
 pub fn storage_failure() -> String {
     "Error: The memory store failed; the command was not applied. Try again later.".to_owned()

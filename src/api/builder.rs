@@ -260,6 +260,7 @@ impl DatabaseBuilder {
                 retention: self.retention,
                 pipeline: Pipeline::new(commits),
                 access: PendingAccess::default(),
+                key_changes: Default::default(),
             }),
             indexes: Default::default(),
         })

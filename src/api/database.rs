@@ -3,6 +3,7 @@
 use super::{DatabaseBuilder, MemoryStore, OwnedMemoryStore};
 use crate::admin::{ExpiredFile, PrunedHistory, UserSummary};
 use crate::changes::ChangePage;
+use crate::keys::{self, ApiKey, ImportedKey, NewKey};
 use crate::pipeline::CommitSignal;
 
 use std::collections::BTreeMap;
@@ -85,6 +86,7 @@ impl Database {
             store: self,
             id: id.into(),
             actor: None,
+            read_only: false,
         })
     }
 
@@ -99,6 +101,7 @@ impl Database {
             store: Arc::clone(self),
             id: id.into(),
             actor: None,
+            read_only: false,
         })
     }
 
@@ -496,5 +499,62 @@ impl Database {
         progress: &mut dyn FnMut(Progress),
     ) -> Result<Summary, Error> {
         crate::backup::dir::export_dir(&self.engine, user, dir, progress)
+    }
+
+    // ---- API keys (crate::keys) ----
+
+    /// Adds a random key; returns its record and the key itself (`mkv_` and 64 hex digits),
+    /// which is not kept (only its SHA-256 is): show it to the operator once.
+    ///
+    /// # Errors
+    /// [`Error::InvalidKey`] for a label that is too long or holds control characters, an
+    /// expiry that is not in the future, or more than [`crate::MAX_KEYS`] keys;
+    /// [`Error::InvalidUser`] for a store id memkv does not accept; a storage failure.
+    pub fn add_key(&self, new: &NewKey) -> Result<(ApiKey, String), Error> {
+        keys::add(&self.engine, new)
+    }
+
+    /// Every API key, by id (expired ones included: [`ApiKey::expired_at`] tells).
+    ///
+    /// # Errors
+    /// A storage failure.
+    pub fn api_keys(&self) -> Result<Vec<ApiKey>, Error> {
+        keys::list(&self.engine)
+    }
+
+    /// Revokes (removes) a key; `false` if there was none with that id.
+    ///
+    /// # Errors
+    /// A storage failure.
+    pub fn revoke_key(&self, id: &str) -> Result<bool, Error> {
+        keys::revoke(&self.engine, id)
+    }
+
+    /// Adds keys kept elsewhere by hash (the keys file of earlier versions), all or none,
+    /// passing over ids the database has; returns how many were added.
+    ///
+    /// # Errors
+    /// [`Error::InvalidKey`] for an id not spelled `key_` and 12 hex digits, or too many keys;
+    /// [`Error::InvalidUser`] for a store id memkv does not accept; a storage failure.
+    pub fn import_keys(&self, keys: &[ImportedKey]) -> Result<usize, Error> {
+        keys::import(&self.engine, keys)
+    }
+
+    /// Records when keys were last used (`(id, ms since the epoch)`), in one transaction; a
+    /// time earlier than the one recorded, or a key revoked meanwhile, is passed over.
+    ///
+    /// # Errors
+    /// A storage failure.
+    pub fn record_key_use(&self, uses: &[(String, i64)]) -> Result<(), Error> {
+        keys::record_use(&self.engine, uses)
+    }
+
+    /// How many changes of the keys this process has committed through this database (any
+    /// handle of it): a cache of [`Self::api_keys`] that saw another number is stale. Changes
+    /// other processes make are not counted; a cache reloads for those on a schedule.
+    pub fn key_changes(&self) -> u64 {
+        self.engine
+            .key_changes
+            .load(std::sync::atomic::Ordering::SeqCst)
     }
 }

@@ -26,6 +26,8 @@ pub struct MemoryStore<'s> {
     pub(crate) id: Arc<str>,
     /// Who the changes made through this handle are recorded as made by.
     pub(crate) actor: Option<Actor>,
+    /// The memory tool's writes are answered with the read-only error (a read-only key).
+    pub(crate) read_only: bool,
 }
 
 /// One user's `/memories`, owning a share of the store: `'static`, `Send` and cheap to clone,
@@ -36,6 +38,7 @@ pub struct OwnedMemoryStore {
     pub(super) store: Arc<Database>,
     pub(super) id: Arc<str>,
     pub(super) actor: Option<Actor>,
+    pub(super) read_only: bool,
 }
 
 impl Clone for OwnedMemoryStore {
@@ -44,6 +47,7 @@ impl Clone for OwnedMemoryStore {
             store: Arc::clone(&self.store),
             id: Arc::clone(&self.id),
             actor: self.actor.clone(),
+            read_only: self.read_only,
         }
     }
 }
@@ -71,12 +75,19 @@ impl OwnedMemoryStore {
             store: &self.store,
             id: Arc::clone(&self.id),
             actor: self.actor.clone(),
+            read_only: self.read_only,
         }
     }
 
     /// This handle, recording its changes as made by `actor`.
     pub fn with_actor(mut self, actor: Option<Actor>) -> Self {
         self.actor = actor;
+        self
+    }
+
+    /// This handle, reading only when `read_only`: see [`MemoryStore::read_only`].
+    pub fn read_only(mut self, read_only: bool) -> Self {
+        self.read_only = read_only;
         self
     }
 
@@ -90,7 +101,7 @@ impl OwnedMemoryStore {
     /// On a backend with round trips (PostgreSQL) a `view` blocks for them: run it where
     /// blocking is allowed.
     pub async fn execute_async(&self, command: Command) -> Result<ToolOutput, Error> {
-        if command.is_read_only() {
+        if command.is_read_only() || self.read_only {
             return self.handle().execute(&command);
         }
         let job = ToolJob {
@@ -119,6 +130,19 @@ impl MemoryStore<'_> {
         self.actor.as_ref()
     }
 
+    /// This handle, reading only when `read_only` (what a read-only API key gets): `view` and
+    /// search answer as usual, and every other command of the memory tool is answered with the
+    /// read-only error, changing nothing.
+    pub fn read_only(mut self, read_only: bool) -> Self {
+        self.read_only = read_only;
+        self
+    }
+
+    /// Whether this handle only reads.
+    pub fn is_read_only(&self) -> bool {
+        self.read_only
+    }
+
     /// Runs one command in its own transaction.
     ///
     /// Whatever the model got wrong comes back as a [`ToolOutput`] with `is_error: true`, and
@@ -130,6 +154,12 @@ impl MemoryStore<'_> {
     pub fn execute(&self, command: &Command) -> Result<ToolOutput, Error> {
         if let Command::View { path, view_range } = command {
             return self.store.engine.view(&self.id, path, *view_range);
+        }
+        if self.read_only {
+            return Ok(ToolOutput {
+                content: crate::messages::read_only_store(command.name()),
+                is_error: true,
+            });
         }
         crate::pipeline::submit(
             &self.store.engine,

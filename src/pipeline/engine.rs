@@ -33,6 +33,9 @@ pub(crate) struct Engine {
     pub(crate) pipeline: Pipeline,
     /// Access times noted by views, written with the next writes (see [`crate::access`]).
     pub(crate) access: PendingAccess,
+    /// Bumped after every change of the API keys this process commits (`crate::keys`), so a
+    /// cache of them knows at once that it is stale.
+    pub(crate) key_changes: std::sync::atomic::AtomicU64,
 }
 
 /// One memory store of an engine, and who writes to it.
@@ -86,6 +89,12 @@ impl Engine {
     /// The current time, in ms since the epoch.
     pub(crate) fn now_ms(&self) -> i64 {
         self.clock.now_ms()
+    }
+
+    /// Notes that this process committed a change of the API keys.
+    pub(crate) fn keys_changed(&self) {
+        self.key_changes
+            .fetch_add(1, std::sync::atomic::Ordering::SeqCst);
     }
 
     /// Everything a command of `user` is checked against.

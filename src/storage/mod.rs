@@ -71,6 +71,8 @@ pub enum Space {
     /// Records of the database itself (since format 7), under the empty user id: where the
     /// last export applied by an import stood (`restored`).
     Database,
+    /// The API keys (since format 8), under the empty user id: one record per key, by id.
+    Keys,
 }
 
 /// What a backend declares about itself ([`Backend::capabilities`]), so that its callers choose
@@ -132,12 +134,13 @@ impl Space {
             Space::Memories => (11, 11),
             Space::Webhooks => (12, 12),
             Space::Database => (13, 13),
+            Space::Keys => (14, 14),
         };
         SpaceNumbers { redb, postgres }
     }
 
     /// Every space, in a fixed order.
-    pub const ALL: [Space; 13] = [
+    pub const ALL: [Space; 14] = [
         Space::Nodes,
         Space::Contents,
         Space::Totals,
@@ -151,6 +154,7 @@ impl Space {
         Space::Memories,
         Space::Webhooks,
         Space::Database,
+        Space::Keys,
     ];
 }
 
@@ -435,7 +439,8 @@ mod tests {
                 (9, 10),
                 (11, 11),
                 (12, 12),
-                (13, 13)
+                (13, 13),
+                (14, 14)
             ]
         );
         for numbers in [

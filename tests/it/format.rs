@@ -172,6 +172,54 @@ fn format_v6_database_opens_and_starts_its_change_log() {
     assert_eq!(store.check().unwrap(), Vec::<(String, String)>::new());
 }
 
+/// Format 8 added the API keys. A format-7 database (`format-v7.redb`, the format-6 fixture
+/// migrated by the format-7 build, which then created `/memories/v7.md` for bob, change 1)
+/// migrates with no keys, its change log kept, and takes keys.
+#[test]
+fn format_v7_database_opens_keeps_its_change_log_and_takes_keys() {
+    let (_dir, db) = fixture("format-v7.redb");
+    let store = Database::builder().open_existing(&db).unwrap();
+    let users: Vec<(String, u64, u64)> = store
+        .users()
+        .unwrap()
+        .into_iter()
+        .map(|u| (u.user, u.files, u.bytes))
+        .collect();
+    // The fixtures' data, and bob's file of the format-7 build.
+    assert_eq!(
+        users,
+        [
+            ("bob@example.com".to_owned(), 2, 34),
+            ("dana".to_owned(), 3, 474)
+        ]
+    );
+    assert_eq!(
+        store
+            .user("bob@example.com")
+            .unwrap()
+            .read_file("/memories/v7.md")
+            .unwrap()
+            .as_deref(),
+        Some("written by the format-7 build\n")
+    );
+    assert_eq!(store.last_change().unwrap(), 1);
+    let page = store.changes(0, 10, None).unwrap();
+    assert_eq!(page.entries.len(), 1);
+    assert_eq!(
+        page.entries[0].change.path.as_deref(),
+        Some("/memories/v7.md")
+    );
+    assert!(store.api_keys().unwrap().is_empty());
+    let (added, _) = store
+        .add_key(&memkv::NewKey::new(memkv::KeyScope::Admin))
+        .unwrap();
+    assert_eq!(store.api_keys().unwrap(), vec![added]);
+    assert_eq!(store.check().unwrap(), Vec::<(String, String)>::new());
+    drop(store);
+    let reopened = Database::builder().open_read_only(&db).unwrap();
+    assert_eq!(reopened.api_keys().unwrap().len(), 1);
+}
+
 fn old_format_reads_back(name: &str) {
     let (_dir, db) = fixture(name);
     reads_back_at(db.as_os_str());

@@ -13,6 +13,7 @@ mod hardening;
 mod history;
 mod hooks;
 mod isolation;
+mod keys;
 mod lines;
 mod model;
 mod postgres;

@@ -28,7 +28,8 @@ pub struct Global {
         value_name = "PATH|URL"
     )]
     pub db: Option<PathBuf>,
-    /// The API keys file of `memkv serve` [default: the database path + .keys]
+    /// A keys file for `memkv serve` to import (keys of earlier versions, or added by `memkv keys`
+    /// while the server held the database) [default: the database path + .keys]
     #[arg(
         long,
         global = true,
@@ -281,12 +282,25 @@ pub enum KeysCommand {
         /// A key for this store (memkv user id) only
         #[arg(long, value_name = "NAME")]
         store: Option<String>,
-        /// A key for every store and the operator routes (/metrics)
+        /// A key for every store and the operator routes (/metrics, /v1/keys, /v1/webhooks)
         #[arg(long)]
         admin: bool,
+        /// With --store: the key may read the store but not change it
+        #[arg(long, requires = "store")]
+        read_only: bool,
+        /// Words to remember the key by (shown by `keys list`)
+        #[arg(long, value_name = "TEXT", default_value = "")]
+        label: String,
+        /// The key stops working after this long, e.g. 30d, 12h
+        #[arg(long, value_name = "DURATION", value_parser = parse_duration)]
+        expires: Option<Duration>,
     },
-    /// List keys: id, scope, creation time (never the keys)
-    List,
+    /// List keys: id, scope, label, creation, expiry and last use (never the keys)
+    List {
+        /// One JSON object per key, as GET /v1/keys answers them
+        #[arg(long)]
+        json: bool,
+    },
     /// Revoke a key by its id (key_…)
     Revoke {
         /// The key's id, as `keys list` shows it
@@ -512,22 +526,19 @@ impl Global {
         Ok(data.join("memkv").join("memkv.redb"))
     }
 
-    /// The keys file: --keys, $MEMKV_KEYS, or the database path + `.keys` (a file; a
-    /// PostgreSQL URL names no file, so it needs --keys: no path is ever derived from a URL,
-    /// which may hold a password).
-    pub fn keys_path(&self) -> Result<PathBuf, String> {
+    /// The keys file (keys by hash for a running server to import, and the keys of earlier
+    /// versions): --keys, $MEMKV_KEYS, or the database path + `.keys`; none for a PostgreSQL
+    /// URL without --keys (no path is ever derived from a URL, which may hold a password).
+    pub fn keys_path(&self) -> Result<Option<PathBuf>, String> {
         if let Some(keys) = &self.keys {
-            return Ok(keys.clone());
+            return Ok(Some(keys.clone()));
         }
         if self.is_url() {
-            return Err(
-                "a PostgreSQL database has no keys file beside it: name one with --keys FILE (or MEMKV_KEYS)"
-                    .into(),
-            );
+            return Ok(None);
         }
         let mut name = self.db_path()?.into_os_string();
         name.push(".keys");
-        Ok(PathBuf::from(name))
+        Ok(Some(PathBuf::from(name)))
     }
 
     /// A store builder with the limits and policies given on the command line.

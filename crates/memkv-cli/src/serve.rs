@@ -3,6 +3,7 @@
 use std::io::{self, Write};
 use std::sync::Arc;
 
+use memkv::NewKey;
 use memkv_server::keys::{KeyFile, Scope};
 
 use crate::args::{Global, KeysCommand, ServeArgs};
@@ -63,48 +64,197 @@ pub fn serve(global: &Global, args: &ServeArgs) -> Result {
 }
 
 pub fn keys(global: &Global, command: &KeysCommand) -> Result {
-    let file = KeyFile::new(global.keys_path()?);
+    let file = global.keys_path()?.map(KeyFile::new);
+    let path = global.db_path()?;
+    // A key memkv would refuse is refused before anything is opened or created.
+    let new = match command {
+        KeysCommand::Add { .. } => Some(new_key(command)?),
+        _ => None,
+    };
+    let opened = match command {
+        KeysCommand::Add { .. } => {
+            global.create_db_dir()?;
+            global.builder().open(&path)
+        }
+        _ => global.builder().open_existing(&path),
+    };
+    let db = match opened {
+        Ok(db) => db,
+        // A running server holds the file: a key (or a revocation) goes to its keys file,
+        // which the server imports within a second.
+        Err(memkv::Error::Locked { .. })
+            if file.is_some() && !matches!(command, KeysCommand::List { .. }) =>
+        {
+            return keys_beside_server(file.as_ref().expect("checked"), command, new.as_ref());
+        }
+        Err(e @ memkv::Error::Locked { .. }) => {
+            return Err(format!(
+                "{e}; a running `memkv serve` lists its keys at GET /v1/keys (an admin key)"
+            )
+            .into());
+        }
+        Err(e) => return Err(e.into()),
+    };
+    if let Some(f) = &file
+        && let Some(done) = f.import_into(&db)?
+    {
+        eprintln!(
+            "memkv: imported {} key(s) and {} revocation(s) from {} into the database; the file is now {}",
+            done.added,
+            done.revoked,
+            f.path().display(),
+            done.renamed_to.display()
+        );
+    }
     let mut out = io::stdout().lock();
     match command {
-        KeysCommand::Add { store, admin } => {
-            let scope = match (store, admin) {
-                (Some(name), _) => {
-                    // The rules for store names are the library's rules for user ids.
-                    memkv::Database::in_memory()?.user(name)?;
-                    Scope::Store(name.clone())
-                }
-                (None, true) => Scope::Admin,
-                (None, false) => unreachable!("clap requires --store or --admin"),
-            };
-            let (record, key) = file.add(&scope)?;
-            let what = match &scope {
-                Scope::Admin => "every store (admin)".to_owned(),
-                Scope::Store(s) => format!("store {s:?}"),
-            };
+        KeysCommand::Add { .. } => {
+            let new = new.expect("made above");
+            let (record, key) = db.add_key(&new)?;
             writeln!(
                 out,
-                "added {} for {what} to {}; the key is shown only now:",
+                "added {} for {}; the key is shown only now:",
                 record.id,
-                file.path().display()
+                describe(&new)
             )?;
             writeln!(out, "{key}")?;
         }
-        KeysCommand::List => {
-            writeln!(out, "{:<16}  {:<20}  SCOPE", "ID", "CREATED")?;
-            for r in file.list()? {
-                let scope = match &r.store {
-                    None => "admin".to_owned(),
-                    Some(s) => format!("store {s:?}"),
-                };
-                writeln!(out, "{:<16}  {:<20}  {scope}", r.id, r.created)?;
+        KeysCommand::List { json } => {
+            let keys = db.api_keys()?;
+            if *json {
+                for k in &keys {
+                    writeln!(out, "{}", memkv_server::api_key_json(k))?;
+                }
+            } else {
+                writeln!(
+                    out,
+                    "{:<16}  {:<20}  {:<20}  {:<20}  {:<28}  LABEL",
+                    "ID", "CREATED", "EXPIRES", "LAST USED", "SCOPE"
+                )?;
+                let now = now_ms();
+                for k in &keys {
+                    let scope = match &k.scope {
+                        Scope::Admin => "admin".to_owned(),
+                        Scope::Store { store, read_only } => {
+                            format!(
+                                "store {store:?}{}",
+                                if *read_only { " read-only" } else { "" }
+                            )
+                        }
+                    };
+                    let expires = match k.expires_ms {
+                        None => "never".to_owned(),
+                        Some(at) if at <= now => format!("{} (expired)", memkv::utc(at)),
+                        Some(at) => memkv::utc(at),
+                    };
+                    let used = k.last_used_ms.map_or_else(|| "-".to_owned(), memkv::utc);
+                    writeln!(
+                        out,
+                        "{:<16}  {:<20}  {:<20}  {:<20}  {scope:<28}  {}",
+                        k.id,
+                        memkv::utc(k.created_ms),
+                        expires,
+                        used,
+                        k.label
+                    )?;
+                }
             }
         }
         KeysCommand::Revoke { id } => {
-            if !file.revoke(id)? {
-                return Err(format!("no key {id:?} in {}", file.path().display()).into());
+            if !db.revoke_key(id)? {
+                return Err(format!("no key {id:?} in {}", db.location()).into());
             }
             writeln!(out, "revoked {id}")?;
         }
     }
     Ok(())
+}
+
+/// `keys add` or `keys revoke` while a server holds the database: through its keys file.
+fn keys_beside_server(file: &KeyFile, command: &KeysCommand, new: Option<&NewKey>) -> Result {
+    let mut out = io::stdout().lock();
+    match command {
+        KeysCommand::Add { .. } => {
+            let new = new.expect("made for keys add");
+            let (record, key) = file.add(new)?;
+            writeln!(
+                out,
+                "added {} for {} to {} (the database is open in a running server, which imports it within a second); the key is shown only now:",
+                record.id,
+                describe(new),
+                file.path().display()
+            )?;
+            writeln!(out, "{key}")?;
+        }
+        KeysCommand::Revoke { id } => {
+            if !memkv::keys::valid_id(id) {
+                return Err(format!("{id:?} is not a key id (key_ and 12 hex digits)").into());
+            }
+            file.revoke(id)?;
+            writeln!(
+                out,
+                "revoking {id}: written to {} (the database is open in a running server, which applies it within a second)",
+                file.path().display()
+            )?;
+        }
+        KeysCommand::List { .. } => unreachable!("listed only from the database"),
+    }
+    Ok(())
+}
+
+fn new_key(command: &KeysCommand) -> Result<NewKey> {
+    let KeysCommand::Add {
+        store,
+        admin,
+        read_only,
+        label,
+        expires,
+    } = command
+    else {
+        unreachable!("only for keys add")
+    };
+    let scope = match (store, admin) {
+        (Some(name), _) => Scope::Store {
+            store: name.clone(),
+            read_only: *read_only,
+        },
+        (None, true) => Scope::Admin,
+        (None, false) => unreachable!("clap requires --store or --admin"),
+    };
+    let expires_ms =
+        expires.map(|d| now_ms().saturating_add(i64::try_from(d.as_millis()).unwrap_or(i64::MAX)));
+    if let Some(name) = scope.store() {
+        // The rules for store names are the library's rules for user ids.
+        memkv::Database::in_memory()?.user(name)?;
+    }
+    Ok(NewKey {
+        scope,
+        label: label.clone(),
+        expires_ms,
+    })
+}
+
+fn describe(new: &NewKey) -> String {
+    let mut what = match &new.scope {
+        Scope::Admin => "every store (admin)".to_owned(),
+        Scope::Store { store, read_only } => {
+            format!(
+                "store {store:?}{}",
+                if *read_only { ", read-only" } else { "" }
+            )
+        }
+    };
+    if !new.label.is_empty() {
+        what.push_str(&format!(", label {:?}", new.label));
+    }
+    if let Some(at) = new.expires_ms {
+        what.push_str(&format!(", expiring {}", memkv::utc(at)));
+    }
+    what
+}
+
+fn now_ms() -> i64 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| i64::try_from(d.as_millis()).unwrap_or(i64::MAX))
 }

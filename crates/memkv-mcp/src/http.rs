@@ -40,6 +40,8 @@ pub enum Access {
     Admin,
     /// One store (the memkv user id).
     Store(String),
+    /// One store, to read only: the memory tool's writes are answered with the read-only error.
+    ReadOnly(String),
 }
 
 /// The server's side of authentication: its keys and its error format.
@@ -144,11 +146,12 @@ async fn grant(State(gate): State<Arc<Gate>>, mut request: Request, next: Next) 
             }
         },
     };
+    let read_only = matches!(access, Access::ReadOnly(_));
     let id = match (access, named) {
-        (Access::Store(own), None) => own,
-        (Access::Store(own), Some(named)) if named == own => own,
+        (Access::Store(own) | Access::ReadOnly(own), None) => own,
+        (Access::Store(own) | Access::ReadOnly(own), Some(named)) if named == own => own,
         // Like the tool route: a store key must not learn whether another store exists.
-        (Access::Store(_), Some(_)) => {
+        (Access::Store(_) | Access::ReadOnly(_), Some(_)) => {
             return gate
                 .authorize
                 .refuse(StatusCode::NOT_FOUND, "no such memory store");
@@ -171,7 +174,7 @@ async fn grant(State(gate): State<Arc<Gate>>, mut request: Request, next: Next) 
         Ok(user) => {
             request
                 .extensions_mut()
-                .insert(Grant(user.with_actor(session)));
+                .insert(Grant(user.with_actor(session).read_only(read_only)));
             next.run(request).await
         }
         Err(e) => gate

@@ -54,6 +54,11 @@ pub const WEBHOOKS: &str = "/v1/webhooks";
 /// One webhook endpoint (admin).
 pub const WEBHOOK: &str = "/v1/webhooks/{webhook_id}";
 
+/// The API keys (admin).
+pub const KEYS: &str = "/v1/keys";
+/// One API key (admin).
+pub const KEY: &str = "/v1/keys/{key_id}";
+
 /// Every route of [`router`] with its method, as the OpenAPI document lists them.
 pub const ROUTES: &[(&str, &str)] = &[
     ("post", TOOL_ROUTE),
@@ -77,6 +82,9 @@ pub const ROUTES: &[(&str, &str)] = &[
     ("post", WEBHOOKS),
     ("get", WEBHOOKS),
     ("delete", WEBHOOK),
+    ("post", KEYS),
+    ("get", KEYS),
+    ("delete", KEY),
     ("get", "/healthz"),
     ("get", "/readyz"),
     ("get", "/metrics"),
@@ -114,6 +122,8 @@ pub fn router(state: Arc<AppState>) -> Router {
         .route(CHANGES, get(api::all_changes))
         .route(WEBHOOKS, post(api::create_webhook).get(api::list_webhooks))
         .route(WEBHOOK, axum::routing::delete(api::delete_webhook))
+        .route(KEYS, post(api::create_key).get(api::list_keys))
+        .route(KEY, axum::routing::delete(api::delete_key))
         .route("/healthz", get(healthz))
         .route("/readyz", get(readyz))
         .route("/metrics", get(metrics))

@@ -41,6 +41,9 @@ pub struct Caller {
     pub allowed: Allowed,
     /// The key's id (`key_…`), recorded as the author of the changes it makes.
     pub key_id: Option<String>,
+    /// A read-only store key: the memory tool's writes are answered with the read-only error,
+    /// the API's writes refused (403).
+    pub read_only: bool,
 }
 
 impl Caller {
@@ -59,7 +62,7 @@ impl Caller {
 }
 
 /// Authenticates a request: 401 without a known key (and for every request while no key
-/// exists), 500 when the keys file cannot be read (nothing is allowed then). Only a server
+/// exists), 500 when the API keys cannot be read (nothing is allowed then). Only a server
 /// started with `--no-auth` serves without keys.
 pub fn authenticate(state: &AppState, headers: &HeaderMap) -> Result<Allowed, ApiError> {
     identify(state, headers).map(|c| c.allowed)
@@ -78,22 +81,29 @@ pub fn identify(state: &AppState, headers: &HeaderMap) -> Result<Caller, ApiErro
         return Ok(Caller {
             allowed: Allowed::Open,
             key_id: None,
+            read_only: false,
         });
     }
     let (access, key_id) = state.keys.identify(sent_key(headers));
+    let read_only = matches!(&access, Access::Key(scope) if scope.read_only());
     let allowed = match access {
         Access::NoKeys => Err(ApiError::unauthenticated(NO_KEYS)),
         Access::Key(Scope::Admin) => Ok(Allowed::Admin),
-        Access::Key(Scope::Store(s)) => Ok(Allowed::Store(s)),
+        Access::Key(Scope::Store { store, .. }) => Ok(Allowed::Store(store)),
+        Access::Expired => Err(ApiError::unauthenticated("this API key has expired")),
         Access::Missing => Err(ApiError::unauthenticated(
             "an API key is required: send it as x-api-key or Authorization: Bearer",
         )),
         Access::Unknown => Err(ApiError::unauthenticated("invalid API key")),
         Access::Unavailable => Err(ApiError::internal(
-            "the keys file cannot be read; see the server log",
+            "the API keys cannot be read; see the server log",
         )),
     }?;
-    Ok(Caller { allowed, key_id })
+    Ok(Caller {
+        allowed,
+        key_id,
+        read_only,
+    })
 }
 
 /// The 401 message while no key exists.
@@ -120,9 +130,21 @@ pub struct McpKeys(pub Arc<AppState>);
 
 impl memkv_mcp::http::Authorize for McpKeys {
     fn authorize(&self, headers: &HeaderMap) -> Result<McpAccess, Box<Response>> {
-        match authenticate(&self.0, headers) {
-            Ok(Allowed::Open | Allowed::Admin) => Ok(McpAccess::Admin),
-            Ok(Allowed::Store(store)) => Ok(McpAccess::Store(store)),
+        match identify(&self.0, headers) {
+            Ok(Caller {
+                allowed: Allowed::Open | Allowed::Admin,
+                ..
+            }) => Ok(McpAccess::Admin),
+            Ok(Caller {
+                allowed: Allowed::Store(store),
+                read_only: false,
+                ..
+            }) => Ok(McpAccess::Store(store)),
+            Ok(Caller {
+                allowed: Allowed::Store(store),
+                read_only: true,
+                ..
+            }) => Ok(McpAccess::ReadOnly(store)),
             Err(e) => Err(Box::new(e.into_response())),
         }
     }

@@ -57,13 +57,19 @@ use tokio::sync::Semaphore;
 pub use app::{ROUTES, TOOL_ROUTE, router};
 pub use server::{Server, run};
 
+/// An API key as `GET /v1/keys` answers it (for `memkv keys list --json`).
+pub fn api_key_json(key: &memkv::ApiKey) -> serde_json::Value {
+    api::keys::api_key(key)
+}
+
 /// How the server listens and what it allows.
 #[derive(Debug, Clone)]
 pub struct Config {
     /// The address to listen on (port 0: any free port).
     pub listen: SocketAddr,
-    /// The keys file.
-    pub keys: PathBuf,
+    /// The keys file: imported into the database at start, and whenever it changes (keys that
+    /// `memkv keys` wrote beside the running server); `None` for none.
+    pub keys: Option<PathBuf>,
     /// Requests executed at once; more get 503 with `Retry-After`.
     pub max_in_flight: usize,
     /// Open connections at once; more wait in the kernel's accept queue.
@@ -91,11 +97,11 @@ pub struct Config {
 }
 
 impl Config {
-    /// The defaults, listening on `listen` with keys in `keys`.
-    pub fn new(listen: SocketAddr, keys: impl Into<PathBuf>) -> Self {
+    /// The defaults, listening on `listen`, with the keys file `keys` (if any).
+    pub fn new(listen: SocketAddr, keys: Option<PathBuf>) -> Self {
         Config {
             listen,
-            keys: keys.into(),
+            keys,
             max_in_flight: 128,
             max_connections: 1024,
             max_blocks: 64,

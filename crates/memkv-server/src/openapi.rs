@@ -8,6 +8,7 @@ use crate::app::TOOL_ROUTE;
 use stores::final_error;
 
 mod changes;
+mod keys;
 mod search;
 mod stores;
 
@@ -27,7 +28,7 @@ fn mcp() -> Value {
         "404": final_error("Not a store this key may use"),
         "406": plain("An Accept header without application/json and text/event-stream"),
         "415": plain("Not a JSON-RPC message"),
-        "500": error("The keys file cannot be read")
+        "500": error("The API keys cannot be read")
     });
     let op = |id: &str, summary: &str, ok: Value| {
         let mut responses = common.clone();
@@ -105,7 +106,7 @@ pub fn document(max_blocks: usize, max_body: usize) -> Value {
                 "404": final_error("Not a store this key may use; the same answer whether it exists or not (not_found_error)"),
                 "405": final_error("Another method than POST"),
                 "413": final_error("The body is over the cap, or holds too many blocks (request_too_large)"),
-                "500": error("The keys file cannot be read (api_error)"),
+                "500": error("The API keys cannot be read (api_error)"),
                 "503": overloaded
             }
         }
@@ -131,7 +132,7 @@ pub fn document(max_blocks: usize, max_body: usize) -> Value {
             "401": final_error("No API key, or an unknown one"),
             "403": final_error("A store key, or keyless access from another host name"),
             "405": final_error("Another method than GET"),
-            "500": error("The keys file cannot be read")
+            "500": error("The API keys cannot be read")
         }}}),
     );
     paths.insert(
@@ -145,6 +146,7 @@ pub fn document(max_blocks: usize, max_body: usize) -> Value {
     for (path, item) in stores::paths()
         .into_iter()
         .chain(changes::paths())
+        .chain(keys::paths())
         .chain(search::paths())
     {
         paths.insert(path.to_owned(), item);
@@ -239,6 +241,7 @@ pub fn document(max_blocks: usize, max_body: usize) -> Value {
             stores::schemas()
                 .into_iter()
                 .chain(changes::schemas())
+                .chain(keys::schemas())
                 .chain(search::schemas()),
         );
     doc

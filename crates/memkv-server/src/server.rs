@@ -35,10 +35,11 @@ impl Server {
     /// Loads the keys and binds the listening socket.
     ///
     /// # Errors
-    /// The keys file cannot be read; the address is not loopback and no key exists; the
+    /// The keys file cannot be imported or the keys read; the address is not loopback and no key exists; the
     /// address cannot be bound.
     pub async fn bind(store: Arc<Database>, config: Config) -> io::Result<Server> {
-        let keys = Keys::load(KeyFile::new(&config.keys)).map_err(io::Error::other)?;
+        let keys = Keys::load(Arc::clone(&store), config.keys.clone().map(KeyFile::new))
+            .map_err(io::Error::other)?;
         check_auth(&config, &keys)?;
         let listener = TcpListener::bind(config.listen).await?;
         let max_body = tool::max_body(&store);
@@ -91,6 +92,7 @@ impl Server {
         let looking =
             (!state.embedded).then(|| tokio::spawn(crate::remote::run(Arc::clone(&state))));
         let delivering = tokio::spawn(crate::webhooks::run(Arc::clone(&state)));
+        let keeping_keys = tokio::spawn(keep_keys(Arc::clone(&state)));
         let graceful = GracefulShutdown::new();
         state.ready.store(true, SeqCst);
         tokio::pin!(shutdown);
@@ -149,6 +151,7 @@ impl Server {
         if let Some(trimming) = trimming {
             trimming.abort();
         }
+        keeping_keys.abort();
         drop(listener);
         tracing::info!("shutting down: no new connections; finishing requests in flight");
         let grace = state.config.shutdown_grace;
@@ -173,6 +176,40 @@ impl Server {
             .is_err()
         {
             tracing::warn!("commands still running after the grace period");
+        }
+        let last = Arc::clone(&state);
+        if let Ok(Err(e)) = tokio::task::spawn_blocking(move || last.keys.record_uses()).await {
+            tracing::warn!(error = %e, "recording when keys were last used failed");
+        }
+    }
+}
+
+/// How often the times keys were last used are written to the database.
+const RECORD_USES_EVERY: Duration = Duration::from_secs(30);
+
+/// Reads the keys again a little more often than [`crate::keys::RELOAD`] (so that requests
+/// seldom wait for a read of the database), and records every [`RECORD_USES_EVERY`] when each
+/// key was last used.
+async fn keep_keys(state: Arc<AppState>) {
+    let mut recorded = tokio::time::Instant::now();
+    loop {
+        tokio::time::sleep(crate::keys::RELOAD * 4 / 5).await;
+        let keys = Arc::clone(&state);
+        let record = recorded.elapsed() >= RECORD_USES_EVERY;
+        if record {
+            recorded = tokio::time::Instant::now();
+        }
+        let done = tokio::task::spawn_blocking(move || {
+            keys.keys.refresh(true);
+            if record {
+                keys.keys.record_uses()
+            } else {
+                Ok(())
+            }
+        })
+        .await;
+        if let Ok(Err(e)) = done {
+            tracing::warn!(error = %e, "recording when keys were last used failed");
         }
     }
 }
@@ -201,7 +238,6 @@ async fn trim_changes(state: Arc<AppState>) {
 /// (401) until one is added.
 fn check_auth(config: &Config, keys: &Keys) -> io::Result<()> {
     let loopback = config.listen.ip().is_loopback();
-    let path = config.keys.display();
     if config.no_auth {
         if !loopback {
             return Err(io::Error::new(
@@ -216,7 +252,7 @@ fn check_auth(config: &Config, keys: &Keys) -> io::Result<()> {
             return Err(io::Error::new(
                 io::ErrorKind::PermissionDenied,
                 format!(
-                    "--no-auth, but {path} holds {} API key(s): drop --no-auth to require them, or revoke them first",
+                    "--no-auth, but the database holds {} API key(s): drop --no-auth to require them, or revoke them first",
                     keys.len()
                 ),
             ));
@@ -238,7 +274,6 @@ fn check_auth(config: &Config, keys: &Keys) -> io::Result<()> {
             ));
         }
         tracing::warn!(
-            keys = %path,
             "no API key exists: every request but /healthz is refused (401) until one is added with `memkv keys add --store NAME` (or --admin); `serve --no-auth` serves keyless on loopback"
         );
     }

@@ -56,6 +56,7 @@ async fn run(
 ) -> Result<Response, ApiError> {
     let caller = auth::identify(state, headers)?;
     let actor = caller.actor();
+    let caller_read_only = caller.read_only;
     let allowed = caller.allowed;
     let Ok(Path(store)) = store else {
         // Not UTF-8 once decoded: no store can have that name.
@@ -72,7 +73,8 @@ async fn run(
     let user = state
         .store
         .owned_user(&store)
-        .map_err(|e| ApiError::invalid(e.to_string()))?;
+        .map_err(|e| ApiError::invalid(e.to_string()))?
+        .read_only(caller_read_only);
     check_content_type(headers)?;
     let bytes = read_body(state, headers, body).await?;
     let message = Message::parse(&bytes).map_err(|e| ApiError::invalid(e.to_string()))?;

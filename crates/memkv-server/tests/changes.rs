@@ -15,7 +15,6 @@ mod library;
 use std::time::{Duration, Instant};
 
 use memkv::{ChangeRetention, Database};
-use memkv_server::keys::Scope;
 use serde_json::{Value, json};
 
 use library::{Fresh, each_backend};
@@ -96,7 +95,7 @@ fn the_feed_pages_the_log_and_keys_see_their_own_store() {
         let end = ok(&admin.get("/v1/changes?after=3"));
         assert_eq!(end, json!({"data": [], "next_after": 3}));
         // A store key: its store's feed; another store's is 404, every store's 403.
-        let (_, key) = s.keys.add(&Scope::Store(id.clone())).unwrap();
+        let (_, key) = s.store_key(&id, false);
         let mut own = s.client(&key);
         let mine = ok(&own.get(&format!("/v1/memory_stores/{id}/changes")));
         assert_eq!(types(&mine).len(), 2);

@@ -17,7 +17,6 @@ use std::sync::Arc;
 
 use client::Client;
 use memkv::Database;
-use memkv_server::keys::Scope;
 use serde_json::{Value, json};
 
 use library::{Fresh, Seen, each_backend};
@@ -233,7 +232,7 @@ fn scoping() {
     };
     let mine = make(&mut admin, "mine");
     let theirs = make(&mut admin, "theirs");
-    let (record, key) = s.keys.add(&Scope::Store(mine.clone())).unwrap();
+    let (record, key) = s.store_key(&mine, false);
     let mut c = s.client(&key);
 
     // Its own store: reads and writes, recorded as the key's.
@@ -493,7 +492,7 @@ fn search_answers_the_librarys_json_and_the_tool_route_the_models_text() {
         assert!(ranked["data"][0]["score"].as_f64().unwrap() > 0.0);
         assert_eq!(ranked["more"], 1);
         // A store key searches its own store; another store answers as one that does not exist.
-        let (_, key) = s.keys.add(&Scope::Store("dana".into())).unwrap();
+        let (_, key) = s.store_key("dana", false);
         let mut own = s.client(&key);
         assert_eq!(
             ok(&own.get("/v1/memory_stores/dana/search?q=Paris"))["data"]
@@ -550,4 +549,193 @@ fn search_answers_the_librarys_json_and_the_tool_route_the_models_text() {
             "/memories/notes/tz.md:2: lives in Paris\n/memories/notes/tz.md:3: TZ: Europe/Paris"
         );
     });
+}
+
+/// `/v1/keys` adds, lists and revokes keys (admin only), and a read-only store key reads its
+/// store through every face but changes nothing: the tool's writes get the read-only error,
+/// the API's writes 403.
+#[test]
+fn keys_are_managed_through_the_api_and_read_only_keys_change_nothing() {
+    each_backend(keys_and_read_only);
+}
+
+fn keys_and_read_only() {
+    let s = Served::new();
+    let mut admin = s.client(&s.admin);
+    let store = ok(&send(
+        &mut admin,
+        "POST",
+        "/v1/memory_stores",
+        Some(json!({"name": "audited"})),
+    ));
+    let id = store["id"].as_str().unwrap().to_owned();
+    let memories = format!("/v1/memory_stores/{id}/memories");
+    let m = ok(&send(
+        &mut admin,
+        "POST",
+        &memories,
+        Some(json!({"path": "/a.md", "content": "alpha beta\n"})),
+    ));
+    let memory = format!("{memories}/{}", m["id"].as_str().unwrap());
+
+    let added = ok(&send(
+        &mut admin,
+        "POST",
+        "/v1/keys",
+        Some(json!({"store": id, "read_only": true, "label": "auditor"})),
+    ));
+    assert_eq!(added["type"], "api_key");
+    assert_eq!(added["store"], json!(id));
+    assert_eq!(added["read_only"], json!(true));
+    assert_eq!(added["label"], "auditor");
+    assert_eq!(added["expires_at"], Value::Null);
+    let key = added["key"].as_str().unwrap().to_owned();
+    let key_id = added["id"].as_str().unwrap().to_owned();
+    assert!(key.starts_with("mkv_") && key.len() == 68, "{key}");
+    // Listed, without the key.
+    let listed = ok(&send(&mut admin, "GET", "/v1/keys", None));
+    let mine = listed["data"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|k| k["id"] == json!(key_id))
+        .unwrap()
+        .clone();
+    assert_eq!(mine.get("key"), None);
+    assert_eq!(mine["label"], "auditor");
+    assert!(!listed.to_string().contains(&key[4..]));
+
+    let mut ro = s.client(&key);
+    let before = ok(&send(&mut admin, "GET", &memories, None));
+    // Reads work.
+    ok(&send(&mut ro, "GET", &memory, None));
+    let viewed = ok(&ro.tool(&id, br#"{"command":"view","path":"/memories/a.md"}"#));
+    assert_eq!(viewed["is_error"], json!(false), "{viewed}");
+    let found = ok(&ro.tool(
+        &id,
+        br#"{"type":"tool_use","id":"s","name":"memory_search","input":{"query":"beta"}}"#,
+    ));
+    assert_eq!(found["is_error"], json!(false), "{found}");
+    // The tool's writes: the read-only error, byte for byte, for every write command.
+    for (name, input) in [
+        (
+            "create",
+            json!({"command": "create", "path": "/memories/b.md", "file_text": "x"}),
+        ),
+        (
+            "str_replace",
+            json!({"command": "str_replace", "path": "/memories/a.md", "old_str": "alpha", "new_str": "x"}),
+        ),
+        (
+            "insert",
+            json!({"command": "insert", "path": "/memories/a.md", "insert_line": 0, "insert_text": "x"}),
+        ),
+        (
+            "delete",
+            json!({"command": "delete", "path": "/memories/a.md"}),
+        ),
+        (
+            "rename",
+            json!({"command": "rename", "old_path": "/memories/a.md", "new_path": "/memories/c.md"}),
+        ),
+    ] {
+        let out = ok(&ro.tool(&id, input.to_string().as_bytes()));
+        assert_eq!(
+            out,
+            json!({
+                "content": format!("Error: This memory store is read-only for this session; the {name} command was not applied."),
+                "is_error": true
+            })
+        );
+    }
+    // The API's writes: 403.
+    for (method, target, body) in [
+        (
+            "POST",
+            memories.clone(),
+            Some(json!({"path": "/b.md", "content": "b"})),
+        ),
+        ("POST", memory.clone(), Some(json!({"content": "changed"}))),
+        ("DELETE", memory.clone(), None),
+        (
+            "POST",
+            format!("/v1/memory_stores/{id}"),
+            Some(json!({"name": "renamed"})),
+        ),
+        ("POST", format!("/v1/memory_stores/{id}/archive"), None),
+        ("DELETE", format!("/v1/memory_stores/{id}"), None),
+    ] {
+        let reply = send(&mut ro, method, &target, body);
+        let message = refused(&reply, 403, "permission_error");
+        assert!(
+            message.contains("read-only"),
+            "{method} {target}: {message}"
+        );
+    }
+    assert_eq!(ok(&send(&mut admin, "GET", &memories, None)), before);
+    // Keys are the admin's to manage.
+    for (method, target) in [
+        ("GET", "/v1/keys"),
+        ("POST", "/v1/keys"),
+        ("DELETE", "/v1/keys/key_000000000000"),
+    ] {
+        let reply = send(&mut ro, method, target, Some(json!({})));
+        refused(&reply, 403, "permission_error");
+    }
+
+    // Requests the API refuses.
+    for body in [
+        json!({"read_only": true}),
+        json!({"store": ""}),
+        json!({"store": id, "expires_at": "soon"}),
+        json!({"store": id, "expires_at": "2001-01-01T00:00:00Z"}),
+        json!({"store": id, "label": "a\nb"}),
+        json!({"store": id, "extra": 1}),
+    ] {
+        let reply = send(&mut admin, "POST", "/v1/keys", Some(body.clone()));
+        refused(&reply, 400, "invalid_request_error");
+    }
+
+    // Revoked: refused at once on this server; a second revocation finds nothing.
+    ok(&send(
+        &mut admin,
+        "DELETE",
+        &format!("/v1/keys/{key_id}"),
+        None,
+    ));
+    let reply = send(&mut ro, "GET", &memory, None);
+    refused(&reply, 401, "authentication_error");
+    let reply = send(&mut admin, "DELETE", &format!("/v1/keys/{key_id}"), None);
+    refused(&reply, 404, "not_found_error");
+
+    // An expired key is refused, saying so.
+    let soon = ok(&send(
+        &mut admin,
+        "POST",
+        "/v1/keys",
+        Some(json!({"store": id, "expires_at": memkv::rfc3339_ms(now_ms() + 400)})),
+    ));
+    let mut expiring = s.client(soon["key"].as_str().unwrap());
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);
+    loop {
+        let reply = send(&mut expiring, "GET", &memory, None);
+        if reply.status == 401 {
+            let message = refused(&reply, 401, "authentication_error");
+            assert!(message.contains("expired"), "{message}");
+            break;
+        }
+        ok(&reply);
+        assert!(
+            std::time::Instant::now() < deadline,
+            "the key never expired"
+        );
+        std::thread::sleep(std::time::Duration::from_millis(50));
+    }
+}
+
+fn now_ms() -> i64 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .unwrap()
+        .as_millis() as i64
 }

@@ -15,7 +15,8 @@ use serde::{Deserialize, Deserializer};
 use serde_json::json;
 
 use super::{
-    Query, answer, failed, ids, json_body, on_store, refused, respond, scoped, store_id, wire,
+    Query, answer, failed, ids, json_body, on_store, refused, respond, scoped, scoped_write,
+    store_id, wire,
 };
 use crate::AppState;
 use crate::error::ApiError;
@@ -82,7 +83,7 @@ pub async fn create_memory(
     respond(
         async {
             let id = store_id(id)?;
-            let caller = scoped(&state, &headers, &id)?;
+            let caller = scoped_write(&state, &headers, &id)?;
             let full = Query::of(&uri).view(false)?;
             let req: CreateMemory = json_body(&state, &headers, body).await?;
             let Some(content) = req.content else {
@@ -207,7 +208,7 @@ pub async fn update_memory(
     respond(
         async {
             let (id, memory) = ids(path)?;
-            let caller = scoped(&state, &headers, &id)?;
+            let caller = scoped_write(&state, &headers, &id)?;
             let full = Query::of(&uri).view(false)?;
             let req: UpdateMemory = json_body(&state, &headers, body).await?;
             let expected = match &req.precondition {
@@ -265,7 +266,7 @@ pub async fn delete_memory(
     respond(
         async {
             let (id, memory) = ids(path)?;
-            let caller = scoped(&state, &headers, &id)?;
+            let caller = scoped_write(&state, &headers, &id)?;
             let expected = Query::of(&uri)
                 .get("expected_content_sha256")
                 .map(|h| sha256(h, "expected_content_sha256"))

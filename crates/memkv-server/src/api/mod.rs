@@ -11,11 +11,13 @@
 //!
 //! - [`wire`]: the JSON objects, times, hashes and the API ↔ model path conversion;
 //! - `stores`, `memories`, `versions`: the handlers of each resource; `search`: exact search
-//!   over a store; `changes`: the change feed; `webhooks`: the endpoints it is delivered to.
+//!   over a store; `changes`: the change feed; `webhooks`: the endpoints it is delivered to;
+//!   `keys`: the API keys (admin).
 
 pub mod wire;
 
 mod changes;
+pub mod keys;
 mod memories;
 mod search;
 mod stores;
@@ -35,6 +37,7 @@ use serde::de::DeserializeOwned;
 use serde_json::Value;
 
 pub use changes::{all_changes, store_changes};
+pub use keys::{create_key, delete_key, list_keys};
 pub use memories::{create_memory, delete_memory, list_memories, retrieve_memory, update_memory};
 pub use search::search;
 pub use stores::{
@@ -98,6 +101,21 @@ pub fn scoped(state: &AppState, headers: &HeaderMap, store: &str) -> Result<Call
     } else {
         Err(ApiError::not_found())
     }
+}
+
+/// As [`scoped`], for a request that changes the store: a read-only key is refused (403).
+pub fn scoped_write(
+    state: &AppState,
+    headers: &HeaderMap,
+    store: &str,
+) -> Result<Caller, ApiError> {
+    let caller = scoped(state, headers, store)?;
+    if caller.read_only {
+        return Err(ApiError::forbidden(
+            "this API key is read-only: it cannot change the memory store",
+        ));
+    }
+    Ok(caller)
 }
 
 /// The caller, with an admin key (or keyless on loopback): creating and listing stores.

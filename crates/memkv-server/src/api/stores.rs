@@ -15,7 +15,7 @@ use serde_json::json;
 
 use super::{
     Query, admin, answer, bad_page, blocking, existing, failed, json_body, refused, respond,
-    scoped, store_id, wire,
+    scoped, scoped_write, store_id, wire,
 };
 use crate::AppState;
 use crate::error::ApiError;
@@ -234,7 +234,7 @@ pub async fn update_store(
     respond(
         async {
             let id = store_id(id)?;
-            scoped(&state, &headers, &id)?;
+            scoped_write(&state, &headers, &id)?;
             let req: UpdateStore = json_body(&state, &headers, body).await?;
             if let Some(name) = &req.name {
                 check_name(name)?;
@@ -285,7 +285,7 @@ pub async fn archive_store(
     respond(
         async {
             let id = store_id(id)?;
-            scoped(&state, &headers, &id)?;
+            scoped_write(&state, &headers, &id)?;
             let key = id.clone();
             let info = blocking(&state, move |store| {
                 existing(store, &key)?;
@@ -310,7 +310,7 @@ pub async fn delete_store(
     respond(
         async {
             let id = store_id(id)?;
-            scoped(&state, &headers, &id)?;
+            scoped_write(&state, &headers, &id)?;
             let key = id.clone();
             blocking(&state, move |store| {
                 existing(store, &key)?;

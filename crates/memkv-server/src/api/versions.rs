@@ -10,7 +10,9 @@ use axum::http::{HeaderMap, Uri};
 use axum::response::Response;
 use memkv::{Actor, MemoryId, Operation, Page, VersionFilter};
 
-use super::{Query, answer, failed, ids, on_store, refused, respond, scoped, store_id, wire};
+use super::{
+    Query, answer, failed, ids, on_store, refused, respond, scoped, scoped_write, store_id, wire,
+};
 use crate::AppState;
 use crate::error::ApiError;
 
@@ -144,7 +146,7 @@ pub async fn redact_version(
     respond(
         async {
             let (id, version) = ids(path)?;
-            let caller = scoped(&state, &headers, &id)?;
+            let caller = scoped_write(&state, &headers, &id)?;
             let v = on_store(&state, &id, caller, move |user, key| {
                 user.redact(version)
                     .map_err(|e| failed(&e, key))?

@@ -99,13 +99,13 @@ pub(super) fn op(
         "responses": {
             "200": ok,
             "400": final_error("A parameter or body memkv does not accept (invalid_request_error): a name, description, metadata, path, limit, view, page or hash outside its rules; content over the size limit; updating an archived store"),
-            "401": final_error("No API key, or an unknown one (authentication_error)"),
-            "403": final_error("A store key on a route that needs an admin key, or keyless access from a host name other than localhost (permission_error)"),
+            "401": final_error("No API key, an unknown one, or an expired one (authentication_error)"),
+            "403": final_error("A store key on a route that needs an admin key, a read-only key on a route that changes the store, or keyless access from a host name other than localhost (permission_error)"),
             "404": final_error("No such store, memory or version, or a store this key may not use: the same answer either way (not_found_error)"),
             "405": final_error("A method the route does not have"),
             "409": final_error("A conflict (invalid_request_error): the precondition's content_sha256 is not the memory's, a memory exists at the path, or the store is archived"),
             "413": final_error("The body is over the cap (request_too_large)"),
-            "500": error("The keys file cannot be read, or the storage failed; nothing was changed (api_error)"),
+            "500": error("The API keys cannot be read, or the storage failed; nothing was changed (api_error)"),
             "503": overloaded("The in-flight limit is reached, or the database is busy; retry after the given seconds"),
             "507": final_error("The disk holding the database is full; nothing was changed. Deletes, redactions and store deletions still work")
         }

@@ -10,7 +10,6 @@ use std::sync::{Arc, Condvar, Mutex};
 use std::time::{Duration, Instant};
 
 use memkv::Database;
-use memkv_server::keys::Scope;
 use serde_json::{Value, json};
 
 use crate::client;
@@ -141,7 +140,7 @@ fn endpoints_are_managed_by_admins_and_get_what_they_asked_for_in_order() {
             );
             assert!(m.contains(what), "{m}");
         }
-        let (_, key) = s.keys.add(&Scope::Store("alice".into())).unwrap();
+        let (_, key) = s.store_key("alice", false);
         let mut store_key = s.client(&key);
         refused(&store_key.get("/v1/webhooks"), 403, "permission_error");
         refused(

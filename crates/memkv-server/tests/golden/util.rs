@@ -36,7 +36,7 @@ impl Session {
     pub fn new(store: Database) -> Self {
         let store = Arc::new(store);
         let dir = tempfile::tempdir().unwrap();
-        let mut config = Config::new("127.0.0.1:0".parse().unwrap(), dir.path().join("keys"));
+        let mut config = Config::new("127.0.0.1:0".parse().unwrap(), None);
         config.no_auth = true;
         let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
         let (bound, addr) = std::sync::mpsc::channel();

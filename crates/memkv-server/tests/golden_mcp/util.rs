@@ -44,7 +44,7 @@ impl Session {
     pub fn new(store: Database) -> Self {
         let store = Arc::new(store);
         let dir = tempfile::tempdir().unwrap();
-        let mut config = Config::new("127.0.0.1:0".parse().unwrap(), dir.path().join("keys"));
+        let mut config = Config::new("127.0.0.1:0".parse().unwrap(), None);
         config.no_auth = true;
         let runtime = tokio::runtime::Builder::new_multi_thread()
             .worker_threads(2)

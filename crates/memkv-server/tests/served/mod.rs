@@ -3,7 +3,7 @@
 use std::sync::Arc;
 
 use memkv::Database;
-use memkv_server::keys::{KeyFile, Scope};
+use memkv::{ApiKey, KeyScope, NewKey};
 use memkv_server::{Config, Server};
 use serde_json::Value;
 
@@ -14,7 +14,6 @@ use crate::library::Fresh;
 /// backend, stopped on drop.
 pub struct Served {
     pub addr: std::net::SocketAddr,
-    pub keys: KeyFile,
     pub admin: String,
     /// The database the server serves.
     pub db: Arc<Database>,
@@ -41,9 +40,8 @@ impl Served {
         let dir = tempfile::tempdir().unwrap();
         let store = Arc::new(store);
         let db = Arc::clone(&store);
-        let keys = KeyFile::new(dir.path().join("keys"));
-        let (_, admin) = keys.add(&Scope::Admin).unwrap();
-        let mut config = Config::new("127.0.0.1:0".parse().unwrap(), keys.path());
+        let (_, admin) = store.add_key(&NewKey::new(KeyScope::Admin)).unwrap();
+        let mut config = Config::new("127.0.0.1:0".parse().unwrap(), None);
         tweak(&mut config);
         let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
         let (bound, addr) = std::sync::mpsc::channel();
@@ -65,13 +63,22 @@ impl Served {
         });
         Served {
             addr: addr.recv().unwrap(),
-            keys,
             admin,
             db,
             stop: Some(stop),
             thread: Some(thread),
             _dir: dir,
         }
+    }
+
+    /// A new key for `store` (read-only when asked): its record and the key.
+    pub fn store_key(&self, store: &str, read_only: bool) -> (ApiKey, String) {
+        self.db
+            .add_key(&NewKey::new(KeyScope::Store {
+                store: store.into(),
+                read_only,
+            }))
+            .unwrap()
     }
 
     pub fn client(&self, key: &str) -> Client {

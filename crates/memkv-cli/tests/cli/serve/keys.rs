@@ -75,35 +75,35 @@ fn keys_are_checked_and_take_effect_without_a_restart() {
     assert_eq!(admin.tool("bob", VIEW).status, 200);
     assert_eq!(admin.get("/metrics").status, 200);
 
-    // `keys list` names both, never the keys; revoking alice's takes effect within seconds.
-    let out = memkv(&db).args(["keys", "list"]).output().unwrap();
-    let list = String::from_utf8(out.stdout).unwrap();
-    assert_eq!(list.lines().count(), 3, "{list}");
-    assert!(
-        list.contains("store \"alice\"") && list.contains("admin"),
-        "{list}"
-    );
-    assert!(!list.contains(&alice_key[4..]) && !list.contains(&admin_key[4..]));
-    let file = std::fs::read_to_string(db.with_extension("redb.keys")).unwrap();
+    // Beside the running server, `keys add` wrote the keys file, which the server imported
+    // and renamed; only hashes were ever written there.
+    assert!(!db.with_extension("redb.keys").exists());
+    let file = std::fs::read_to_string(db.with_extension("redb.keys.imported")).unwrap();
     assert!(!file.contains(&alice_key[4..]) && !file.contains(&admin_key[4..]));
-    let alice_id = list
-        .lines()
-        .find(|l| l.contains("alice"))
-        .unwrap()
-        .split_whitespace()
-        .next()
+    // The server lists both (never the keys); `keys list` cannot open the file it holds, and
+    // says where to look instead.
+    let listed = admin.get("/v1/keys");
+    assert_eq!(listed.status, 200);
+    let list = listed.json();
+    let data = list["data"].as_array().unwrap();
+    assert_eq!(data.len(), 2, "{list}");
+    assert!(
+        !list.to_string().contains(&alice_key[4..]) && !list.to_string().contains(&admin_key[4..])
+    );
+    let alice_id = data.iter().find(|k| k["store"] == "alice").unwrap()["id"]
+        .as_str()
         .unwrap()
         .to_owned();
-    let out = memkv(&db)
-        .args(["keys", "revoke", &alice_id])
-        .output()
-        .unwrap();
-    assert!(out.status.success());
-    let out = memkv(&db)
-        .args(["keys", "revoke", &alice_id])
-        .output()
-        .unwrap();
+    let out = memkv(&db).args(["keys", "list"]).output().unwrap();
     assert_eq!(out.status.code(), Some(1));
+    let err = String::from_utf8(out.stderr).unwrap();
+    assert!(err.contains("GET /v1/keys"), "{err}");
+    // Revoking alice's (through the keys file) takes effect within a second.
+    let out = memkv(&db)
+        .args(["keys", "revoke", &alice_id])
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "{out:?}");
     let deadline = Instant::now() + Duration::from_secs(10);
     loop {
         let r = alice.tool("alice", VIEW);
@@ -122,6 +122,16 @@ fn keys_are_checked_and_take_effect_without_a_restart() {
     let log = server.log();
     assert!(log.contains("status=401"), "{log}");
     assert!(!log.contains(&admin_key[4..]) && !log.contains(&alice_key[4..]));
+    // With the server stopped, `keys` opens the database itself: alice's key is gone.
+    let out = memkv(&db)
+        .args(["keys", "revoke", &alice_id])
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(1));
+    let out = memkv(&db).args(["keys", "list"]).output().unwrap();
+    let list = String::from_utf8(out.stdout).unwrap();
+    assert_eq!(list.lines().count(), 2, "{list}");
+    assert!(list.contains("admin") && !list.contains("alice"), "{list}");
 }
 
 /// Keyless serving only when asked for at start, on loopback, with no key, and said in the log.
@@ -176,32 +186,31 @@ fn no_auth_is_explicit_loopback_only_and_keyless_only() {
     }
 }
 
-/// Revoking the last key, or moving the keys file away, never widens access.
+/// Revoking the last key never widens access.
 #[test]
 fn revoking_the_last_key_refuses_everyone() {
     let (_dir, db) = temp_db();
     let alice_key = add_key(&db, &["--store", "alice"]);
+    let out = memkv(&db)
+        .args(["keys", "list", "--json"])
+        .output()
+        .unwrap();
+    let listed: serde_json::Value =
+        serde_json::from_slice(out.stdout.split(|b| *b == b'\n').next().unwrap()).unwrap();
+    let id = listed["id"].as_str().unwrap().to_owned();
+    assert_eq!(listed["store"], "alice");
     let mut server = Served::start(&db, &[]);
     let mut alice = Client::with_key(server.addr, &alice_key);
     assert_eq!(alice.tool("alice", VIEW).status, 200);
-    let out = memkv(&db).args(["keys", "list"]).output().unwrap();
-    let list = String::from_utf8(out.stdout).unwrap();
-    let id = list
-        .lines()
-        .nth(1)
-        .unwrap()
-        .split_whitespace()
-        .next()
-        .unwrap();
     assert!(
         memkv(&db)
-            .args(["keys", "revoke", id])
+            .args(["keys", "revoke", &id])
             .status()
             .unwrap()
             .success()
     );
     let mut anyone = Client::new(server.addr);
-    // The revoked key works until the server's next look at the file, within a second.
+    // The revoked key works until the server's next look, within a second.
     let deadline = Instant::now() + Duration::from_secs(10);
     let r = loop {
         let r = alice.tool("alice", VIEW);
@@ -217,21 +226,57 @@ fn revoking_the_last_key_refuses_everyone() {
         let r = anyone.tool(store, VIEW);
         assert_eq!(r.status, 401, "{r:?}");
     }
-    // A new key, then the file moved away: refused again, with or without a key.
-    let admin_key = add_key(&db, &["--admin"]);
-    let mut admin = Client::with_key(server.addr, &admin_key);
-    assert_eq!(admin.tool("alice", VIEW).status, 200);
-    let keys = db.with_extension("redb.keys");
-    std::fs::rename(&keys, keys.with_extension("moved")).unwrap();
-    let deadline = Instant::now() + Duration::from_secs(10);
-    while admin.tool("alice", VIEW).status == 200 {
-        assert!(Instant::now() < deadline, "the moved keys still work");
-        std::thread::sleep(Duration::from_millis(100));
-    }
-    assert_eq!(admin.tool("alice", VIEW).status, 401);
-    assert_eq!(anyone.tool("alice", VIEW).status, 401);
     assert_eq!(anyone.get("/healthz").status, 200);
     assert!(server.stop_with(libc::SIGTERM).success());
+}
+
+/// A read-only key reads its store and changes nothing; an expired key is refused.
+#[test]
+fn read_only_and_expiring_keys() {
+    let (_dir, db) = temp_db();
+    let writer = add_key(&db, &["--store", "alice"]);
+    let reader = add_key(
+        &db,
+        &["--store", "alice", "--read-only", "--label", "auditor"],
+    );
+    let mut server = Served::start(&db, &[]);
+    let mut w = Client::with_key(server.addr, &writer);
+    let mut r = Client::with_key(server.addr, &reader);
+    let create = br#"{"command":"create","path":"/memories/a.md","file_text":"hi"}"#;
+    assert_eq!(w.tool("alice", create).json()["is_error"], false);
+    let answer = r.tool("alice", br#"{"command":"delete","path":"/memories/a.md"}"#);
+    assert_eq!(
+        answer.json(),
+        serde_json::json!({"content": "Error: This memory store is read-only for this session; the delete command was not applied.", "is_error": true})
+    );
+    let view = r.tool("alice", br#"{"command":"view","path":"/memories/a.md"}"#);
+    assert_eq!(view.json()["is_error"], false, "{view:?}");
+    // A key that expires in two seconds, added beside the running server.
+    let short = add_key(&db, &["--store", "alice", "--expires", "2s"]);
+    let mut s = Client::with_key(server.addr, &short);
+    assert_eq!(s.tool("alice", VIEW).status, 200);
+    let deadline = Instant::now() + Duration::from_secs(10);
+    let refused = loop {
+        let answer = s.tool("alice", VIEW);
+        if answer.status != 200 {
+            break answer;
+        }
+        assert!(Instant::now() < deadline, "the key never expired");
+        std::thread::sleep(Duration::from_millis(100));
+    };
+    assert_eq!(refused.status, 401);
+    assert!(refused.message().contains("expired"), "{refused:?}");
+    assert!(server.stop_with(libc::SIGTERM).success());
+    // Once the server is gone: the keys as `keys list` shows them, last use recorded at
+    // shutdown.
+    let out = memkv(&db).args(["keys", "list"]).output().unwrap();
+    let list = String::from_utf8(out.stdout).unwrap();
+    let line = list.lines().find(|l| l.contains("auditor")).unwrap();
+    assert!(
+        line.contains("read-only") && !line.contains(" - "),
+        "{list}"
+    );
+    assert!(list.contains("(expired)"), "{list}");
 }
 
 #[test]
