@@ -194,6 +194,20 @@ pub enum Commands {
     /// Webhook endpoints that `memkv serve` delivers the change log to: add, list, remove
     #[command(subcommand)]
     Webhooks(WebhooksCommand),
+    /// Print the shell completion script for SHELL (bash, zsh, fish, elvish, powershell)
+    ///
+    /// bash: `memkv completions bash > ~/.local/share/bash-completion/completions/memkv`;
+    /// zsh: into a directory on $fpath as `_memkv`; fish: `~/.config/fish/completions/memkv.fish`.
+    Completions {
+        /// The shell
+        shell: clap_complete::Shell,
+    },
+    /// Print the manual page memkv(1), or write one page per command into a directory
+    Man {
+        /// Write memkv.1 and memkv-COMMAND.1 for every command into this directory
+        #[arg(long, value_name = "DIR")]
+        out_dir: Option<PathBuf>,
+    },
 }
 
 #[derive(Debug, Subcommand)]
@@ -221,6 +235,9 @@ pub enum WebhooksCommand {
 
 #[derive(Debug, Args)]
 pub struct ServeArgs {
+    /// How log lines are written to standard error: text, or one JSON object per line
+    #[arg(long, value_name = "FORMAT", default_value = "text", value_parser = ["text", "json"])]
+    pub log_format: String,
     /// The address to listen on (port 0: a free port; the line `listening on http://ADDR` tells which)
     #[arg(long, value_name = "ADDR", default_value = "127.0.0.1:7437")]
     pub listen: std::net::SocketAddr,

@@ -14,6 +14,7 @@ mod admin;
 mod args;
 mod backup;
 mod changes;
+mod docs;
 mod exec;
 mod history;
 mod logbuf;
@@ -97,6 +98,8 @@ fn main() -> ExitCode {
         Commands::Serve(a) => serve::serve(&cli.global, a),
         Commands::Keys(k) => serve::keys(&cli.global, k),
         Commands::Webhooks(w) => changes::webhooks(&cli.global, w),
+        Commands::Completions { shell } => docs::completions(*shell),
+        Commands::Man { out_dir } => docs::man(out_dir.as_deref()),
     };
     match result {
         Ok(()) => ExitCode::SUCCESS,

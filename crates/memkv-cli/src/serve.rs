@@ -14,7 +14,7 @@ pub fn serve(global: &Global, args: &ServeArgs) -> Result {
     // Declared first, so dropped last: every line is written out, whatever `serve` returns.
     let log = crate::logbuf::LogBuffer::start()?;
     let lines = log.writer_factory();
-    tracing_subscriber::fmt()
+    let logs = tracing_subscriber::fmt()
         .with_writer(lines)
         .with_ansi(false)
         .with_env_filter(
@@ -22,8 +22,13 @@ pub fn serve(global: &Global, args: &ServeArgs) -> Result {
                 // memkv's own lines at info; rmcp's (whole Debug structs of each MCP session
                 // at info) only from warn.
                 .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("info,rmcp=warn")),
-        )
-        .init();
+        );
+    if args.log_format == "json" {
+        // One object per line: timestamp, level, target, fields (message among them).
+        logs.json().flatten_event(true).init();
+    } else {
+        logs.init();
+    }
     let path = global.db_path()?;
     let keys = global.keys_path()?;
     global.create_db_dir()?;

@@ -9,13 +9,15 @@
 //! - `journal`: the redb journal after a killed writer;
 //! - `disk_full`: a full disk, on real tmpfs mounts (root only);
 //! - `postgres`: several processes on one PostgreSQL;
-//! - `serve`: `memkv serve` on free loopback ports, over real sockets.
+//! - `serve`: `memkv serve` on free loopback ports, over real sockets;
+//! - `docs`: shell completions, manual pages and the systemd unit of docs/deployment.md.
 
 mod changes;
 mod commands;
 mod common;
 mod damage;
 mod disk_full;
+mod docs;
 mod history;
 mod journal;
 mod ops;

@@ -307,3 +307,35 @@ fn keys_add_refuses_an_id_exec_refuses() {
     assert_eq!(out.status.code(), Some(2));
     assert!(!db.with_extension("redb.keys").exists());
 }
+
+/// `--log-format json`: every line the server logs is one JSON object with a timestamp, a
+/// level and a message; a request's line carries its fields, never the key.
+#[test]
+fn json_logs_are_one_object_per_line() {
+    let (_dir, db) = temp_db();
+    let key = add_key(&db, &["--store", "alice"]);
+    let mut server = Served::start(&db, &["--log-format", "json"]);
+    let mut alice = Client::with_key(server.addr, &key);
+    assert_eq!(alice.tool("alice", VIEW).status, 200);
+    assert!(server.stop_with(libc::SIGTERM).success());
+    let log = server.log();
+    let lines: Vec<serde_json::Value> = log
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap_or_else(|e| panic!("{e}: {l}")))
+        .collect();
+    assert!(lines.len() >= 3, "{log}");
+    for line in &lines {
+        assert!(
+            line["timestamp"].is_string() && line["level"].is_string(),
+            "{line}"
+        );
+        assert!(line["message"].is_string(), "{line}");
+    }
+    let request = lines
+        .iter()
+        .find(|l| l["message"] == "request")
+        .unwrap_or_else(|| panic!("{log}"));
+    assert_eq!(request["status"], 200);
+    assert_eq!(request["store"], "alice");
+    assert!(!log.contains(&key[4..]));
+}
