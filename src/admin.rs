@@ -134,11 +134,13 @@ fn check_records(db: &Engine) -> Result<Vec<(String, String)>, Error> {
     let txn = db.backend.begin_read()?;
     let mut users = BTreeSet::new();
     // The webhook endpoints, the keys and the database's records live under the empty user
-    // id, which is no store.
-    for space in Space::ALL
-        .into_iter()
-        .filter(|s| !matches!(s, Space::Webhooks | Space::Database | Space::Keys))
-    {
+    // id, which is no store; settings may be set for a store before it holds anything.
+    for space in Space::ALL.into_iter().filter(|s| {
+        !matches!(
+            s,
+            Space::Webhooks | Space::Database | Space::Keys | Space::Settings
+        )
+    }) {
         txn.users(space, &mut |u| {
             users.insert(u.to_owned());
             Ok(ControlFlow::Continue(()))

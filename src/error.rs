@@ -94,6 +94,9 @@ pub enum Error {
     /// An API key memkv does not add (its store, label or expiry; too many keys).
     #[error("key refused: {0}")]
     InvalidKey(String),
+    /// A store setting memkv does not accept (a zero quota, say).
+    #[error("settings refused: {0}")]
+    InvalidSettings(String),
     /// A search memkv does not run (an empty or oversized query, a bad regular expression, a
     /// limit out of range), in a sentence.
     #[error("search refused: {0}")]

@@ -50,7 +50,9 @@
 //!   [`crate::Database::export_dir`]); `migrate` upgrades older formats on open; `check` verifies
 //!   every invariant; `webhooks`: the endpoints the change log is delivered to, and how far
 //!   each has got ([`crate::Database::add_webhook`]; the deliveries are `memkv serve`'s);
-//!   [`keys`]: the API keys the server checks requests against ([`crate::Database::add_key`]).
+//!   [`keys`]: the API keys the server checks requests against ([`crate::Database::add_key`]);
+//!   `settings`: each store's own quotas, time-to-live, retention and secrets policy over the
+//!   database's defaults ([`crate::Database::update_store_settings`]).
 //! - `pipeline`: the one path of every write: group commit (concurrent writers, blocking or
 //!   async, share transactions and flushes), the transaction wrapper that writes the change
 //!   log's entries before each commit and hands the committed changes to the commit hooks
@@ -109,6 +111,7 @@ mod pipeline;
 pub mod protocol;
 pub mod search;
 mod secrets;
+mod settings;
 pub mod storage;
 mod stores;
 mod time;
@@ -168,6 +171,7 @@ pub use search::tool::{
 };
 pub use search::{SearchHit, SearchLine, SearchMode, SearchRequest, SearchResults};
 pub use secrets::SecretPolicy;
+pub use settings::{EffectiveSettings, FIELDS as SETTINGS, StoreSettings};
 pub use time::{parse_rfc3339, rfc3339_ms, utc};
 pub use versions::VersionFilter;
 pub use webhooks::{Attempt as WebhookAttempt, MAX_WEBHOOKS, Webhook};

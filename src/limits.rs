@@ -1,12 +1,15 @@
 //! What a store enforces: PROTOCOL.md's limits, expiry, and the secrets policy.
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, HashMap};
+use std::sync::RwLock;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Duration;
 
 use crate::history::append::Recorder;
 use crate::history::change::Changes;
 use crate::history::{Actor, Retention};
 use crate::secrets::SecretPolicy;
+use crate::time::millis;
 
 /// Why a write was refused before anything changed: a limit or the secrets policy. Rendered by
 /// `crate::messages`: [`crate::messages::refusal`] for the model,
@@ -129,5 +132,126 @@ impl Settings {
                 .saturating_sub(ttl)
                 .saturating_sub(self.granularity_ms)
         })
+    }
+}
+
+/// A store's own settings; `None` in a field: the database's default.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct StoreSettings {
+    /// Most files in the store.
+    pub max_files: Option<u64>,
+    /// Most bytes in the store, summed over its files.
+    pub max_bytes: Option<u64>,
+    /// How long a file unused may live (`Some(None)`: it never expires).
+    pub ttl: Option<Option<Duration>>,
+    /// How long versions are kept (`Some(None)`: without limit).
+    pub history_max_age: Option<Option<Duration>>,
+    /// How many versions are kept (`Some(None)`: without limit).
+    pub history_max_versions: Option<Option<u64>>,
+    /// How many bytes of versions are kept (`Some(None)`: without limit).
+    pub history_max_bytes: Option<Option<u64>>,
+    /// What a write holding a secret does.
+    pub secrets: Option<SecretPolicy>,
+}
+
+impl StoreSettings {
+    /// Whether every field is the default.
+    pub fn is_default(&self) -> bool {
+        *self == StoreSettings::default()
+    }
+
+    /// `self` with every field `other` sets taken from `other`.
+    pub fn merged(mut self, other: &StoreSettings) -> StoreSettings {
+        macro_rules! take {
+            ($($f:ident),*) => {$(if other.$f.is_some() { self.$f = other.$f; })*};
+        }
+        take!(
+            max_files,
+            max_bytes,
+            ttl,
+            history_max_age,
+            history_max_versions,
+            history_max_bytes,
+            secrets
+        );
+        self
+    }
+
+    pub(crate) fn apply(&self, s: &mut Settings) {
+        if let Some(n) = self.max_files {
+            s.limits.max_files = n;
+        }
+        if let Some(n) = self.max_bytes {
+            s.limits.max_bytes = n;
+        }
+        if let Some(ttl) = self.ttl {
+            s.ttl_ms = ttl.map(millis);
+        }
+        if let Some(age) = self.history_max_age {
+            s.retention.max_age = age;
+        }
+        if let Some(n) = self.history_max_versions {
+            s.retention.max_versions = n;
+        }
+        if let Some(n) = self.history_max_bytes {
+            s.retention.max_bytes = n;
+        }
+        if let Some(p) = self.secrets {
+            s.secrets = p;
+        }
+    }
+}
+
+/// Every store's settings, as last read or written by this process.
+#[derive(Debug, Default)]
+pub(crate) struct SettingsCache {
+    /// Whether any store has settings: when none has, a command looks at nothing else.
+    any: AtomicBool,
+    stores: RwLock<HashMap<String, StoreSettings>>,
+}
+
+impl SettingsCache {
+    /// Lays `store`'s settings over `settings`.
+    pub(crate) fn apply(&self, store: &str, settings: &mut Settings) {
+        if !self.any.load(Ordering::Acquire) {
+            return;
+        }
+        if let Some(own) = self
+            .stores
+            .read()
+            .expect("no panics under the lock")
+            .get(store)
+        {
+            own.apply(settings);
+        }
+    }
+
+    /// Every store with settings of its own, by id.
+    pub(crate) fn all(&self) -> Vec<(String, StoreSettings)> {
+        let mut all: Vec<_> = self
+            .stores
+            .read()
+            .expect("no panics under the lock")
+            .iter()
+            .map(|(k, v)| (k.clone(), *v))
+            .collect();
+        all.sort_by(|a, b| a.0.cmp(&b.0));
+        all
+    }
+
+    pub(crate) fn replace(&self, all: HashMap<String, StoreSettings>) {
+        let mut stores = self.stores.write().expect("no panics under the lock");
+        self.any.store(!all.is_empty(), Ordering::Release);
+        *stores = all;
+    }
+
+    pub(crate) fn set(&self, store: &str, settings: StoreSettings) {
+        let mut stores = self.stores.write().expect("no panics under the lock");
+        if settings.is_default() {
+            stores.remove(store);
+        } else {
+            stores.insert(store.to_owned(), settings);
+        }
+        self.any.store(!stores.is_empty(), Ordering::Release);
     }
 }

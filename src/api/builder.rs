@@ -250,18 +250,22 @@ impl DatabaseBuilder {
             signal: Default::default(),
         };
         migrate::upgrade(&backend, &commits)?;
+        let engine = Engine {
+            backend,
+            limits: self.limits,
+            expiry: self.expiry,
+            secrets: self.secrets,
+            clock: self.clock,
+            retention: self.retention,
+            pipeline: Pipeline::new(commits),
+            access: PendingAccess::default(),
+            key_changes: Default::default(),
+            store_settings: Default::default(),
+        };
+        // Each store's own settings, laid over the defaults above from the first command on.
+        crate::settings::refresh(&engine)?;
         Ok(Database {
-            engine: Arc::new(Engine {
-                backend,
-                limits: self.limits,
-                expiry: self.expiry,
-                secrets: self.secrets,
-                clock: self.clock,
-                retention: self.retention,
-                pipeline: Pipeline::new(commits),
-                access: PendingAccess::default(),
-                key_changes: Default::default(),
-            }),
+            engine: Arc::new(engine),
             indexes: Default::default(),
         })
     }

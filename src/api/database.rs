@@ -5,6 +5,7 @@ use crate::admin::{ExpiredFile, PrunedHistory, UserSummary};
 use crate::changes::ChangePage;
 use crate::keys::{self, ApiKey, ImportedKey, NewKey};
 use crate::pipeline::CommitSignal;
+use crate::settings::{EffectiveSettings, StoreSettings};
 
 use std::collections::BTreeMap;
 use std::ffi::OsStr;
@@ -556,5 +557,54 @@ impl Database {
         self.engine
             .key_changes
             .load(std::sync::atomic::Ordering::SeqCst)
+    }
+
+    // ---- per-store settings (crate::settings) ----
+
+    /// Store `id`'s own settings, as the database keeps them (`None` fields: the defaults).
+    ///
+    /// # Errors
+    /// [`Error::InvalidUser`] for an id memkv does not accept; a storage failure.
+    pub fn store_settings(&self, id: &str) -> Result<StoreSettings, Error> {
+        crate::settings::get(&self.engine, id)
+    }
+
+    /// Sets the fields of store `id`'s settings that `change` sets, and puts the fields named in
+    /// `reset` (of [`crate::SETTINGS`]) back to the database's defaults; returns the store's
+    /// settings. They apply to the store's next command in this process at once, and in other
+    /// processes once they [`Self::refresh_store_settings`]. The store need not exist yet.
+    ///
+    /// # Errors
+    /// [`Error::InvalidSettings`] for a zero quota or time-to-live, or an unknown name in
+    /// `reset`; [`Error::InvalidUser`] for an id memkv does not accept; a storage failure.
+    pub fn update_store_settings(
+        &self,
+        id: &str,
+        change: &StoreSettings,
+        reset: &[&str],
+    ) -> Result<StoreSettings, Error> {
+        crate::settings::update(&self.engine, id, change, reset)
+    }
+
+    /// What store `id`'s commands are checked against: its own settings over the defaults.
+    ///
+    /// # Errors
+    /// [`Error::InvalidUser`] for an id memkv does not accept.
+    pub fn effective_settings(&self, id: &str) -> Result<EffectiveSettings, Error> {
+        crate::settings::effective(&self.engine, id)
+    }
+
+    /// Reads every store's settings again (other processes' changes; this process's own apply
+    /// at once). `memkv serve` calls it every 400 ms.
+    ///
+    /// # Errors
+    /// A storage failure (the settings read before stay in force).
+    pub fn refresh_store_settings(&self) -> Result<(), Error> {
+        crate::settings::refresh(&self.engine)
+    }
+
+    /// Every store with settings of its own, as this handle last read them.
+    pub fn stores_with_settings(&self) -> Vec<(String, StoreSettings)> {
+        self.engine.store_settings.all()
     }
 }

@@ -36,6 +36,8 @@ pub(crate) struct Engine {
     /// Bumped after every change of the API keys this process commits (`crate::keys`), so a
     /// cache of them knows at once that it is stale.
     pub(crate) key_changes: std::sync::atomic::AtomicU64,
+    /// Every store's own settings (`crate::settings`), laid over the defaults above.
+    pub(crate) store_settings: crate::limits::SettingsCache,
 }
 
 /// One memory store of an engine, and who writes to it.
@@ -99,13 +101,15 @@ impl Engine {
 
     /// Everything a command of `user` is checked against.
     pub(crate) fn settings(&self, user: &str) -> Settings {
-        Settings {
+        let mut settings = Settings {
             limits: self.limits,
             secrets: self.secrets,
             ttl_ms: self.expiry.ttl_for(user).map(millis),
             granularity_ms: millis(self.expiry.granularity),
             retention: self.retention,
-        }
+        };
+        self.store_settings.apply(user, &mut settings);
+        settings
     }
 
     /// Runs `f` in one write transaction through the write pipeline (see [`transact`]), with

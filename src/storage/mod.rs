@@ -73,6 +73,9 @@ pub enum Space {
     Database,
     /// The API keys (since format 8), under the empty user id: one record per key, by id.
     Keys,
+    /// A store's own settings (since format 8) under the empty key: quotas, time-to-live,
+    /// history retention, secrets policy.
+    Settings,
 }
 
 /// What a backend declares about itself ([`Backend::capabilities`]), so that its callers choose
@@ -135,12 +138,13 @@ impl Space {
             Space::Webhooks => (12, 12),
             Space::Database => (13, 13),
             Space::Keys => (14, 14),
+            Space::Settings => (15, 15),
         };
         SpaceNumbers { redb, postgres }
     }
 
     /// Every space, in a fixed order.
-    pub const ALL: [Space; 14] = [
+    pub const ALL: [Space; 15] = [
         Space::Nodes,
         Space::Contents,
         Space::Totals,
@@ -155,6 +159,7 @@ impl Space {
         Space::Webhooks,
         Space::Database,
         Space::Keys,
+        Space::Settings,
     ];
 }
 
@@ -440,7 +445,8 @@ mod tests {
                 (11, 11),
                 (12, 12),
                 (13, 13),
-                (14, 14)
+                (14, 14),
+                (15, 15)
             ]
         );
         for numbers in [

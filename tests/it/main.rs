@@ -20,4 +20,5 @@ mod postgres;
 mod search;
 mod search_ranked;
 mod secrets;
+mod settings;
 mod util;

@@ -4,7 +4,7 @@ use std::io::{self, Write};
 
 use memkv::Database;
 
-use crate::args::{CatArgs, Global, UserArg};
+use crate::args::{CatArgs, Global, SettingsArgs, UserArg};
 
 type Result<T = ()> = std::result::Result<T, Box<dyn std::error::Error>>;
 
@@ -171,4 +171,70 @@ pub fn check(global: &Global) -> Result {
     } else {
         Err(format!("{} problem(s) found", problems.len()).into())
     }
+}
+
+/// `memkv settings`: prints a store's settings; the store options given on the command line
+/// (not by the environment or a default) become the store's own, `--reset` ones go back to the
+/// defaults.
+pub fn settings(global: &Global, args: &SettingsArgs, matches: &clap::ArgMatches) -> Result {
+    let given = |id: &str| {
+        matches
+            .subcommand_matches("settings")
+            .and_then(|m| m.value_source(id))
+            == Some(clap::parser::ValueSource::CommandLine)
+    };
+    let mut change = memkv::StoreSettings::default();
+    if given("max_files") {
+        change.max_files = Some(global.max_files);
+    }
+    if given("max_bytes") {
+        change.max_bytes = Some(global.max_bytes);
+    }
+    if given("ttl") {
+        change.ttl = global.ttl.map(|b| b.0);
+    }
+    if given("history_max_age") {
+        change.history_max_age = global.history_max_age.map(|b| b.0);
+    }
+    if given("history_max_versions") {
+        change.history_max_versions = global.history_max_versions.map(|b| b.0);
+    }
+    if given("history_max_bytes") {
+        change.history_max_bytes = global.history_max_bytes.map(|b| b.0);
+    }
+    if given("secrets") {
+        change.secrets = Some(global.secrets.parse().expect("clap checked the value"));
+    }
+    let reset: Vec<&str> = args.reset.iter().map(String::as_str).collect();
+    let changing = !change.is_default() || !reset.is_empty();
+    let store = if changing {
+        open_for_writing(global)?
+    } else {
+        open_read_only(global)?
+    };
+    let own = if changing {
+        store.update_store_settings(&args.user, &change, &reset)?
+    } else {
+        store.store_settings(&args.user)?
+    };
+    let effective = store.effective_settings(&args.user)?;
+    let json = memkv_server::settings_json(&args.user, &own, &effective);
+    let mut out = io::stdout().lock();
+    if args.json {
+        writeln!(out, "{json}")?;
+        return Ok(());
+    }
+    for name in memkv::SETTINGS {
+        let value = &json["effective"][name];
+        let text = value
+            .as_str()
+            .map_or_else(|| value.to_string(), str::to_owned);
+        let whose = if json["own"].get(name).is_some() {
+            "the store's own"
+        } else {
+            "default"
+        };
+        writeln!(out, "{name:<22}  {text:<12}  {whose}")?;
+    }
+    Ok(())
 }

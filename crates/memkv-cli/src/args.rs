@@ -16,9 +16,15 @@ pub struct Cli {
     pub command: Commands,
 }
 
-/// Options for every subcommand.
+/// Options for every subcommand. Each also comes from the environment (`MEMKV_` and its name:
+/// `MEMKV_MAX_FILES`) and from the config file (`--config`), in that order after the command
+/// line (`crate::config`).
 #[derive(Debug, Args)]
 pub struct Global {
+    /// A TOML file of option values: the global options at the top, `serve`'s under [serve]; the
+    /// command line and the environment win over it (`memkv config show` prints the result)
+    #[arg(long, global = true, env = "MEMKV_CONFIG", value_name = "FILE")]
+    pub config: Option<PathBuf>,
     /// The database: a redb file, or a PostgreSQL URL (postgres://user@host/db) [default: $XDG_DATA_HOME/memkv/memkv.redb, else ~/.local/share/memkv/memkv.redb]
     #[arg(
         long,
@@ -57,9 +63,9 @@ pub struct Global {
     /// What to do with secrets (API keys, private keys, tokens) in content being written
     #[arg(long, global = true, help_heading = "Store options", value_name = "POLICY", default_value = "reject", value_parser = ["reject", "redact", "off"])]
     pub secrets: String,
-    /// Expire files unused for this long, e.g. 30d, 12h (default: never)
-    #[arg(long, global = true, help_heading = "Store options", value_name = "DURATION", value_parser = parse_duration)]
-    pub ttl: Option<Duration>,
+    /// Expire files unused for this long, e.g. 30d, 12h, or `off` (default: never)
+    #[arg(long, global = true, help_heading = "Store options", value_name = "DURATION|off", value_parser = parse_bound(parse_duration))]
+    pub ttl: Option<Bound<Duration>>,
     /// Per-user time-to-live, overriding --ttl: NAME=DURATION, or NAME=off to exempt a user
     #[arg(long, global = true, help_heading = "Store options", value_name = "NAME=DURATION", value_parser = parse_user_ttl)]
     pub user_ttl: Vec<(String, Option<Duration>)>,
@@ -194,6 +200,17 @@ pub enum Commands {
     /// Webhook endpoints that `memkv serve` delivers the change log to: add, list, remove
     #[command(subcommand)]
     Webhooks(WebhooksCommand),
+    /// A store's own settings: its quotas, time-to-live, history retention and secrets policy
+    ///
+    /// Without options, prints them. The store options given with it (--max-files, --max-bytes,
+    /// --ttl, --history-max-age, --history-max-versions, --history-max-bytes, --secrets) become
+    /// the store's own, kept in the database (every server of it applies them within a
+    /// second); --reset NAME puts one back to the database's default (the flags or config every
+    /// process starts with).
+    Settings(SettingsArgs),
+    /// The configuration in force: every option, its value and where it came from
+    #[command(subcommand)]
+    Config(ConfigCommand),
     /// Print the shell completion script for SHELL (bash, zsh, fish, elvish, powershell)
     ///
     /// bash: `memkv completions bash > ~/.local/share/bash-completion/completions/memkv`;
@@ -289,6 +306,27 @@ pub struct ServeArgs {
     /// link-local such as a cloud's metadata service); by default a delivery to one fails
     #[arg(long)]
     pub webhook_allow_private: bool,
+}
+
+#[derive(Debug, Subcommand)]
+pub enum ConfigCommand {
+    /// Print every global option and every option of `serve`: its value (a database URL's
+    /// password masked) and where it came from (command line, environment, config file, default)
+    Show,
+}
+
+#[derive(Debug, Args)]
+pub struct SettingsArgs {
+    /// The store (memkv user id)
+    #[arg(long, short)]
+    pub user: String,
+    /// Put this setting back to the database's default (max_files, max_bytes, ttl,
+    /// history_max_age, history_max_versions, history_max_bytes, secrets); repeatable
+    #[arg(long, value_name = "NAME", value_parser = clap::builder::PossibleValuesParser::new(memkv::SETTINGS))]
+    pub reset: Vec<String>,
+    /// Print them as JSON, as GET /v1/memory_stores/{store}/settings answers
+    #[arg(long)]
+    pub json: bool,
 }
 
 #[derive(Debug, Subcommand)]
@@ -572,7 +610,7 @@ impl Global {
         if let Some(Bound(reserve)) = self.disk_reserve {
             b = b.disk_reserve(reserve.unwrap_or(0));
         }
-        if let Some(ttl) = self.ttl {
+        if let Some(Bound(Some(ttl))) = self.ttl {
             b = b.ttl(ttl);
         }
         for (user, ttl) in &self.user_ttl {

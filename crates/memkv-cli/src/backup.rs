@@ -194,18 +194,24 @@ pub fn import(global: &Global, args: &ImportArgs) -> Result {
 }
 
 pub fn expire(global: &Global, args: &ExpireArgs) -> Result {
-    if global.ttl.is_none() && global.user_ttl.iter().all(|(_, ttl)| ttl.is_none()) {
-        return Err(Usage(
-            "nothing can expire without a time-to-live: give --ttl DURATION or --user-ttl NAME=DURATION".into(),
-        )
-        .into());
-    }
     // A dry run changes nothing, not even the format of an older database.
     let store = if args.dry_run {
         open_read_only(global)?
     } else {
         open_for_writing(global)?
     };
+    let no_ttl = global.ttl.is_none_or(|b| b.0.is_none())
+        && global.user_ttl.iter().all(|(_, ttl)| ttl.is_none())
+        && store
+            .stores_with_settings()
+            .iter()
+            .all(|(_, s)| s.ttl.is_none_or(|t| t.is_none()));
+    if no_ttl {
+        return Err(Usage(
+            "nothing can expire without a time-to-live: give --ttl DURATION or --user-ttl NAME=DURATION, or a store its own (memkv settings --user NAME --ttl DURATION)".into(),
+        )
+        .into());
+    }
     let expired = store.expire(args.dry_run)?;
     let mut out = io::stdout().lock();
     for f in &expired {

@@ -11,7 +11,7 @@ use crate::args::Cli;
 type Result<T = ()> = std::result::Result<T, Box<dyn std::error::Error>>;
 
 pub fn completions(shell: clap_complete::Shell) -> Result {
-    let mut command = Cli::command();
+    let mut command = crate::config::with_env(Cli::command());
     // Into a buffer first: clap_complete panics on a failed write (a closed pipe), and a
     // closed pipe is an exit code here.
     let mut script = Vec::new();
@@ -23,7 +23,7 @@ pub fn completions(shell: clap_complete::Shell) -> Result {
 }
 
 pub fn man(out_dir: Option<&Path>) -> Result {
-    let command = Cli::command();
+    let command = crate::config::with_env(Cli::command());
     match out_dir {
         None => {
             let mut page = Vec::new();

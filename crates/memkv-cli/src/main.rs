@@ -14,6 +14,7 @@ mod admin;
 mod args;
 mod backup;
 mod changes;
+mod config;
 mod docs;
 mod exec;
 mod history;
@@ -25,9 +26,9 @@ mod serve;
 use std::io;
 use std::process::ExitCode;
 
-use clap::Parser;
+use clap::FromArgMatches;
 
-use args::{Cli, Commands};
+use args::{Cli, Commands, ConfigCommand};
 
 /// jemalloc for the whole binary (the library leaves the choice to its users): under `memkv
 /// serve`'s load, glibc's malloc and free were 15 % of the server's CPU samples, jemalloc's about
@@ -76,7 +77,16 @@ fn is_broken_pipe(e: &(dyn std::error::Error + 'static)) -> bool {
 
 fn main() -> ExitCode {
     quiet_storage_panics();
-    let cli = Cli::parse();
+    let args: Vec<std::ffi::OsString> = std::env::args_os().collect();
+    let (command, loaded) = match config::command(&args) {
+        Ok(c) => c,
+        Err(e) => {
+            note!("memkv: {e}");
+            return ExitCode::from(EXIT_USAGE);
+        }
+    };
+    let matches = command.clone().get_matches_from(&args);
+    let cli = Cli::from_arg_matches(&matches).unwrap_or_else(|e| e.exit());
     let result = match &cli.command {
         Commands::Exec(a) => exec::run(&cli.global, a),
         Commands::Users => admin::users(&cli.global),
@@ -98,6 +108,14 @@ fn main() -> ExitCode {
         Commands::Serve(a) => serve::serve(&cli.global, a),
         Commands::Keys(k) => serve::keys(&cli.global, k),
         Commands::Webhooks(w) => changes::webhooks(&cli.global, w),
+        Commands::Settings(a) => admin::settings(&cli.global, a, &matches),
+        Commands::Config(ConfigCommand::Show) => {
+            use std::io::Write as _;
+            let mut out = io::stdout().lock();
+            out.write_all(config::show(&command, &matches, &loaded).as_bytes())
+                .and_then(|()| out.flush())
+                .map_err(Into::into)
+        }
         Commands::Completions { shell } => docs::completions(*shell),
         Commands::Man { out_dir } => docs::man(out_dir.as_deref()),
     };

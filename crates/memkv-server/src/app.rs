@@ -54,6 +54,9 @@ pub const WEBHOOKS: &str = "/v1/webhooks";
 /// One webhook endpoint (admin).
 pub const WEBHOOK: &str = "/v1/webhooks/{webhook_id}";
 
+/// A store's own settings.
+pub const SETTINGS: &str = "/v1/memory_stores/{memory_store_id}/settings";
+
 /// The API keys (admin).
 pub const KEYS: &str = "/v1/keys";
 /// One API key (admin).
@@ -82,6 +85,8 @@ pub const ROUTES: &[(&str, &str)] = &[
     ("post", WEBHOOKS),
     ("get", WEBHOOKS),
     ("delete", WEBHOOK),
+    ("get", SETTINGS),
+    ("patch", SETTINGS),
     ("post", KEYS),
     ("get", KEYS),
     ("delete", KEY),
@@ -122,6 +127,10 @@ pub fn router(state: Arc<AppState>) -> Router {
         .route(CHANGES, get(api::all_changes))
         .route(WEBHOOKS, post(api::create_webhook).get(api::list_webhooks))
         .route(WEBHOOK, axum::routing::delete(api::delete_webhook))
+        .route(
+            SETTINGS,
+            get(api::retrieve_settings).patch(api::update_settings),
+        )
         .route(KEYS, post(api::create_key).get(api::list_keys))
         .route(KEY, axum::routing::delete(api::delete_key))
         .route("/healthz", get(healthz))

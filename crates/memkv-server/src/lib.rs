@@ -57,6 +57,16 @@ use tokio::sync::Semaphore;
 pub use app::{ROUTES, TOOL_ROUTE, router};
 pub use server::{Server, run};
 
+/// A store's settings as `GET /v1/memory_stores/{store}/settings` answers them (for `memkv
+/// settings --json`).
+pub fn settings_json(
+    id: &str,
+    own: &memkv::StoreSettings,
+    effective: &memkv::EffectiveSettings,
+) -> serde_json::Value {
+    api::settings::settings_json(id, own, effective)
+}
+
 /// An API key as `GET /v1/keys` answers it (for `memkv keys list --json`).
 pub fn api_key_json(key: &memkv::ApiKey) -> serde_json::Value {
     api::keys::api_key(key)

@@ -187,9 +187,10 @@ impl Server {
 /// How often the times keys were last used are written to the database.
 const RECORD_USES_EVERY: Duration = Duration::from_secs(30);
 
-/// Reads the keys again a little more often than [`crate::keys::RELOAD`] (so that requests
-/// seldom wait for a read of the database), and records every [`RECORD_USES_EVERY`] when each
-/// key was last used.
+/// Reads the keys and every store's settings again a little more often than
+/// [`crate::keys::RELOAD`] (so that requests seldom wait for a read of the database, and what
+/// another server of the database changed applies here within a second), and records every
+/// [`RECORD_USES_EVERY`] when each key was last used.
 async fn keep_keys(state: Arc<AppState>) {
     let mut recorded = tokio::time::Instant::now();
     loop {
@@ -201,6 +202,9 @@ async fn keep_keys(state: Arc<AppState>) {
         }
         let done = tokio::task::spawn_blocking(move || {
             keys.keys.refresh(true);
+            if let Err(e) = keys.store.refresh_store_settings() {
+                tracing::warn!(error = %e, "reading the stores' settings failed; the last read stay in force");
+            }
             if record {
                 keys.keys.record_uses()
             } else {

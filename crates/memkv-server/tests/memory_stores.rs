@@ -740,9 +740,9 @@ fn now_ms() -> i64 {
         .as_millis() as i64
 }
 
-/// Two servers on one PostgreSQL database see the same keys: a key added through one's API
-/// works on the other within a second, and a revocation through one is refused by the other
-/// within a second.
+/// Two servers on one PostgreSQL database see the same keys and settings: a key added through
+/// one's API works on the other within a second, a store's quota set through one applies on the
+/// other within a second, and a revocation through one is refused by the other within a second.
 #[test]
 fn two_servers_on_one_postgres_database_share_their_keys() {
     library::on(library::Backend::Postgres, &|| {
@@ -783,4 +783,90 @@ fn two_servers_on_one_postgres_database_share_their_keys() {
             std::thread::sleep(std::time::Duration::from_millis(20));
         }
     });
+}
+
+/// `/v1/memory_stores/{id}/settings`: a store key reads its own store's, an admin changes them
+/// (a value sets, null resets), and the store's commands are checked against them.
+#[test]
+fn store_settings_are_read_and_changed_through_the_api() {
+    each_backend(settings_api);
+}
+
+fn settings_api() {
+    let s = Served::new();
+    let mut admin = s.client(&s.admin);
+    let (_, key) = s.store_key("alice", false);
+    let mut alice = s.client(&key);
+    let path = "/v1/memory_stores/alice/settings";
+    let got = ok(&send(&mut alice, "GET", path, None));
+    assert_eq!(got["type"], "memory_store_settings");
+    assert_eq!(got["own"], json!({}));
+    assert_eq!(got["effective"]["max_files"], 10_000);
+    assert_eq!(got["effective"]["ttl"], "off");
+    assert_eq!(got["effective"]["history_max_age"], "30d");
+    // Changing them is an admin's: a store must not raise its own quota.
+    let reply = send(
+        &mut alice,
+        "PATCH",
+        path,
+        Some(json!({"max_files": 1_000_000})),
+    );
+    refused(&reply, 403, "permission_error");
+    // Another store's: the same 404 as for any store this key may not use.
+    let reply = send(&mut alice, "GET", "/v1/memory_stores/bob/settings", None);
+    refused(&reply, 404, "not_found_error");
+
+    let changed = ok(&send(
+        &mut admin,
+        "PATCH",
+        path,
+        Some(
+            json!({"max_files": 1, "ttl": "30d", "history_max_versions": "off", "secrets": "redact"}),
+        ),
+    ));
+    assert_eq!(
+        changed["own"],
+        json!({"max_files": 1, "ttl": "30d", "history_max_versions": "off", "secrets": "redact"})
+    );
+    assert_eq!(changed["effective"]["max_files"], 1);
+    assert_eq!(ok(&send(&mut alice, "GET", path, None)), changed);
+    let create =
+        |n: u32| format!(r#"{{"command":"create","path":"/memories/{n}","file_text":"x"}}"#);
+    assert_eq!(
+        ok(&alice.tool("alice", create(0).as_bytes()))["is_error"],
+        false
+    );
+    assert_eq!(
+        ok(&alice.tool("alice", create(1).as_bytes())),
+        json!({"content": "Error: Memory quota exceeded: at most 1 files", "is_error": true})
+    );
+    // null resets one; the others stay.
+    let reset = ok(&send(
+        &mut admin,
+        "PATCH",
+        path,
+        Some(json!({"max_files": null})),
+    ));
+    assert_eq!(
+        reset["own"],
+        json!({"ttl": "30d", "history_max_versions": "off", "secrets": "redact"})
+    );
+    assert_eq!(
+        ok(&alice.tool("alice", create(1).as_bytes()))["is_error"],
+        false
+    );
+    // Refused, changing nothing.
+    for body in [
+        json!({"max_files": 0}),
+        json!({"max_files": "many"}),
+        json!({"ttl": "soon"}),
+        json!({"ttl": "0s"}),
+        json!({"secrets": "maybe"}),
+        json!({"colour": "blue"}),
+        json!([1]),
+    ] {
+        let reply = send(&mut admin, "PATCH", path, Some(body.clone()));
+        refused(&reply, 400, "invalid_request_error");
+    }
+    assert_eq!(ok(&send(&mut admin, "GET", path, None)), reset);
 }

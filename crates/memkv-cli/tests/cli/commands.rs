@@ -682,3 +682,62 @@ fn exec_answers_a_300_mb_line_with_bounded_memory_and_goes_on() {
         );
     });
 }
+
+/// `memkv settings`: the store options given with it become the store's own (the others stay
+/// the defaults), `--reset` puts one back, and every later process applies them.
+#[test]
+fn settings_give_a_store_its_own_quota() {
+    each_backend(|backend| {
+        let (_dir, db) = temp(backend);
+        crate::common::ok(&memkv(&db).arg("init").output().unwrap());
+        let out = memkv(&db)
+            .args([
+                "settings",
+                "--user",
+                "alice",
+                "--max-files",
+                "1",
+                "--ttl",
+                "30d",
+            ])
+            .output()
+            .unwrap();
+        let text = crate::common::ok(&out);
+        assert!(
+            text.contains("max_files               1             the store's own"),
+            "{text}"
+        );
+        assert!(
+            text.contains("max_bytes               67108864      default"),
+            "{text}"
+        );
+        let answers = answers(&exec(
+            &db,
+            "alice",
+            "{\"command\":\"create\",\"path\":\"/memories/a\",\"file_text\":\"x\"}\n{\"command\":\"create\",\"path\":\"/memories/b\",\"file_text\":\"x\"}\n",
+        ));
+        assert_eq!(
+            answers[1]["content"],
+            "Error: Memory quota exceeded: at most 1 files"
+        );
+        let out = memkv(&db)
+            .args([
+                "settings",
+                "--user",
+                "alice",
+                "--reset",
+                "max_files",
+                "--json",
+            ])
+            .output()
+            .unwrap();
+        let json: Value = serde_json::from_str(&crate::common::ok(&out)).unwrap();
+        assert_eq!(json["own"], json!({"ttl": "30d"}));
+        assert_eq!(json["effective"]["max_files"], 10_000);
+        let out = memkv(&db)
+            .args(["settings", "--user", "alice", "--max-files", "0"])
+            .output()
+            .unwrap();
+        crate::common::fails(&out, 1, "max_files must be at least 1");
+    });
+}

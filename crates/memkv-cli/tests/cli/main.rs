@@ -15,6 +15,7 @@
 mod changes;
 mod commands;
 mod common;
+mod config;
 mod damage;
 mod disk_full;
 mod docs;

@@ -20,6 +20,7 @@ mod changes;
 pub mod keys;
 mod memories;
 mod search;
+pub mod settings;
 mod stores;
 mod versions;
 pub mod webhooks;
@@ -40,6 +41,7 @@ pub use changes::{all_changes, store_changes};
 pub use keys::{create_key, delete_key, list_keys};
 pub use memories::{create_memory, delete_memory, list_memories, retrieve_memory, update_memory};
 pub use search::search;
+pub use settings::{retrieve_settings, update_settings};
 pub use stores::{
     archive_store, create_store, delete_store, list_stores, retrieve_store, update_store,
 };

@@ -1,7 +1,7 @@
 //! `memkv serve` as a process: started on a free loopback port, driven over real sockets.
 
 #[path = "../../../../memkv-server/tests/client/mod.rs"]
-mod client;
+pub(crate) mod client;
 mod keys;
 #[cfg(target_os = "linux")]
 mod pinning;
@@ -343,7 +343,7 @@ fn the_openapi_document_matches_the_router() {
     let doc = c.get("/openapi.json").json();
     assert_eq!(doc["openapi"], "3.1.0");
     let paths = doc["paths"].as_object().unwrap();
-    assert_eq!(paths.len(), 21);
+    assert_eq!(paths.len(), 22);
     for (n, (path, item)) in paths.iter().enumerate() {
         let methods: Vec<String> = item.as_object().unwrap().keys().cloned().collect();
         for method in ["get", "post", "put", "delete", "patch"] {
