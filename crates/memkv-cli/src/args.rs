@@ -397,6 +397,24 @@ pub struct ExportArgs {
     /// in the header of the export it follows); import it after that one
     #[arg(long, value_name = "SEQ", conflicts_with_all = ["to_dir", "user"])]
     pub since: Option<u64>,
+    /// Export from a running `memkv serve` at this URL instead of opening the database: one
+    /// consistent snapshot while its writes go on (with --api-key: a store key and one --user,
+    /// or an admin key)
+    #[arg(
+        long,
+        value_name = "URL",
+        requires = "api_key",
+        conflicts_with = "to_dir"
+    )]
+    pub url: Option<String>,
+    /// The server key, with --url
+    #[arg(
+        long,
+        value_name = "KEY",
+        env = "MEMKV_API_KEY",
+        hide_env_values = true
+    )]
+    pub api_key: Option<String>,
 }
 
 #[derive(Debug, Args)]
@@ -420,6 +438,23 @@ pub struct ImportArgs {
     /// Overwrite files that already exist
     #[arg(long)]
     pub replace: bool,
+    /// Send the export to a running `memkv serve` at this URL (an admin key) instead of opening
+    /// the database; it applies it all or nothing
+    #[arg(
+        long,
+        value_name = "URL",
+        requires = "api_key",
+        conflicts_with = "from_dir"
+    )]
+    pub url: Option<String>,
+    /// The server's admin key, with --url
+    #[arg(
+        long,
+        value_name = "KEY",
+        env = "MEMKV_API_KEY",
+        hide_env_values = true
+    )]
+    pub api_key: Option<String>,
 }
 
 #[derive(Debug, Args)]

@@ -72,6 +72,9 @@ fn summary_line(verb: &str, s: &Summary) -> String {
 }
 
 pub fn export(global: &Global, args: &ExportArgs) -> Result {
+    if let (Some(url), Some(key)) = (&args.url, &args.api_key) {
+        return crate::remote::export(url, key, args);
+    }
     if args.to_dir.is_some() && args.user.len() != 1 {
         return Err(
             Usage("--to-dir exports one user's tree: give exactly one --user".into()).into(),
@@ -113,6 +116,9 @@ pub fn export(global: &Global, args: &ExportArgs) -> Result {
 }
 
 pub fn import(global: &Global, args: &ImportArgs) -> Result {
+    if let (Some(url), Some(key)) = (&args.url, &args.api_key) {
+        return crate::remote::import(url, key, args);
+    }
     let conflict = if args.replace {
         Conflict::Replace
     } else if args.skip_existing {

@@ -20,6 +20,7 @@ mod exec;
 mod history;
 mod logbuf;
 mod mcp;
+mod remote;
 mod search;
 mod serve;
 

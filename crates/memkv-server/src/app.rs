@@ -54,6 +54,13 @@ pub const WEBHOOKS: &str = "/v1/webhooks";
 /// One webhook endpoint (admin).
 pub const WEBHOOK: &str = "/v1/webhooks/{webhook_id}";
 
+/// One store's export.
+pub const STORE_EXPORT: &str = "/v1/memory_stores/{memory_store_id}/export";
+/// Every store's export (admin).
+pub const EXPORT: &str = "/v1/export";
+/// Applying an export (admin).
+pub const IMPORT: &str = "/v1/import";
+
 /// A store's own settings.
 pub const SETTINGS: &str = "/v1/memory_stores/{memory_store_id}/settings";
 
@@ -85,6 +92,9 @@ pub const ROUTES: &[(&str, &str)] = &[
     ("post", WEBHOOKS),
     ("get", WEBHOOKS),
     ("delete", WEBHOOK),
+    ("get", STORE_EXPORT),
+    ("get", EXPORT),
+    ("post", IMPORT),
     ("get", SETTINGS),
     ("patch", SETTINGS),
     ("post", KEYS),
@@ -127,6 +137,9 @@ pub fn router(state: Arc<AppState>) -> Router {
         .route(CHANGES, get(api::all_changes))
         .route(WEBHOOKS, post(api::create_webhook).get(api::list_webhooks))
         .route(WEBHOOK, axum::routing::delete(api::delete_webhook))
+        .route(STORE_EXPORT, get(api::export_store))
+        .route(EXPORT, get(api::export_all))
+        .route(IMPORT, post(api::import))
         .route(
             SETTINGS,
             get(api::retrieve_settings).patch(api::update_settings),

@@ -870,3 +870,172 @@ fn settings_api() {
     }
     assert_eq!(ok(&send(&mut admin, "GET", path, None)), reset);
 }
+
+/// Backups over HTTP: an export taken while writes go on is one consistent snapshot that
+/// imports whole; a store key exports its own store only; an import is all or nothing.
+#[test]
+fn exports_stream_a_snapshot_and_imports_are_all_or_nothing() {
+    each_backend(backups);
+}
+
+fn backups() {
+    let s = Served::new();
+    let mut admin = s.client(&s.admin);
+    let create = |path: &str| {
+        format!(r#"{{"command":"create","path":"/memories/{path}","file_text":"{path}\n"}}"#)
+    };
+    for i in 0..20 {
+        assert_eq!(
+            ok(&admin.tool("bob", create(&format!("b{i}")).as_bytes()))["is_error"],
+            false
+        );
+    }
+    // Writes to alice go on while the export is taken.
+    let writer = {
+        let addr = s.addr;
+        let key = s.admin.clone();
+        std::thread::spawn(move || {
+            let mut c = client::Client::with_key(addr, &key);
+            for i in 0..150 {
+                let body =
+                    format!(r#"{{"command":"create","path":"/memories/a{i}","file_text":"a\n"}}"#);
+                assert_eq!(c.tool("alice", body.as_bytes()).status, 200);
+            }
+        })
+    };
+    let export = admin.send("GET", "/v1/export", &[], b"").unwrap();
+    writer.join().unwrap();
+    assert_eq!(export.status, 200, "{}", export.text());
+    assert_eq!(export.header("content-type"), Some("application/x-ndjson"));
+    // It imports whole into an empty database, which then checks clean.
+    let copy = Database::in_memory().unwrap();
+    let dir = tempfile::tempdir().unwrap();
+    let file = dir.path().join("export.jsonl");
+    std::fs::write(&file, &export.body).unwrap();
+    copy.import(&file, memkv::Conflict::Refuse, &mut |_| {})
+        .unwrap();
+    assert_eq!(copy.check().unwrap(), Vec::<(String, String)>::new());
+    let users: Vec<(String, u64)> = copy
+        .users()
+        .unwrap()
+        .into_iter()
+        .map(|u| (u.user, u.files))
+        .collect();
+    assert_eq!(users.iter().find(|u| u.0 == "bob").unwrap().1, 20);
+    let alice = users.iter().find(|u| u.0 == "alice").map_or(0, |u| u.1);
+    assert!(alice <= 150, "{users:?}");
+
+    // A store key: its own store's export; another store's is the usual 404; every store's, 403.
+    let (_, key) = s.store_key("bob", true);
+    let mut bob = s.client(&key);
+    let own = bob
+        .send("GET", "/v1/memory_stores/bob/export", &[], b"")
+        .unwrap();
+    assert_eq!(own.status, 200);
+    let own_text = own.text();
+    assert!(own_text.contains("/memories/b19") && !own_text.contains("/memories/a0"));
+    refused(
+        &bob.send("GET", "/v1/memory_stores/alice/export", &[], b"")
+            .unwrap(),
+        404,
+        "not_found_error",
+    );
+    refused(
+        &bob.send("GET", "/v1/export", &[], b"").unwrap(),
+        403,
+        "permission_error",
+    );
+    refused(
+        &bob.send("POST", "/v1/import", &[], own.body.as_slice())
+            .unwrap(),
+        403,
+        "permission_error",
+    );
+    refused(
+        &admin.send("GET", "/v1/export?since=x", &[], b"").unwrap(),
+        400,
+        "invalid_request_error",
+    );
+    // An incremental export covers every store (it moves a copy on to its seq).
+    for target in [
+        "/v1/export?since=1&user=bob",
+        "/v1/memory_stores/bob/export?since=1",
+    ] {
+        refused(
+            &admin.send("GET", target, &[], b"").unwrap(),
+            400,
+            "invalid_request_error",
+        );
+    }
+    let incremental = admin.send("GET", "/v1/export?since=1", &[], b"").unwrap();
+    assert_eq!(incremental.status, 200);
+    assert!(
+        incremental.text().contains("\"base_seq\":1"),
+        "{}",
+        incremental.text()
+    );
+
+    // Imports: a truncated export, and one whose memories exist, change nothing; with
+    // conflict=skip it applies what is new.
+    let before = ok(&send(
+        &mut admin,
+        "GET",
+        "/v1/memory_stores/bob/memories?limit=100",
+        None,
+    ));
+    let cut = &own.body[..own.body.len() - 10];
+    let reply = admin
+        .send(
+            "POST",
+            "/v1/import",
+            &[("content-type", "application/x-ndjson")],
+            cut,
+        )
+        .unwrap();
+    refused(&reply, 400, "invalid_request_error");
+    let reply = admin
+        .send("POST", "/v1/import", &[], own.body.as_slice())
+        .unwrap();
+    let message = refused(&reply, 400, "invalid_request_error");
+    assert!(message.contains("already exists"), "{message}");
+    refused(
+        &admin
+            .send(
+                "POST",
+                "/v1/import?conflict=maybe",
+                &[],
+                own.body.as_slice(),
+            )
+            .unwrap(),
+        400,
+        "invalid_request_error",
+    );
+    assert_eq!(
+        ok(&send(
+            &mut admin,
+            "GET",
+            "/v1/memory_stores/bob/memories?limit=100",
+            None
+        )),
+        before
+    );
+    let reply = admin
+        .send("POST", "/v1/import?conflict=skip", &[], own.body.as_slice())
+        .unwrap();
+    let summary = ok(&reply);
+    assert_eq!(summary["type"], "import_summary");
+    assert_eq!(summary["skipped"], 20);
+    // Into a store deleted meanwhile: restored whole.
+    ok(&send(&mut admin, "DELETE", "/v1/memory_stores/bob", None));
+    let summary = ok(&admin
+        .send("POST", "/v1/import", &[], own.body.as_slice())
+        .unwrap());
+    assert_eq!(summary["files"], 20);
+    let restored = ok(&send(
+        &mut admin,
+        "GET",
+        "/v1/memory_stores/bob/memories?limit=100",
+        None,
+    ));
+    assert_eq!(restored["data"].as_array().unwrap().len(), 20);
+}

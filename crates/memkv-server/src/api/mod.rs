@@ -16,6 +16,7 @@
 
 pub mod wire;
 
+pub mod backup;
 mod changes;
 pub mod keys;
 mod memories;
@@ -37,6 +38,7 @@ use memkv::{ApiRefusal, Database, Error};
 use serde::de::DeserializeOwned;
 use serde_json::Value;
 
+pub use backup::{export_all, export_store, import};
 pub use changes::{all_changes, store_changes};
 pub use keys::{create_key, delete_key, list_keys};
 pub use memories::{create_memory, delete_memory, list_memories, retrieve_memory, update_memory};
@@ -200,6 +202,14 @@ impl Query {
     }
 
     /// A parameter's value.
+    /// Every value of `name`, in order.
+    pub fn all<'q>(&'q self, name: &'q str) -> impl Iterator<Item = &'q str> + 'q {
+        self.0
+            .iter()
+            .filter(move |(n, _)| n == name)
+            .map(|(_, v)| v.as_str())
+    }
+
     pub fn get(&self, name: &str) -> Option<&str> {
         self.0
             .iter()

@@ -1,9 +1,24 @@
-//! The API keys' and the stores' settings' routes and schemas in the OpenAPI document.
+//! The operator's routes and schemas in the OpenAPI document: API keys, stores' settings,
+//! backups.
 
 use serde_json::{Map, Value, json};
 
-use super::stores::{ok, op, path_param};
-use crate::app::{KEY, KEYS, SETTINGS};
+use super::stores::{final_error, ok, op, path_param, query};
+use crate::app::{EXPORT, IMPORT, KEY, KEYS, SETTINGS, STORE_EXPORT};
+
+/// A 200 whose body is an export (JSON Lines, `docs/export-format.md`).
+fn export_ok() -> Value {
+    json!({"description": "The export, streamed from one consistent snapshot (JSON Lines: header, stores, memories, versions, trailer with checksums)",
+        "content": {"application/x-ndjson": {"schema": {"type": "string"}}}})
+}
+
+fn export_op(id: &str, summary: &str, description: &str, params: Vec<Value>) -> Value {
+    let mut op = op(id, summary, description, params, None, export_ok());
+    op["responses"]["410"] = final_error(
+        "The change log no longer reaches back to `since`: take a full export (invalid_request_error)",
+    );
+    op
+}
 
 pub fn paths() -> Vec<(&'static str, Value)> {
     let store = || {
@@ -13,6 +28,36 @@ pub fn paths() -> Vec<(&'static str, Value)> {
         )]
     };
     vec![
+        (
+            STORE_EXPORT,
+            json!({"get": export_op("export_store", "Export a store",
+                "The store's memories and versions in the export format, what `memkv export --user` writes; a store key or an admin key. Writes go on meanwhile.",
+                store())}),
+        ),
+        (
+            EXPORT,
+            json!({"get": export_op("export_all", "Export every store",
+            "Admin key. Every store (or those named by `user`) in the export format, what `memkv export` writes. Writes go on meanwhile.",
+            vec![
+                query("user", "Only this store (repeatable; not with `since`).", json!({"type": "string", "minLength": 1})),
+                query("since", "An incremental export of every store: the stores changed after this change-log seq (the `seq` of the export it follows).", json!({"type": "integer", "minimum": 0})),
+            ])}),
+        ),
+        (
+            IMPORT,
+            json!({"post": {
+                "operationId": "import",
+                "summary": "Import an export",
+                "description": "Admin key. The body is an export (what `memkv export` or the export routes write); it is verified whole, then applied in one transaction, or not at all.",
+                "security": [{"apiKey": []}, {"bearer": []}, {}],
+                "parameters": [
+                    query("conflict", "What a memory that exists already does: refuse the import (default), skip it, or replace it.", json!({"enum": ["refuse", "skip", "replace"]})),
+                    query("user", "Only this store of the export (repeatable).", json!({"type": "string", "minLength": 1}))
+                ],
+                "requestBody": {"required": true, "content": {"application/x-ndjson": {"schema": {"type": "string"}}}},
+                "responses": op("import", "", "", vec![], None, ok("ImportSummary", "What was imported"))["responses"].clone()
+            }}),
+        ),
         (
             SETTINGS,
             json!({
@@ -69,6 +114,21 @@ pub fn schemas() -> Map<String, Value> {
             "secrets": or_null(policy.clone()),
         })
     };
+    s.insert(
+        "ImportSummary".into(),
+        json!({"type": "object", "additionalProperties": false,
+            "required": ["type", "stores", "files", "bytes", "versions", "skipped", "replaced", "merged"],
+            "properties": {
+                "type": {"const": "import_summary"},
+                "stores": {"type": "integer", "minimum": 0},
+                "files": {"type": "integer", "minimum": 0},
+                "bytes": {"type": "integer", "minimum": 0},
+                "versions": {"type": "integer", "minimum": 0},
+                "skipped": {"type": "integer", "minimum": 0},
+                "replaced": {"type": "integer", "minimum": 0},
+                "merged": {"type": "integer", "minimum": 0}
+            }}),
+    );
     s.insert(
         "StoreSettingsPatch".into(),
         json!({"type": "object", "additionalProperties": false, "properties": fields(true)}),

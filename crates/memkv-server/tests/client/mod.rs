@@ -200,6 +200,33 @@ pub fn read_reply(conn: &mut BufReader<TcpStream>) -> io::Result<Reply> {
             conn.read_exact(&mut reply.body)?;
         }
         Some(Err(_)) => return Err(io::Error::other("bad content-length")),
+        None if reply
+            .header("transfer-encoding")
+            .is_some_and(|v| v.eq_ignore_ascii_case("chunked")) =>
+        {
+            // Chunks: a hex size line, the bytes, CRLF; a zero size ends the body. A body cut
+            // short (the connection closed before the last chunk) is an error.
+            loop {
+                line.clear();
+                if conn.read_line(&mut line)? == 0 {
+                    return Err(io::Error::new(
+                        io::ErrorKind::UnexpectedEof,
+                        "the chunked body ended before its last chunk",
+                    ));
+                }
+                let size =
+                    usize::from_str_radix(line.trim_end().split(';').next().unwrap_or(""), 16)
+                        .map_err(|_| io::Error::other(format!("bad chunk size {line:?}")))?;
+                let start = reply.body.len();
+                reply.body.resize(start + size, 0);
+                conn.read_exact(&mut reply.body[start..])?;
+                line.clear();
+                conn.read_line(&mut line)?;
+                if size == 0 {
+                    break;
+                }
+            }
+        }
         None => {
             conn.read_to_end(&mut reply.body)?;
         }

@@ -1,5 +1,6 @@
 //! `memkv serve` as a process: started on a free loopback port, driven over real sockets.
 
+mod backup;
 #[path = "../../../../memkv-server/tests/client/mod.rs"]
 pub(crate) mod client;
 mod keys;
@@ -343,7 +344,7 @@ fn the_openapi_document_matches_the_router() {
     let doc = c.get("/openapi.json").json();
     assert_eq!(doc["openapi"], "3.1.0");
     let paths = doc["paths"].as_object().unwrap();
-    assert_eq!(paths.len(), 22);
+    assert_eq!(paths.len(), 25);
     for (n, (path, item)) in paths.iter().enumerate() {
         let methods: Vec<String> = item.as_object().unwrap().keys().cloned().collect();
         for method in ["get", "post", "put", "delete", "patch"] {

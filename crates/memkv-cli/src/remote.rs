@@ -1,0 +1,166 @@
+//! `memkv export --url` and `memkv import --url`: backups through a running `memkv serve`
+//! (its `GET /v1/export`, `GET /v1/memory_stores/{id}/export` and `POST /v1/import`), for a
+//! database the server holds or that lives elsewhere.
+
+use std::fs::File;
+use std::io::{self, Read, Write};
+use std::time::Duration;
+
+use memkv::{ExportFile, ImportSource};
+
+use crate::Usage;
+use crate::args::{ExportArgs, ImportArgs};
+
+type Result<T = ()> = std::result::Result<T, Box<dyn std::error::Error>>;
+
+fn client() -> Result<reqwest::blocking::Client> {
+    Ok(reqwest::blocking::Client::builder()
+        .connect_timeout(Duration::from_secs(10))
+        // A backup takes as long as it takes; a stalled connection is cut by TCP.
+        .timeout(None)
+        .build()?)
+}
+
+/// `URL` + `path` + the query, with one `/` between.
+fn endpoint(url: &str, path: &str, query: &[(&str, String)]) -> String {
+    let mut target = format!("{}{path}", url.trim_end_matches('/'));
+    if !query.is_empty() {
+        let mut q = form_urlencoded::Serializer::new(String::new());
+        for (k, v) in query {
+            q.append_pair(k, v);
+        }
+        target.push('?');
+        target.push_str(&q.finish());
+    }
+    target
+}
+
+/// The percent-encoding of one path segment (everything but letters, digits and `-_~`).
+fn segment(text: &str) -> String {
+    text.bytes()
+        .map(|b| match b {
+            b'a'..=b'z' | b'A'..=b'Z' | b'0'..=b'9' | b'-' | b'_' | b'~' => (b as char).to_string(),
+            _ => format!("%{b:02X}"),
+        })
+        .collect()
+}
+
+/// The server's refusal, in its words.
+fn refused(response: reqwest::blocking::Response) -> Box<dyn std::error::Error> {
+    let status = response.status();
+    let text = response.text().unwrap_or_default();
+    let message = serde_json::from_str::<serde_json::Value>(&text)
+        .ok()
+        .and_then(|v| v["error"]["message"].as_str().map(str::to_owned))
+        .unwrap_or(text);
+    format!("the server answered {status}: {message}").into()
+}
+
+pub fn export(url: &str, key: &str, args: &ExportArgs) -> Result {
+    let mut query: Vec<(&str, String)> = Vec::new();
+    if let Some(since) = args.since {
+        query.push(("since", since.to_string()));
+    }
+    // One store: its own route (a store key may use it); else every store, or some (admin).
+    let target = match args.user.as_slice() {
+        [one] => endpoint(
+            url,
+            &format!("/v1/memory_stores/{}/export", segment(one)),
+            &query,
+        ),
+        users => {
+            query.extend(users.iter().map(|u| ("user", u.clone())));
+            endpoint(url, "/v1/export", &query)
+        }
+    };
+    let mut response = client()?.get(&target).header("x-api-key", key).send()?;
+    if !response.status().is_success() {
+        return Err(refused(response));
+    }
+    let copied = match &args.output {
+        Some(path) => {
+            // Written beside the target and verified (every line, checksum and the trailer,
+            // as an import would) before it replaces the target: a body cut short never does.
+            let mut file = ExportFile::create(path, None)?;
+            let scratch = memkv::Database::in_memory()?;
+            let mut tee = Tee {
+                from: &mut response,
+                to: &mut file,
+                bytes: 0,
+            };
+            let mut source = ImportSource::spool(&mut tee, path, scratch.limits())?;
+            let n = tee.bytes;
+            scratch
+                .verify_import(&mut source, &[], &mut |_| {})
+                .map_err(|e| format!("the export received is not whole: {e}"))?;
+            file.finish()?;
+            n
+        }
+        None => {
+            let mut out = io::stdout().lock();
+            let n = io::copy(&mut response, &mut out)?;
+            out.flush()?;
+            n
+        }
+    };
+    note!("exported {copied} bytes from {target}");
+    Ok(())
+}
+
+/// Reads `from`, writing what it reads to `to`.
+struct Tee<'a> {
+    from: &'a mut dyn Read,
+    to: &'a mut dyn Write,
+    bytes: u64,
+}
+
+impl Read for Tee<'_> {
+    fn read(&mut self, buf: &mut [u8]) -> io::Result<usize> {
+        let n = self.from.read(buf)?;
+        self.to.write_all(&buf[..n])?;
+        self.bytes += n as u64;
+        Ok(n)
+    }
+}
+
+pub fn import(url: &str, key: &str, args: &ImportArgs) -> Result {
+    let Some(file) = &args.file else {
+        return Err(Usage(
+            "import --url sends an export file: name it (or - for standard input)".into(),
+        )
+        .into());
+    };
+    let body: Box<dyn Read + Send> = if file.as_os_str() == "-" {
+        Box::new(io::stdin())
+    } else {
+        Box::new(File::open(file).map_err(|e| format!("{}: {e}", file.display()))?)
+    };
+    let conflict = if args.replace {
+        "replace"
+    } else if args.skip_existing {
+        "skip"
+    } else {
+        "refuse"
+    };
+    let mut query = vec![("conflict", conflict.to_owned())];
+    query.extend(args.user.iter().map(|u| ("user", u.clone())));
+    let target = endpoint(url, "/v1/import", &query);
+    let response = client()?
+        .post(&target)
+        .header("x-api-key", key)
+        .header("content-type", "application/x-ndjson")
+        .body(reqwest::blocking::Body::new(body))
+        .send()?;
+    if !response.status().is_success() {
+        return Err(refused(response));
+    }
+    let summary: serde_json::Value = serde_json::from_str(&response.text()?)?;
+    note!(
+        "imported {} files ({} bytes) of {} stores, {} versions, through {target}",
+        summary["files"],
+        summary["bytes"],
+        summary["stores"],
+        summary["versions"]
+    );
+    Ok(())
+}

@@ -1,0 +1,318 @@
+//! Backups over HTTP: `GET /v1/memory_stores/{id}/export` (a store key or admin) and
+//! `GET /v1/export` (admin, every store, or `?user=` some) stream the export format
+//! (`docs/export-format.md`, what `memkv export` writes) from one consistent snapshot while writes
+//! go on; `GET /v1/export?since=SEQ` makes an incremental export (of every store: it moves a copy
+//! on to its `seq`). `POST /v1/import` (admin) applies an export
+//! all or nothing (`?conflict=refuse|skip|replace`, `?user=` some of its stores).
+//!
+//! An export is written by a blocking thread into a bounded channel that the response body
+//! drains, so a slow client holds the snapshot open but no more than a few chunks in memory. A
+//! failure before the first chunk is an error status; after it, the body ends without its
+//! final chunk, which every HTTP client reports as an error (and the export's own trailer, with
+//! its checksums, is missing, so an import refuses it).
+
+use std::io::{self, Read, Write};
+use std::path::Path;
+use std::sync::Arc;
+use std::sync::atomic::Ordering::Relaxed;
+
+use axum::body::{Body, Bytes};
+use axum::extract::rejection::PathRejection;
+use axum::extract::{Path as UrlPath, State};
+use axum::http::{HeaderMap, StatusCode, Uri, header};
+use axum::response::{IntoResponse, Response};
+use http_body_util::BodyExt;
+use memkv::{Conflict, Error, ImportSource, Summary};
+use serde_json::json;
+
+use super::{Query, admin, answer, blocking, failed, respond, scoped, store_id};
+use crate::AppState;
+use crate::error::ApiError;
+
+/// Bytes per chunk of an export's body.
+const CHUNK: usize = 64 * 1024;
+/// Chunks an export may have written ahead of the client.
+const AHEAD: usize = 8;
+
+fn refused(e: &Error) -> ApiError {
+    match e {
+        Error::CursorExpired { .. } => ApiError::new(StatusCode::GONE, e.to_string()),
+        // Unsupported: an incremental export limited to some stores (it covers every store).
+        Error::InvalidSince { .. }
+        | Error::Import { .. }
+        | Error::InvalidUser { .. }
+        | Error::Unsupported { .. } => ApiError::invalid(e.to_string()),
+        Error::UnknownUser { .. } => ApiError::not_found(),
+        _ => failed(e, ""),
+    }
+}
+
+/// `?since=SEQ`, if given.
+fn since(query: &Query) -> Result<Option<u64>, ApiError> {
+    query
+        .get("since")
+        .map(|v| {
+            v.parse::<u64>().map_err(|_| {
+                ApiError::invalid(format!("since must be a change-log seq, not {v:?}"))
+            })
+        })
+        .transpose()
+}
+
+/// Every `?user=` of the query.
+fn users(query: &Query) -> Vec<String> {
+    query.all("user").map(str::to_owned).collect()
+}
+
+/// `GET /v1/memory_stores/{memory_store_id}/export`.
+pub async fn export_store(
+    State(state): State<Arc<AppState>>,
+    id: Result<UrlPath<String>, PathRejection>,
+    uri: Uri,
+    headers: HeaderMap,
+) -> Response {
+    respond(
+        async {
+            let id = store_id(id)?;
+            scoped(&state, &headers, &id)?;
+            if Query::of(&uri).get("since").is_some() {
+                return Err(ApiError::invalid(
+                    "an incremental export covers every store: take it from GET /v1/export?since=SEQ",
+                ));
+            }
+            stream(&state, vec![id], None).await
+        }
+        .await,
+    )
+}
+
+/// `GET /v1/export` (admin).
+pub async fn export_all(
+    State(state): State<Arc<AppState>>,
+    uri: Uri,
+    headers: HeaderMap,
+) -> Response {
+    respond(
+        async {
+            admin(&state, &headers, "exporting every store")?;
+            let query = Query::of(&uri);
+            let since = since(&query)?;
+            stream(&state, users(&query), since).await
+        }
+        .await,
+    )
+}
+
+/// Writes into the channel in chunks of [`CHUNK`]; the first chunk sent opens the response.
+struct ChannelWriter {
+    tx: tokio::sync::mpsc::Sender<io::Result<Bytes>>,
+    buf: Vec<u8>,
+    opened: Option<tokio::sync::oneshot::Sender<()>>,
+}
+
+impl ChannelWriter {
+    fn send(&mut self) -> io::Result<()> {
+        if self.buf.is_empty() {
+            return Ok(());
+        }
+        if let Some(opened) = self.opened.take() {
+            let _ = opened.send(());
+        }
+        let chunk = Bytes::from(std::mem::replace(&mut self.buf, Vec::with_capacity(CHUNK)));
+        self.tx
+            .blocking_send(Ok(chunk))
+            .map_err(|_| io::Error::new(io::ErrorKind::BrokenPipe, "the client went away"))
+    }
+}
+
+impl Write for ChannelWriter {
+    fn write(&mut self, data: &[u8]) -> io::Result<usize> {
+        self.buf.extend_from_slice(data);
+        if self.buf.len() >= CHUNK {
+            self.send()?;
+        }
+        Ok(data.len())
+    }
+
+    fn flush(&mut self) -> io::Result<()> {
+        Ok(())
+    }
+}
+
+async fn stream(
+    state: &Arc<AppState>,
+    users: Vec<String>,
+    since: Option<u64>,
+) -> Result<Response, ApiError> {
+    let Ok(permit) = Arc::clone(&state.in_flight).try_acquire_owned() else {
+        state.metrics.overloaded.fetch_add(1, Relaxed);
+        return Err(ApiError::overloaded(
+            "memkv is answering as many requests as it may; retry shortly",
+        ));
+    };
+    let (tx, rx) = tokio::sync::mpsc::channel::<io::Result<Bytes>>(AHEAD);
+    let (opened_tx, opened_rx) = tokio::sync::oneshot::channel();
+    let db = Arc::clone(&state.store);
+    let errors = tx.clone();
+    let mut task = tokio::task::spawn_blocking(move || {
+        let mut out = ChannelWriter {
+            tx,
+            buf: Vec::with_capacity(CHUNK),
+            opened: Some(opened_tx),
+        };
+        let done = match since {
+            Some(seq) => db.export_since(seq, &users, &mut out, &mut |_| {}),
+            None => db.export(&users, &mut out, &mut |_| {}),
+        }
+        .and_then(|summary| {
+            out.send().map_err(Error::Output)?;
+            Ok(summary)
+        });
+        drop(permit);
+        done
+    });
+    // Until the first chunk, a failure is the request's answer; after it, the body's end.
+    tokio::select! {
+        biased;
+        // (An error here: the writer is gone, so the export ended; the other branch says how.)
+        Ok(()) = opened_rx => {}
+        finished = &mut task => {
+            let summary = finished.map_err(|_| ApiError::internal("the export failed"))?;
+            summary.map_err(|e| refused(&e))?;
+        }
+    }
+    tokio::spawn(async move {
+        match task.await {
+            Ok(Ok(_)) => {}
+            Ok(Err(Error::Output(e))) if e.kind() == io::ErrorKind::BrokenPipe => {
+                tracing::info!("an export's client went away before its end");
+            }
+            Ok(Err(e)) => {
+                tracing::error!(error = %e, "an export failed after it began; its body is cut short");
+                let _ = errors.send(Err(io::Error::other(e.to_string()))).await;
+            }
+            Err(_) => {
+                let _ = errors
+                    .send(Err(io::Error::other("the export failed")))
+                    .await;
+            }
+        }
+    });
+    let body = futures_util::stream::unfold(rx, |mut rx| async move {
+        rx.recv().await.map(|item| (item, rx))
+    });
+    Ok((
+        [
+            (header::CONTENT_TYPE, "application/x-ndjson"),
+            (
+                header::CONTENT_DISPOSITION,
+                "attachment; filename=\"memkv-export.jsonl\"",
+            ),
+        ],
+        Body::from_stream(body),
+    )
+        .into_response())
+}
+
+/// The request body as a blocking reader, fed by the async side through a bounded channel.
+struct ChannelReader {
+    rx: std::sync::mpsc::Receiver<io::Result<Bytes>>,
+    chunk: Bytes,
+}
+
+impl Read for ChannelReader {
+    fn read(&mut self, out: &mut [u8]) -> io::Result<usize> {
+        while self.chunk.is_empty() {
+            match self.rx.recv() {
+                Ok(Ok(chunk)) => self.chunk = chunk,
+                Ok(Err(e)) => return Err(e),
+                Err(_) => return Ok(0),
+            }
+        }
+        let n = out.len().min(self.chunk.len());
+        out[..n].copy_from_slice(&self.chunk.split_to(n));
+        Ok(n)
+    }
+}
+
+fn summary_json(s: &Summary) -> serde_json::Value {
+    json!({
+        "type": "import_summary",
+        "stores": s.users,
+        "files": s.files,
+        "bytes": s.bytes,
+        "versions": s.versions,
+        "skipped": s.skipped,
+        "replaced": s.replaced,
+        "merged": s.merged,
+    })
+}
+
+/// `POST /v1/import` (admin): the body is an export; `?conflict=refuse|skip|replace` (refuse by
+/// default), `?user=` (repeatable) to apply only those stores. All or nothing.
+pub async fn import(
+    State(state): State<Arc<AppState>>,
+    uri: Uri,
+    headers: HeaderMap,
+    body: Body,
+) -> Response {
+    respond(
+        async {
+            admin(&state, &headers, "importing an export")?;
+            let query = Query::of(&uri);
+            let conflict = match query.get("conflict") {
+                None | Some("refuse") => Conflict::Refuse,
+                Some("skip") => Conflict::Skip,
+                Some("replace") => Conflict::Replace,
+                Some(v) => {
+                    return Err(ApiError::invalid(format!(
+                        "conflict must be refuse, skip or replace, not {v:?}"
+                    )));
+                }
+            };
+            let users = users(&query);
+            let (tx, rx) = std::sync::mpsc::sync_channel::<io::Result<Bytes>>(AHEAD);
+            // The body, frame by frame, into the spool the import reads (a temporary file).
+            let feeding = tokio::spawn(async move {
+                let mut body = body;
+                while let Some(frame) = body.frame().await {
+                    let item = match frame {
+                        Ok(frame) => match frame.into_data() {
+                            Ok(data) => Ok(data),
+                            Err(_) => continue,
+                        },
+                        Err(e) => Err(io::Error::other(e.to_string())),
+                    };
+                    let failed = item.is_err();
+                    let tx = tx.clone();
+                    let sent = tokio::task::spawn_blocking(move || tx.send(item).is_ok())
+                        .await
+                        .unwrap_or(false);
+                    if failed || !sent {
+                        break;
+                    }
+                }
+            });
+            let summary = blocking(&state, move |db| {
+                let reader = ChannelReader {
+                    rx,
+                    chunk: Bytes::new(),
+                };
+                let mut source =
+                    ImportSource::spool(reader, Path::new("the request body"), db.limits())
+                        .map_err(|e| match e {
+                            Error::Io { source, .. } => ApiError::invalid(format!(
+                                "the request body could not be read: {source}"
+                            )),
+                            e => refused(&e),
+                        })?;
+                db.import_from(&mut source, &users, conflict, &mut |_| {})
+                    .map_err(|e| refused(&e))
+            })
+            .await;
+            feeding.abort();
+            Ok(answer("", "import", &summary_json(&summary?)))
+        }
+        .await,
+    )
+}
