@@ -252,6 +252,13 @@ pub enum WebhooksCommand {
 
 #[derive(Debug, Args)]
 pub struct ServeArgs {
+    /// Each API key's rate limit: requests per second, and the burst allowed after a quiet time
+    /// (RPS or RPS:BURST); more are answered 429 with Retry-After [default: none]
+    #[arg(long, value_name = "RPS[:BURST]")]
+    pub rate_limit_key: Option<memkv_server::rate::Rate>,
+    /// Each store's rate limit, over every key that uses it (RPS or RPS:BURST) [default: none]
+    #[arg(long, value_name = "RPS[:BURST]")]
+    pub rate_limit_store: Option<memkv_server::rate::Rate>,
     /// How log lines are written to standard error: text, or one JSON object per line
     #[arg(long, value_name = "FORMAT", default_value = "text", value_parser = ["text", "json"])]
     pub log_format: String,

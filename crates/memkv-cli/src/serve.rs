@@ -44,6 +44,8 @@ pub fn serve(global: &Global, args: &ServeArgs) -> Result {
     config.shutdown_grace = args.shutdown_grace;
     config.pin_workers = args.pin_workers;
     config.no_auth = args.no_auth;
+    config.rate_limit_key = args.rate_limit_key;
+    config.rate_limit_store = args.rate_limit_store;
     config.webhooks = memkv_server::webhooks::WebhookOptions {
         timeout: args.webhook_timeout,
         retry_base: args.webhook_retry_base,

@@ -78,6 +78,7 @@ pub fn identify(state: &AppState, headers: &HeaderMap) -> Result<Caller, ApiErro
                 "without keys (--no-auth), memkv answers only requests addressed to localhost",
             ));
         }
+        state.rates.key("keyless")?;
         return Ok(Caller {
             allowed: Allowed::Open,
             key_id: None,
@@ -99,6 +100,9 @@ pub fn identify(state: &AppState, headers: &HeaderMap) -> Result<Caller, ApiErro
             "the API keys cannot be read; see the server log",
         )),
     }?;
+    if let Some(id) = &key_id {
+        state.rates.key(id)?;
+    }
     Ok(Caller {
         allowed,
         key_id,

@@ -48,6 +48,8 @@ pub struct ApiError {
     pub status: StatusCode,
     /// The human-readable message (never a key, never stored content).
     pub message: String,
+    /// `Retry-After`, in seconds, when it is not the default one second (a rate limit's).
+    pub retry_after: Option<u64>,
 }
 
 impl ApiError {
@@ -82,6 +84,14 @@ impl ApiError {
         Self::new(StatusCode::SERVICE_UNAVAILABLE, message)
     }
 
+    /// 429 `rate_limit_error`, with `Retry-After: seconds`.
+    pub fn rate_limited(message: impl Into<String>, seconds: u64) -> Self {
+        ApiError {
+            retry_after: Some(seconds),
+            ..Self::new(StatusCode::TOO_MANY_REQUESTS, message)
+        }
+    }
+
     /// 500 `api_error`.
     pub fn internal(message: impl Into<String>) -> Self {
         Self::new(StatusCode::INTERNAL_SERVER_ERROR, message)
@@ -92,6 +102,7 @@ impl ApiError {
         ApiError {
             status,
             message: message.into(),
+            retry_after: None,
         }
     }
 
@@ -140,6 +151,11 @@ impl IntoResponse for ApiError {
             self.body(),
         )
             .into_response();
+        if let Some(seconds) = self.retry_after {
+            response
+                .headers_mut()
+                .insert(header::RETRY_AFTER, HeaderValue::from(seconds));
+        }
         advise_retry(self.status, response.headers_mut());
         response
     }

@@ -23,6 +23,7 @@
 //!   the one server of the database that holds the deliverer's lease, to public addresses only
 //!   unless allowed (`webhooks::guard`); [`remote`]: on a database other processes write, one
 //!   look at the log for every waiter (long polls, the deliverer);
+//! - [`rate`]: each key's and each store's rate limit (429 with `Retry-After`);
 //! - [`error`]: the Anthropic error envelope; [`metrics`]: `GET /metrics`; [`openapi`]:
 //!   `GET /openapi.json`.
 //!
@@ -39,6 +40,7 @@ pub mod error;
 pub mod keys;
 pub mod metrics;
 pub mod openapi;
+pub mod rate;
 pub mod remote;
 pub mod sched;
 pub mod server;
@@ -104,6 +106,10 @@ pub struct Config {
     pub pin_workers: bool,
     /// How webhook deliveries are made ([`webhooks`]).
     pub webhooks: webhooks::WebhookOptions,
+    /// Requests per second (and burst) of each API key ([`rate`]); `None`: no limit.
+    pub rate_limit_key: Option<rate::Rate>,
+    /// Requests per second (and burst) to each store; `None`: no limit.
+    pub rate_limit_store: Option<rate::Rate>,
 }
 
 impl Config {
@@ -122,6 +128,8 @@ impl Config {
             pin_workers: false,
             no_auth: false,
             webhooks: webhooks::WebhookOptions::default(),
+            rate_limit_key: None,
+            rate_limit_store: None,
         }
     }
 }
@@ -153,4 +161,6 @@ pub struct AppState {
     pub openapi: String,
     /// Other processes' commits, looked for once for every waiter (see `remote`).
     pub remote: remote::RemoteCommits,
+    /// The rate limits' buckets.
+    pub rates: rate::RateLimits,
 }

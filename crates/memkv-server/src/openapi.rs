@@ -27,6 +27,7 @@ fn mcp() -> Value {
         "403": plain("A Host or Origin that is not allowed"),
         "404": final_error("Not a store this key may use"),
         "406": plain("An Accept header without application/json and text/event-stream"),
+        "429": final_error("The key is over its rate limit (rate_limit_error)"),
         "415": plain("Not a JSON-RPC message"),
         "500": error("The API keys cannot be read")
     });
@@ -106,6 +107,7 @@ pub fn document(max_blocks: usize, max_body: usize) -> Value {
                 "404": final_error("Not a store this key may use; the same answer whether it exists or not (not_found_error)"),
                 "405": final_error("Another method than POST"),
                 "413": final_error("The body is over the cap, or holds too many blocks (request_too_large)"),
+                "429": stores::overloaded("The key or the store is over its rate limit (rate_limit_error); retry after the given seconds"),
                 "500": error("The API keys cannot be read (api_error)"),
                 "503": overloaded
             }
@@ -132,6 +134,7 @@ pub fn document(max_blocks: usize, max_body: usize) -> Value {
             "401": final_error("No API key, or an unknown one"),
             "403": final_error("A store key, or keyless access from another host name"),
             "405": final_error("Another method than GET"),
+            "429": stores::overloaded("The key is over its rate limit (rate_limit_error)"),
             "500": error("The API keys cannot be read")
         }}}),
     );

@@ -56,6 +56,7 @@ impl Server {
             keys,
             metrics: Arc::default(),
             remote: crate::remote::RemoteCommits::default(),
+            rates: crate::rate::RateLimits::new(config.rate_limit_key, config.rate_limit_store),
             ready: AtomicBool::new(false),
             started: SystemTime::now()
                 .duration_since(SystemTime::UNIX_EPOCH)
@@ -200,6 +201,7 @@ async fn keep_keys(state: Arc<AppState>) {
         if record {
             recorded = tokio::time::Instant::now();
         }
+        keys.rates.forget_idle();
         let done = tokio::task::spawn_blocking(move || {
             keys.keys.refresh(true);
             if let Err(e) = keys.store.refresh_store_settings() {

@@ -70,6 +70,7 @@ async fn run(
     {
         return Err(ApiError::not_found());
     }
+    state.rates.store(&store)?;
     let user = state
         .store
         .owned_user(&store)

@@ -1039,3 +1039,46 @@ fn backups() {
     ));
     assert_eq!(restored["data"].as_array().unwrap().len(), 20);
 }
+
+/// Rate limits: a key over its limit gets 429 `rate_limit_error` with `Retry-After`, other keys
+/// carry on; a store's limit counts every key that uses it; a bucket fills again with time.
+#[test]
+fn keys_and_stores_over_their_rate_limits_get_429() {
+    let s = Served::configured(Database::in_memory().unwrap(), |c| {
+        c.rate_limit_key = Some("1:3".parse().unwrap());
+        c.rate_limit_store = Some("1:5".parse().unwrap());
+    });
+    let view = br#"{"command":"view","path":"/memories"}"#;
+    let (_, a) = s.store_key("alice", false);
+    let mut alice = s.client(&a);
+    for _ in 0..3 {
+        assert_eq!(alice.tool("alice", view).status, 200);
+    }
+    let over = alice.tool("alice", view);
+    let message = refused(&over, 429, "rate_limit_error");
+    assert!(message.contains("this API key"), "{message}");
+    let wait: u64 = over.header("retry-after").unwrap().parse().unwrap();
+    assert!((1..=2).contains(&wait), "{wait}");
+    assert_eq!(over.header("x-should-retry"), Some("true"));
+    // Another key on the same store: its own bucket, but the store's is shared (5, of which
+    // alice took 3).
+    let mut admin = s.client(&s.admin);
+    for _ in 0..2 {
+        assert_eq!(admin.tool("alice", view).status, 200);
+    }
+    let over = admin.tool("alice", view);
+    let message = refused(&over, 429, "rate_limit_error");
+    assert!(message.contains("this memory store"), "{message}");
+    // Another store: a bucket of its own.
+    let (_, b) = s.store_key("bob", false);
+    assert_eq!(s.client(&b).tool("bob", view).status, 200);
+    // A second later, the bucket has room again.
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(5);
+    while alice.tool("alice", view).status == 429 {
+        assert!(
+            std::time::Instant::now() < deadline,
+            "the bucket never filled again"
+        );
+        std::thread::sleep(std::time::Duration::from_millis(100));
+    }
+}

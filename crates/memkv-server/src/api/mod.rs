@@ -101,6 +101,7 @@ pub fn failed(e: &Error, store: &str) -> ApiError {
 pub fn scoped(state: &AppState, headers: &HeaderMap, store: &str) -> Result<Caller, ApiError> {
     let caller = auth::identify(state, headers)?;
     if caller.may_use(store) {
+        state.rates.store(store)?;
         Ok(caller)
     } else {
         Err(ApiError::not_found())

@@ -105,6 +105,7 @@ pub(super) fn op(
             "405": final_error("A method the route does not have"),
             "409": final_error("A conflict (invalid_request_error): the precondition's content_sha256 is not the memory's, a memory exists at the path, or the store is archived"),
             "413": final_error("The body is over the cap (request_too_large)"),
+            "429": overloaded("The key or the store is over its rate limit (rate_limit_error); retry after the given seconds"),
             "500": error("The API keys cannot be read, or the storage failed; nothing was changed (api_error)"),
             "503": overloaded("The in-flight limit is reached, or the database is busy; retry after the given seconds"),
             "507": final_error("The disk holding the database is full; nothing was changed. Deletes, redactions and store deletions still work")
