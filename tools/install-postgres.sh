@@ -3,7 +3,8 @@
 # quiet): OpenSSL's headers and pkg-config to build its TLS, and PostgreSQL's server binaries for
 # the tests, which start a throwaway cluster of their own (tests/support/pg.rs); and ripgrep,
 # which the search tests compare memkv's exact search with (tests/it/search.rs); groff and
-# systemd-analyze for the CLI's tests of the manual pages and the systemd unit.
+# systemd-analyze for the CLI's tests of the manual pages and the systemd unit; HAProxy, the
+# balancer in front of the fleet test's three servers (tools/test-fleet.sh).
 set -euo pipefail
 missing=()
 command -v rg >/dev/null 2>&1 || missing+=(ripgrep)
@@ -13,6 +14,7 @@ ls /usr/lib/postgresql/*/bin/initdb >/dev/null 2>&1 || missing+=(postgresql)
 # verifies the unit of docs/deployment.md (both on Debian's images already, as a rule).
 command -v groff >/dev/null 2>&1 || missing+=(groff-base)
 command -v systemd-analyze >/dev/null 2>&1 || missing+=(systemd)
+command -v haproxy >/dev/null 2>&1 || missing+=(haproxy)
 if [ ${#missing[@]} -gt 0 ]; then
     echo "installing ${missing[*]}"
     export DEBIAN_FRONTEND=noninteractive

@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
 # The README's test command: every suite of the repository. cargo builds the Rust tests first;
 # then the Rust tests, the Python and TypeScript packages, the MCP client tests, the memory-stores
-# API tests and schemathesis run, the others against the `memkv` binary that build made. A suite
-# that cannot run fails the script.
+# API tests, schemathesis and the fleet test (PostgreSQL, three servers and HAProxy:
+# tools/test-fleet.sh) run, the others against the `memkv` binary that build made. A suite that
+# cannot run fails the script.
 #
 # While cargo builds, the suites' virtualenvs and node_modules are installed in the background
 # (MEMKV_PREPARE_ONLY=1 of each script). The suites then run three at a time (the Rust tests in a
@@ -56,6 +57,7 @@ set -m
     tools/pytest-suite.sh mcp
     tools/pytest-suite.sh memory_stores
     tools/test-schemathesis.sh
+    tools/test-fleet.sh
 ) >"$logs/prepare.log" 2>&1 &
 prepare=$!
 set +m
@@ -99,6 +101,7 @@ lane1=$!
 (
     suite TypeScript tools/test-typescript.sh
     suite schemathesis tools/test-schemathesis.sh
+    MEMKV_FLEET_REPORT="$logs/fleet.json" suite fleet tools/test-fleet.sh
 ) &
 lane2=$!
 set +m
@@ -107,7 +110,7 @@ status=0
 wait "$lane0" || status=1
 wait "$lane1" || status=1
 wait "$lane2" || status=1
-took "cargo test, Python, TypeScript, MCP, memory stores and schemathesis"
+took "cargo test, Python, TypeScript, MCP, memory stores, schemathesis and the fleet"
 [ "$status" = 0 ] || exit 1
 
 if [ "${MEMKV_FULL_TESTS:-}" = 1 ]; then

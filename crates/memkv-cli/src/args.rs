@@ -283,6 +283,10 @@ pub struct ServeArgs {
     /// On SIGTERM/SIGINT, how long to wait for requests in flight
     #[arg(long, value_name = "DURATION", default_value = "30s", value_parser = parse_duration)]
     pub shutdown_grace: Duration,
+    /// On SIGTERM/SIGINT, how long to go on serving first, with /readyz answering 503, so that
+    /// a load balancer's health checks take this server out before it stops accepting
+    #[arg(long, value_name = "DURATION", default_value = "0s", value_parser = parse_duration)]
+    pub drain_delay: Duration,
     /// A `Host` the MCP endpoint (/mcp) answers: NAME or NAME:PORT, repeatable, `*` for any
     /// [default: localhost, 127.0.0.1, ::1]
     #[arg(long, value_name = "HOST")]

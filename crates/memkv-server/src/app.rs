@@ -248,8 +248,8 @@ static REQUESTS: AtomicU64 = AtomicU64::new(0);
 async fn observe(State(state): State<Arc<AppState>>, request: Request, next: Next) -> Response {
     let started = Instant::now();
     let id = format!(
-        "req_{:x}_{:x}",
-        state.started,
+        "req_{:08x}_{:x}",
+        state.instance,
         REQUESTS.fetch_add(1, Relaxed)
     );
     let route = route_label(request.extensions().get::<MatchedPath>());

@@ -94,6 +94,9 @@ pub struct Config {
     pub body_timeout: Duration,
     /// How long a shutdown waits for requests in flight.
     pub shutdown_grace: Duration,
+    /// How long, once shutdown is asked for, the server goes on serving with `/readyz` answering
+    /// 503, before it stops accepting (for a balancer's health checks to take it out first).
+    pub drain_delay: Duration,
     /// The MCP endpoint at `/mcp`: allowed `Host` and `Origin` values (loopback by default);
     /// its sessions end when shutdown starts.
     pub mcp: memkv_mcp::http::HttpOptions,
@@ -124,6 +127,7 @@ impl Config {
             header_timeout: Duration::from_secs(10),
             body_timeout: Duration::from_secs(30),
             shutdown_grace: Duration::from_secs(30),
+            drain_delay: Duration::ZERO,
             mcp: memkv_mcp::http::HttpOptions::default(),
             pin_workers: false,
             no_auth: false,
@@ -155,8 +159,9 @@ pub struct AppState {
     pub metrics: Arc<metrics::Metrics>,
     /// Cleared when shutdown starts (`/readyz` then answers 503).
     pub ready: AtomicBool,
-    /// Start time (seconds since the epoch), part of every request id.
-    pub started: u64,
+    /// 32 random bits drawn at start, part of every request id: the ids of the servers of a
+    /// fleet (started in the same second, say) never collide.
+    pub instance: u32,
     /// `GET /openapi.json`, rendered once.
     pub openapi: String,
     /// Other processes' commits, looked for once for every waiter (see `remote`).

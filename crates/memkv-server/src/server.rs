@@ -58,9 +58,17 @@ impl Server {
             remote: crate::remote::RemoteCommits::default(),
             rates: crate::rate::RateLimits::new(config.rate_limit_key, config.rate_limit_store),
             ready: AtomicBool::new(false),
-            started: SystemTime::now()
-                .duration_since(SystemTime::UNIX_EPOCH)
-                .map_or(0, |d| d.as_secs()),
+            instance: {
+                let mut bytes = [0u8; 4];
+                // Without random bytes, the start time: ids still differ between restarts.
+                if getrandom::fill(&mut bytes).is_err() {
+                    let now = SystemTime::now()
+                        .duration_since(SystemTime::UNIX_EPOCH)
+                        .map_or(0, |d| d.subsec_nanos() ^ d.as_secs() as u32);
+                    bytes = now.to_le_bytes();
+                }
+                u32::from_le_bytes(bytes)
+            },
             config,
         });
         Ok(Server { listener, state })
@@ -79,8 +87,9 @@ impl Server {
         &self.state
     }
 
-    /// Serves until `shutdown` completes, then finishes the requests in flight (at most
-    /// `shutdown_grace`) and returns.
+    /// Serves until `shutdown` completes (then, for `drain_delay`, answers `/readyz` 503 while
+    /// it goes on serving, so that a balancer takes it out first), then finishes the requests in
+    /// flight (at most `shutdown_grace`) and returns.
     pub async fn run(self, shutdown: impl Future<Output = ()>) {
         let Server { listener, state } = self;
         let app = router(Arc::clone(&state));
@@ -96,6 +105,19 @@ impl Server {
         let keeping_keys = tokio::spawn(keep_keys(Arc::clone(&state)));
         let graceful = GracefulShutdown::new();
         state.ready.store(true, SeqCst);
+        let draining = Arc::clone(&state);
+        let shutdown = async move {
+            shutdown.await;
+            let delay = draining.config.drain_delay;
+            if !delay.is_zero() {
+                draining.ready.store(false, SeqCst);
+                tracing::info!(
+                    seconds = delay.as_secs_f64(),
+                    "shutting down: /readyz answers 503; still serving until the drain delay ends"
+                );
+                tokio::time::sleep(delay).await;
+            }
+        };
         tokio::pin!(shutdown);
         loop {
             let (stream, _peer) = tokio::select! {

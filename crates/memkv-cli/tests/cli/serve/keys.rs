@@ -339,3 +339,36 @@ fn json_logs_are_one_object_per_line() {
     assert_eq!(request["store"], "alice");
     assert!(!log.contains(&key[4..]));
 }
+
+/// `--drain-delay`: after SIGTERM the server answers `/readyz` 503 but goes on serving for the
+/// delay (a balancer takes it out meanwhile), then stops as usual and exits 0.
+#[test]
+fn a_drain_delay_serves_on_while_readyz_says_no() {
+    let (_dir, db) = temp_db();
+    let mut server = Served::start(&db, &["--no-auth", "--drain-delay", "3s"]);
+    let mut c = Client::new(server.addr);
+    assert_eq!(c.get("/readyz").status, 200);
+    let asked = Instant::now();
+    // SAFETY: kill(2) on our own child's pid.
+    unsafe { libc::kill(libc::pid_t::try_from(server.pid()).unwrap(), libc::SIGTERM) };
+    let deadline = Instant::now() + Duration::from_secs(2);
+    while c.get("/readyz").status != 503 {
+        assert!(Instant::now() < deadline, "/readyz never said 503");
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    // Still serving, on new connections too.
+    assert_eq!(c.tool("alice", VIEW).status, 200);
+    assert_eq!(Client::new(server.addr).tool("alice", VIEW).status, 200);
+    assert!(asked.elapsed() < Duration::from_secs(3));
+    assert!(server.stop_with(libc::SIGTERM).success());
+    assert!(
+        asked.elapsed() >= Duration::from_secs(3),
+        "{:?}",
+        asked.elapsed()
+    );
+    assert!(
+        server
+            .log()
+            .contains("still serving until the drain delay ends")
+    );
+}
