@@ -156,6 +156,9 @@ struct Record {
     created_ms: i64,
     expires_ms: Option<i64>,
     last_used_ms: Option<i64>,
+    /// When it was revoked: the record stays, without effect, so that no import brings the
+    /// key back (a keys file holding it, a server started with an old one).
+    revoked_ms: Option<i64>,
 }
 
 impl Record {
@@ -214,11 +217,16 @@ fn check(new: &NewKey, now_ms: i64) -> Result<(), Error> {
     Ok(())
 }
 
-fn all(txn: &dyn ReadTxn) -> Result<Vec<ApiKey>, Error> {
+/// Every key, `live` ones only or revoked ones too.
+fn all(txn: &dyn ReadTxn, live: bool) -> Result<Vec<ApiKey>, Error> {
     let mut out = Vec::new();
     let mut failed = None;
     txn.scan(Space::Keys, OWNER, &[], None, &mut |key, value| {
-        match layout::decode::<Record>(value, "API key").and_then(|r| r.key(key)) {
+        let record = layout::decode::<Record>(value, "API key");
+        if live && record.as_ref().is_ok_and(|r| r.revoked_ms.is_some()) {
+            return Ok(ControlFlow::Continue(()));
+        }
+        match record.and_then(|r| r.key(key)) {
             Ok(k) => out.push(k),
             Err(e) => {
                 failed = Some(e);
@@ -258,10 +266,11 @@ pub(crate) fn add(db: &Engine, new: &NewKey) -> Result<(ApiKey, String), Error> 
         created_ms: now_ms,
         expires_ms: new.expires_ms,
         last_used_ms: None,
+        revoked_ms: None,
     };
     let added = db.transact(&[OWNER], false, |txn, _| {
-        let existing = all(txn)?;
-        if existing.len() >= MAX_KEYS {
+        let existing = all(txn, false)?;
+        if all(txn, true)?.len() >= MAX_KEYS {
             return Err(invalid(format!("a database keeps at most {MAX_KEYS} keys")));
         }
         let id = loop {
@@ -279,18 +288,23 @@ pub(crate) fn add(db: &Engine, new: &NewKey) -> Result<(ApiKey, String), Error> 
 
 /// The body of [`crate::Database::api_keys`].
 pub(crate) fn list(db: &Engine) -> Result<Vec<ApiKey>, Error> {
-    all(&db.backend.begin_read()?)
+    all(&db.backend.begin_read()?, true)
 }
 
 /// The body of [`crate::Database::revoke_key`].
 pub(crate) fn revoke(db: &Engine, id: &str) -> Result<bool, Error> {
+    let now_ms = db.now_ms();
     let removed = db.transact(&[OWNER], false, |txn, _| {
-        if txn.get(Space::Keys, OWNER, id.as_bytes())?.is_some() {
-            txn.remove(Space::Keys, OWNER, id.as_bytes())?;
-            Ok((true, Finish::Commit))
-        } else {
-            Ok((false, Finish::Abort))
+        let Some(bytes) = txn.get(Space::Keys, OWNER, id.as_bytes())? else {
+            return Ok((false, Finish::Abort));
+        };
+        let mut r: Record = layout::decode(&bytes, "API key")?;
+        if r.revoked_ms.is_some() {
+            return Ok((false, Finish::Abort));
         }
+        r.revoked_ms = Some(now_ms);
+        txn.put(Space::Keys, OWNER, id.as_bytes(), &layout::encode(&r))?;
+        Ok((true, Finish::Commit))
     })?;
     if removed {
         db.keys_changed();
@@ -309,13 +323,15 @@ pub(crate) fn import(db: &Engine, keys: &[ImportedKey]) -> Result<usize, Error> 
         }
     }
     let added = db.transact(&[OWNER], false, |txn, _| {
-        let existing = all(txn)?;
+        // Revoked ids too: an import never brings a revoked key back.
+        let existing = all(txn, false)?;
+        let live = all(txn, true)?.len();
         let mut added = 0;
         for k in keys {
             if existing.iter().any(|e| e.id == k.id) {
                 continue;
             }
-            if existing.len() + added >= MAX_KEYS {
+            if live + added >= MAX_KEYS {
                 return Err(invalid(format!("a database keeps at most {MAX_KEYS} keys")));
             }
             let record = Record {
@@ -326,6 +342,7 @@ pub(crate) fn import(db: &Engine, keys: &[ImportedKey]) -> Result<usize, Error> 
                 created_ms: k.created_ms,
                 expires_ms: k.expires_ms,
                 last_used_ms: None,
+                revoked_ms: None,
             };
             txn.put(
                 Space::Keys,
@@ -361,7 +378,7 @@ pub(crate) fn record_use(db: &Engine, uses: &[(String, i64)]) -> Result<(), Erro
                 continue;
             };
             let mut r: Record = layout::decode(&bytes, "API key")?;
-            if r.last_used_ms.is_some_and(|last| last >= *at) {
+            if r.revoked_ms.is_some() || r.last_used_ms.is_some_and(|last| last >= *at) {
                 continue;
             }
             r.last_used_ms = Some(*at);

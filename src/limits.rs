@@ -208,6 +208,9 @@ pub(crate) struct SettingsCache {
     /// Whether any store has settings: when none has, a command looks at nothing else.
     any: AtomicBool,
     stores: RwLock<HashMap<String, StoreSettings>>,
+    /// Bumped by every change this process makes: a read of all the settings taken before a
+    /// change must not replace what the change set.
+    changes: std::sync::atomic::AtomicU64,
 }
 
 impl SettingsCache {
@@ -239,14 +242,31 @@ impl SettingsCache {
         all
     }
 
-    pub(crate) fn replace(&self, all: HashMap<String, StoreSettings>) {
+    /// The count of this process's changes, to hand to [`Self::replace`] with a read begun
+    /// after it.
+    pub(crate) fn changes(&self) -> u64 {
+        self.changes.load(Ordering::Acquire)
+    }
+
+    /// Replaces every store's settings with `all`, read after [`Self::changes`] gave `since`;
+    /// nothing if this process changed some meanwhile (the next read brings those too).
+    pub(crate) fn replace(&self, all: HashMap<String, StoreSettings>, since: u64) {
         let mut stores = self.stores.write().expect("no panics under the lock");
+        if self.changes.load(Ordering::Acquire) != since {
+            return;
+        }
         self.any.store(!all.is_empty(), Ordering::Release);
         *stores = all;
     }
 
+    /// Forgets a deleted store's settings.
+    pub(crate) fn forget(&self, store: &str) {
+        self.set(store, StoreSettings::default());
+    }
+
     pub(crate) fn set(&self, store: &str, settings: StoreSettings) {
         let mut stores = self.stores.write().expect("no panics under the lock");
+        self.changes.fetch_add(1, Ordering::AcqRel);
         if settings.is_default() {
             stores.remove(store);
         } else {

@@ -43,8 +43,8 @@ pub(crate) fn upgrade(backend: &AnyBackend, commits: &Commits) -> Result<(), Err
                 // Format 7 added the change log, which starts empty: each backend makes its
                 // table when it opens the database for writing.
                 6 => {}
-                // Format 8 added the keys, which start empty (`memkv serve` imports a keys file
-                // of earlier versions when it starts).
+                // Format 8 added the keys and each store's settings, which start empty
+                // (`memkv serve` imports a keys file of earlier versions when it starts).
                 7 => {}
                 other => {
                     return Err(Error::UnsupportedFormat {

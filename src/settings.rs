@@ -133,8 +133,9 @@ fn read_all(txn: &dyn ReadTxn) -> Result<HashMap<String, StoreSettings>, Error> 
 
 /// Reads every store's settings into the engine's cache (at open, and on refresh).
 pub(crate) fn refresh(db: &Engine) -> Result<(), Error> {
+    let since = db.store_settings.changes();
     let all = read_all(&db.backend.begin_read()?)?;
-    db.store_settings.replace(all);
+    db.store_settings.replace(all, since);
     Ok(())
 }
 

@@ -197,4 +197,9 @@ pub(crate) fn delete_store(db: &Engine, id: &str) -> Result<bool, Error> {
         changes.note(Change::of_store(ChangeKind::StoreDeleted, id, now));
         Ok((true, Finish::Commit))
     })
+    .inspect(|deleted| {
+        if *deleted {
+            db.store_settings.forget(id);
+        }
+    })
 }

@@ -263,7 +263,8 @@ fn remove_store(
     let exists =
         record::store_record(txn, user)?.is_some() || txn.get(Space::Totals, user, &[])?.is_some();
     if exists {
-        for space in Space::ALL {
+        // Its settings stay: exports carry none, and they are the operator's, not the data's.
+        for space in Space::ALL.into_iter().filter(|s| *s != Space::Settings) {
             txn.remove_range(space, user, &[], &crate::stores::ALL_KEYS_END)?;
         }
         changes.note(Change::of_store(ChangeKind::StoreDeleted, user, now_ms));

@@ -67,6 +67,17 @@ fn keys_are_added_listed_revoked_and_imported() {
         assert!(db.revoke_key(&alice.id).unwrap());
         assert!(!db.revoke_key(&alice.id).unwrap());
         assert_eq!(db.api_keys().unwrap(), vec![admin.clone()]);
+        // A revoked key never comes back through an import (a keys file that still holds it).
+        let again = ImportedKey {
+            id: alice.id.clone(),
+            scope: store("alice", true),
+            sha256: *alice.sha256(),
+            label: String::new(),
+            created_ms: alice.created_ms,
+            expires_ms: None,
+        };
+        assert_eq!(db.import_keys(&[again]).unwrap(), 0);
+        assert_eq!(db.api_keys().unwrap(), vec![admin.clone()]);
 
         // Imports: all or nothing, ids the database has passed over.
         let imported = ImportedKey {

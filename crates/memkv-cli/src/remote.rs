@@ -82,7 +82,16 @@ pub fn export(url: &str, key: &str, args: &ExportArgs) -> Result {
             // Written beside the target and verified (every line, checksum and the trailer,
             // as an import would) before it replaces the target: a body cut short never does.
             let mut file = ExportFile::create(path, None)?;
-            let scratch = memkv::Database::in_memory()?;
+            // Checked for what makes an export whole (format, every line's checksum, the
+            // trailer), not against this machine's limits or secrets policy: the server's stores
+            // may have other settings, and the import that restores it checks those.
+            let scratch = memkv::Database::builder()
+                .max_file_bytes(1 << 30)
+                .max_files(u64::MAX)
+                .max_bytes(u64::MAX)
+                .max_lines(u64::MAX)
+                .secrets(memkv::SecretPolicy::Off)
+                .in_memory()?;
             let mut tee = Tee {
                 from: &mut response,
                 to: &mut file,

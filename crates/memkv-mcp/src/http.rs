@@ -55,6 +55,16 @@ pub trait Authorize: Send + Sync + 'static {
 
     /// A refusal in the server's error format (400 or 404 here).
     fn refuse(&self, status: StatusCode, message: &str) -> Response;
+
+    /// Whether a request to `store` may go ahead now (a rate limit, say); the refusal to send
+    /// otherwise.
+    ///
+    /// # Errors
+    /// The response to send instead of serving the request.
+    fn admit(&self, store: &str) -> Result<(), Box<Response>> {
+        let _ = store;
+        Ok(())
+    }
 }
 
 /// Settings of the HTTP face.
@@ -170,6 +180,9 @@ async fn grant(State(gate): State<Arc<Gate>>, mut request: Request, next: Next) 
         .get(SESSION_HEADER)
         .and_then(|v| v.to_str().ok())
         .map(|sid| Actor::Session(format!("mcp:{sid}")));
+    if let Err(refusal) = gate.authorize.admit(&id) {
+        return *refusal;
+    }
     match gate.store.owned_user(&id) {
         Ok(user) => {
             request

@@ -78,6 +78,14 @@ pub fn identify(state: &AppState, headers: &HeaderMap) -> Result<Caller, ApiErro
                 "without keys (--no-auth), memkv answers only requests addressed to localhost",
             ));
         }
+        // Keyless serving is for a database without keys: once one exists (added through this
+        // server's /v1/keys, or by another process), nothing is served keyless any more.
+        state.keys.refresh(false);
+        if !state.keys.is_empty() {
+            return Err(ApiError::unauthenticated(
+                "an API key exists now: this server was started with --no-auth, which serves only while no key exists; restart it without --no-auth to use the keys",
+            ));
+        }
         state.rates.key("keyless")?;
         return Ok(Caller {
             allowed: Allowed::Open,
@@ -151,6 +159,13 @@ impl memkv_mcp::http::Authorize for McpKeys {
             }) => Ok(McpAccess::ReadOnly(store)),
             Err(e) => Err(Box::new(e.into_response())),
         }
+    }
+
+    fn admit(&self, store: &str) -> Result<(), Box<Response>> {
+        self.0
+            .rates
+            .store(store)
+            .map_err(|e| Box::new(e.into_response()))
     }
 
     fn refuse(&self, status: StatusCode, message: &str) -> Response {

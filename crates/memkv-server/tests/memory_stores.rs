@@ -672,7 +672,48 @@ fn keys_and_read_only() {
             "{method} {target}: {message}"
         );
     }
+    // Every block of an array, and a redaction, a store's settings: refused too.
+    let blocks = json!([
+        {"type": "tool_use", "id": "a", "name": "memory", "input": {"command": "view", "path": "/memories"}},
+        {"type": "tool_use", "id": "b", "name": "memory", "input": {"command": "create", "path": "/memories/z", "file_text": "z"}},
+        {"type": "tool_use", "id": "c", "name": "memory", "input": {"command": "delete", "path": "/memories/a.md"}}
+    ]);
+    let out = ok(&ro.tool(&id, blocks.to_string().as_bytes()));
+    assert_eq!(out[0]["is_error"], json!(false), "{out}");
+    assert_eq!(out[1]["is_error"], json!(true), "{out}");
+    assert_eq!(
+        out[2]["content"],
+        "Error: This memory store is read-only for this session; the delete command was not applied."
+    );
+    let versions = ok(&send(
+        &mut admin,
+        "GET",
+        &format!("/v1/memory_stores/{id}/memory_versions"),
+        None,
+    ));
+    let version = versions["data"][0]["id"].as_str().unwrap().to_owned();
+    let reply = send(
+        &mut ro,
+        "POST",
+        &format!("/v1/memory_stores/{id}/memory_versions/{version}/redact"),
+        None,
+    );
+    refused(&reply, 403, "permission_error");
+    let reply = send(
+        &mut ro,
+        "PATCH",
+        &format!("/v1/memory_stores/{id}/settings"),
+        Some(json!({"max_files": 1})),
+    );
+    refused(&reply, 403, "permission_error");
     assert_eq!(ok(&send(&mut admin, "GET", &memories, None)), before);
+    let history = ok(&send(
+        &mut admin,
+        "GET",
+        &format!("/v1/memory_stores/{id}/memory_versions"),
+        None,
+    ));
+    assert_eq!(history, versions);
     // Keys are the admin's to manage.
     for (method, target) in [
         ("GET", "/v1/keys"),

@@ -33,6 +33,9 @@ use crate::error::ApiError;
 const CHUNK: usize = 64 * 1024;
 /// Chunks an export may have written ahead of the client.
 const AHEAD: usize = 8;
+/// How long an export waits for a client that reads nothing (holding a snapshot open meanwhile)
+/// before it gives up.
+const STALL: std::time::Duration = std::time::Duration::from_secs(60);
 
 fn refused(e: &Error) -> ApiError {
     match e {
@@ -108,6 +111,7 @@ struct ChannelWriter {
     tx: tokio::sync::mpsc::Sender<io::Result<Bytes>>,
     buf: Vec<u8>,
     opened: Option<tokio::sync::oneshot::Sender<()>>,
+    runtime: tokio::runtime::Handle,
 }
 
 impl ChannelWriter {
@@ -119,9 +123,18 @@ impl ChannelWriter {
             let _ = opened.send(());
         }
         let chunk = Bytes::from(std::mem::replace(&mut self.buf, Vec::with_capacity(CHUNK)));
-        self.tx
-            .blocking_send(Ok(chunk))
-            .map_err(|_| io::Error::new(io::ErrorKind::BrokenPipe, "the client went away"))
+        use tokio::sync::mpsc::error::SendTimeoutError;
+        self.runtime
+            .block_on(self.tx.send_timeout(Ok(chunk), STALL))
+            .map_err(|e| match e {
+                SendTimeoutError::Timeout(_) => io::Error::new(
+                    io::ErrorKind::BrokenPipe,
+                    "the client read nothing for a minute",
+                ),
+                SendTimeoutError::Closed(_) => {
+                    io::Error::new(io::ErrorKind::BrokenPipe, "the client went away")
+                }
+            })
     }
 }
 
@@ -154,11 +167,13 @@ async fn stream(
     let (opened_tx, opened_rx) = tokio::sync::oneshot::channel();
     let db = Arc::clone(&state.store);
     let errors = tx.clone();
+    let runtime = tokio::runtime::Handle::current();
     let mut task = tokio::task::spawn_blocking(move || {
         let mut out = ChannelWriter {
             tx,
             buf: Vec::with_capacity(CHUNK),
             opened: Some(opened_tx),
+            runtime,
         };
         let done = match since {
             Some(seq) => db.export_since(seq, &users, &mut out, &mut |_| {}),
@@ -185,7 +200,7 @@ async fn stream(
         match task.await {
             Ok(Ok(_)) => {}
             Ok(Err(Error::Output(e))) if e.kind() == io::ErrorKind::BrokenPipe => {
-                tracing::info!("an export's client went away before its end");
+                tracing::info!(reason = %e, "an export ended before its end: its client");
             }
             Ok(Err(e)) => {
                 tracing::error!(error = %e, "an export failed after it began; its body is cut short");
@@ -216,17 +231,17 @@ async fn stream(
 
 /// The request body as a blocking reader, fed by the async side through a bounded channel.
 struct ChannelReader {
-    rx: std::sync::mpsc::Receiver<io::Result<Bytes>>,
+    rx: tokio::sync::mpsc::Receiver<io::Result<Bytes>>,
     chunk: Bytes,
 }
 
 impl Read for ChannelReader {
     fn read(&mut self, out: &mut [u8]) -> io::Result<usize> {
         while self.chunk.is_empty() {
-            match self.rx.recv() {
-                Ok(Ok(chunk)) => self.chunk = chunk,
-                Ok(Err(e)) => return Err(e),
-                Err(_) => return Ok(0),
+            match self.rx.blocking_recv() {
+                Some(Ok(chunk)) => self.chunk = chunk,
+                Some(Err(e)) => return Err(e),
+                None => return Ok(0),
             }
         }
         let n = out.len().min(self.chunk.len());
@@ -234,6 +249,9 @@ impl Read for ChannelReader {
         Ok(n)
     }
 }
+
+/// How an import names its body in errors.
+const BODY: &str = "the request body";
 
 fn summary_json(s: &Summary) -> serde_json::Value {
     json!({
@@ -271,24 +289,27 @@ pub async fn import(
                 }
             };
             let users = users(&query);
-            let (tx, rx) = std::sync::mpsc::sync_channel::<io::Result<Bytes>>(AHEAD);
-            // The body, frame by frame, into the spool the import reads (a temporary file).
+            let (tx, rx) = tokio::sync::mpsc::channel::<io::Result<Bytes>>(AHEAD);
+            // The body, frame by frame, into the spool the import reads (a temporary file);
+            // a client that sends nothing for the body timeout is cut off.
+            let body_timeout = state.config.body_timeout;
             let feeding = tokio::spawn(async move {
                 let mut body = body;
-                while let Some(frame) = body.frame().await {
-                    let item = match frame {
-                        Ok(frame) => match frame.into_data() {
+                loop {
+                    let item = match tokio::time::timeout(body_timeout, body.frame()).await {
+                        Ok(None) => break,
+                        Ok(Some(Ok(frame))) => match frame.into_data() {
                             Ok(data) => Ok(data),
                             Err(_) => continue,
                         },
-                        Err(e) => Err(io::Error::other(e.to_string())),
+                        Ok(Some(Err(e))) => Err(io::Error::other(e.to_string())),
+                        Err(_) => Err(io::Error::new(
+                            io::ErrorKind::TimedOut,
+                            "the client sent nothing for the body timeout",
+                        )),
                     };
                     let failed = item.is_err();
-                    let tx = tx.clone();
-                    let sent = tokio::task::spawn_blocking(move || tx.send(item).is_ok())
-                        .await
-                        .unwrap_or(false);
-                    if failed || !sent {
+                    if tx.send(item).await.is_err() || failed {
                         break;
                     }
                 }
@@ -298,14 +319,15 @@ pub async fn import(
                     rx,
                     chunk: Bytes::new(),
                 };
+                let body = Path::new(BODY);
                 let mut source =
-                    ImportSource::spool(reader, Path::new("the request body"), db.limits())
-                        .map_err(|e| match e {
-                            Error::Io { source, .. } => ApiError::invalid(format!(
-                                "the request body could not be read: {source}"
-                            )),
-                            e => refused(&e),
-                        })?;
+                    ImportSource::spool(reader, body, db.limits()).map_err(|e| match e {
+                        Error::Io { path, source } if path == body => ApiError::invalid(format!(
+                            "the request body could not be read: {source}"
+                        )),
+                        // The temporary file's own failure (a full disk, say): the server's.
+                        e => refused(&e),
+                    })?;
                 db.import_from(&mut source, &users, conflict, &mut |_| {})
                     .map_err(|e| refused(&e))
             })

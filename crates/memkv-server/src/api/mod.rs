@@ -202,7 +202,6 @@ impl Query {
         )
     }
 
-    /// A parameter's value.
     /// Every value of `name`, in order.
     pub fn all<'q>(&'q self, name: &'q str) -> impl Iterator<Item = &'q str> + 'q {
         self.0
@@ -211,6 +210,7 @@ impl Query {
             .map(|(_, v)| v.as_str())
     }
 
+    /// A parameter's value.
     pub fn get(&self, name: &str) -> Option<&str> {
         self.0
             .iter()

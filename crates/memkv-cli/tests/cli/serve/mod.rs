@@ -339,8 +339,9 @@ fn isolation_by_every_path_id_and_encoding_trick() {
 #[test]
 fn the_openapi_document_matches_the_router() {
     let (_dir, db) = temp_db();
-    let server = Served::start(&db, &["--no-auth"]);
-    let mut c = Client::new(server.addr);
+    let admin = proc::add_key(&db, &["--admin"]);
+    let server = Served::start(&db, &[]);
+    let mut c = Client::with_key(server.addr, &admin);
     let doc = c.get("/openapi.json").json();
     assert_eq!(doc["openapi"], "3.1.0");
     let paths = doc["paths"].as_object().unwrap();
@@ -364,7 +365,7 @@ fn the_openapi_document_matches_the_router() {
                 .as_str()
                 .unwrap()
                 .to_owned();
-            // An API key (keyless serving was decided at start: it stays keyless).
+            // An API key, to revoke.
             let key = c
                 .send(
                     "POST",

@@ -21,350 +21,19 @@
 //! The file is replaced atomically (a private temporary file, fsynced, renamed over it) under an
 //! exclusive lock on `FILE.lock`, which the importing server takes too.
 
-use std::collections::HashMap;
-use std::fs::{self, File, OpenOptions};
-use std::io::{self, BufRead, BufReader, Write};
-use std::os::unix::fs::{MetadataExt, OpenOptionsExt};
-use std::path::{Path, PathBuf};
-use std::sync::{Arc, Mutex, RwLock};
-use std::time::{Duration, Instant, SystemTime};
+mod file;
 
-use memkv::{ApiKey, Database, ImportedKey, KeyScope, NewKey};
-use serde::{Deserialize, Serialize};
+use std::collections::HashMap;
+use std::sync::{Arc, Mutex, RwLock};
+use std::time::{Duration, Instant};
+
+use memkv::{ApiKey, Database};
 use subtle::ConstantTimeEq;
 
+pub use file::{FileEntry, Imported, KeyFile, KeyRecord, KeysError};
 pub use memkv::KeyScope as Scope;
 
-/// One line of the keys file: a key without the key, or a revocation.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(untagged)]
-pub enum FileEntry {
-    /// A key to add.
-    Add(KeyRecord),
-    /// A key to revoke.
-    Revoke {
-        /// Its id.
-        revoke: String,
-    },
-}
-
-/// A key in the keys file.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
-pub struct KeyRecord {
-    /// `key_` + 12 hex digits.
-    pub id: String,
-    /// The store it opens; `None` for an admin key.
-    pub store: Option<String>,
-    /// SHA-256 of the key, hex.
-    pub sha256: String,
-    /// When it was added (UTC).
-    pub created: String,
-    /// Reads only (a store key).
-    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
-    pub read_only: bool,
-    /// The operator's words for it.
-    #[serde(default, skip_serializing_if = "String::is_empty")]
-    pub label: String,
-    /// When it stops working, ms since the epoch.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub expires_ms: Option<i64>,
-}
-
-impl KeyRecord {
-    fn imported(&self, path: &Path, line: usize) -> Result<ImportedKey, KeysError> {
-        let corrupt = |why: &str| KeysError::Corrupt(path.to_owned(), line, why.to_owned());
-        let sha256 =
-            decode_hash(&self.sha256).ok_or_else(|| corrupt("sha256 is not 64 hex digits"))?;
-        let created_ms = memkv::parse_rfc3339(&self.created)
-            .ok_or_else(|| corrupt("created is not a UTC time"))?;
-        let scope = match &self.store {
-            None if self.read_only => return Err(corrupt("an admin key cannot be read-only")),
-            None => KeyScope::Admin,
-            Some(store) => KeyScope::Store {
-                store: store.clone(),
-                read_only: self.read_only,
-            },
-        };
-        Ok(ImportedKey {
-            id: self.id.clone(),
-            scope,
-            sha256,
-            label: self.label.clone(),
-            created_ms,
-            expires_ms: self.expires_ms,
-        })
-    }
-}
-
-/// A problem with the keys file.
-#[derive(Debug)]
-pub enum KeysError {
-    /// Reading or writing it failed.
-    Io(PathBuf, io::Error),
-    /// A line that is not a key record.
-    Corrupt(PathBuf, usize, String),
-    /// The database refused the keys (or failed).
-    Database(memkv::Error),
-}
-
-impl std::fmt::Display for KeysError {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        match self {
-            KeysError::Io(path, e) => write!(f, "{}: {e}", path.display()),
-            KeysError::Corrupt(path, line, e) => {
-                write!(
-                    f,
-                    "{}: line {line} is not a key record: {e}",
-                    path.display()
-                )
-            }
-            KeysError::Database(e) => write!(f, "{e}"),
-        }
-    }
-}
-
-impl std::error::Error for KeysError {}
-
-impl From<memkv::Error> for KeysError {
-    fn from(e: memkv::Error) -> Self {
-        KeysError::Database(e)
-    }
-}
-
-/// The keys file of a database (`DB.keys` unless given).
-#[derive(Debug, Clone)]
-pub struct KeyFile {
-    path: PathBuf,
-}
-
-impl KeyFile {
-    /// The keys file at `path`.
-    pub fn new(path: impl Into<PathBuf>) -> Self {
-        KeyFile { path: path.into() }
-    }
-
-    /// The default keys file of the database at `db`: `DB.keys`.
-    pub fn beside(db: &Path) -> Self {
-        KeyFile::new(with_suffix(db, ".keys"))
-    }
-
-    /// Where it is.
-    pub fn path(&self) -> &Path {
-        &self.path
-    }
-
-    /// Where it goes once imported: `FILE.imported`.
-    pub fn imported_path(&self) -> PathBuf {
-        with_suffix(&self.path, ".imported")
-    }
-
-    /// Every line; none if the file does not exist.
-    ///
-    /// # Errors
-    /// The file cannot be read, or a line is not an entry.
-    pub fn entries(&self) -> Result<Vec<FileEntry>, KeysError> {
-        let file = match File::open(&self.path) {
-            Ok(f) => f,
-            Err(e) if e.kind() == io::ErrorKind::NotFound => return Ok(Vec::new()),
-            Err(e) => return Err(self.io(e)),
-        };
-        let mut out = Vec::new();
-        for (i, line) in BufReader::new(file).lines().enumerate() {
-            let line = line.map_err(|e| self.io(e))?;
-            if line.trim().is_empty() {
-                continue;
-            }
-            let entry: FileEntry = serde_json::from_str(&line)
-                .map_err(|e| KeysError::Corrupt(self.path.clone(), i + 1, e.to_string()))?;
-            if let FileEntry::Add(record) = &entry {
-                record.imported(&self.path, i + 1)?;
-            }
-            out.push(entry);
-        }
-        Ok(out)
-    }
-
-    /// Writes a new random key for the server holding the database to import; returns its
-    /// record and the key itself (shown once).
-    ///
-    /// # Errors
-    /// The file cannot be read or replaced; no random bytes.
-    pub fn add(&self, new: &NewKey) -> Result<(KeyRecord, String), KeysError> {
-        let (id, key) = memkv::keys::generate()?;
-        let record = KeyRecord {
-            id,
-            store: new.scope.store().map(str::to_owned),
-            sha256: hex(&memkv::keys::hash(&key)),
-            created: memkv::utc(now_ms()),
-            read_only: new.scope.read_only(),
-            label: new.label.clone(),
-            expires_ms: new.expires_ms,
-        };
-        self.update(|entries| entries.push(FileEntry::Add(record.clone())))?;
-        Ok((record, key))
-    }
-
-    /// Writes a revocation for the server holding the database to apply.
-    ///
-    /// # Errors
-    /// The file cannot be read or replaced.
-    pub fn revoke(&self, id: &str) -> Result<(), KeysError> {
-        self.update(|entries| {
-            entries.push(FileEntry::Revoke {
-                revoke: id.to_owned(),
-            });
-        })
-    }
-
-    /// Applies the file to `db` (its keys added, all or none, ids the database has passed
-    /// over; then its revocations) and renames it to [`Self::imported_path`], under the lock;
-    /// `None` when there is no file.
-    ///
-    /// # Errors
-    /// The file cannot be read or renamed; a line is not an entry; the database refuses.
-    pub fn import_into(&self, db: &Database) -> Result<Option<Imported>, KeysError> {
-        if !self.path.exists() {
-            return Ok(None);
-        }
-        let _lock = self.lock()?;
-        let entries = match self.entries() {
-            Ok(e) if !self.path.exists() => {
-                debug_assert!(e.is_empty());
-                return Ok(None);
-            }
-            other => other?,
-        };
-        let mut adds = Vec::new();
-        let mut revokes = Vec::new();
-        for (i, entry) in entries.iter().enumerate() {
-            match entry {
-                FileEntry::Add(r) => adds.push(r.imported(&self.path, i + 1)?),
-                FileEntry::Revoke { revoke } => revokes.push(revoke.clone()),
-            }
-        }
-        let added = db.import_keys(&adds)?;
-        let mut revoked = 0;
-        for id in &revokes {
-            revoked += usize::from(db.revoke_key(id)?);
-        }
-        fs::rename(&self.path, self.imported_path()).map_err(|e| self.io(e))?;
-        Ok(Some(Imported {
-            added,
-            revoked,
-            renamed_to: self.imported_path(),
-        }))
-    }
-
-    fn lock(&self) -> Result<File, KeysError> {
-        if let Some(dir) = self.dir() {
-            fs::create_dir_all(dir).map_err(|e| self.io(e))?;
-        }
-        let lock_path = with_suffix(&self.path, ".lock");
-        let lock = OpenOptions::new()
-            .create(true)
-            .truncate(false)
-            .write(true)
-            .mode(0o600)
-            .open(&lock_path)
-            .map_err(|e| KeysError::Io(lock_path.clone(), e))?;
-        lock.lock().map_err(|e| KeysError::Io(lock_path, e))?;
-        Ok(lock)
-    }
-
-    /// Read, change, replace atomically, under the lock.
-    fn update(&self, change: impl FnOnce(&mut Vec<FileEntry>)) -> Result<(), KeysError> {
-        let _lock = self.lock()?;
-        let mut entries = self.entries()?;
-        change(&mut entries);
-        let tmp = with_suffix(&self.path, &format!(".tmp-{}", std::process::id()));
-        let written = (|| {
-            let mut file = OpenOptions::new()
-                .create(true)
-                .truncate(true)
-                .write(true)
-                .mode(0o600)
-                .open(&tmp)?;
-            let mut text = String::new();
-            for e in &entries {
-                text.push_str(&serde_json::to_string(e).expect("plain struct"));
-                text.push('\n');
-            }
-            file.write_all(text.as_bytes())?;
-            file.sync_all()?;
-            fs::rename(&tmp, &self.path)?;
-            if let Some(dir) = self.dir() {
-                File::open(dir)?.sync_all()?;
-            }
-            Ok(())
-        })();
-        if written.is_err() {
-            let _ = fs::remove_file(&tmp);
-        }
-        written.map_err(|e| self.io(e))
-    }
-
-    fn dir(&self) -> Option<&Path> {
-        self.path.parent().filter(|p| !p.as_os_str().is_empty())
-    }
-
-    fn io(&self, e: io::Error) -> KeysError {
-        KeysError::Io(self.path.clone(), e)
-    }
-
-    /// What identifies the file's current version, or `None` if it does not exist.
-    fn stamp(&self) -> Option<Stamp> {
-        fs::metadata(&self.path).ok().map(|m| Stamp {
-            inode: m.ino(),
-            len: m.len(),
-            modified: m.modified().ok(),
-        })
-    }
-}
-
-/// What [`KeyFile::import_into`] did.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Imported {
-    /// Keys added to the database.
-    pub added: usize,
-    /// Keys revoked.
-    pub revoked: usize,
-    /// Where the file went.
-    pub renamed_to: PathBuf,
-}
-
-fn with_suffix(path: &Path, suffix: &str) -> PathBuf {
-    let mut name = path.as_os_str().to_owned();
-    name.push(suffix);
-    PathBuf::from(name)
-}
-
-fn now_ms() -> i64 {
-    SystemTime::now()
-        .duration_since(SystemTime::UNIX_EPOCH)
-        .map_or(0, |d| i64::try_from(d.as_millis()).unwrap_or(i64::MAX))
-}
-
-fn hex(bytes: &[u8]) -> String {
-    bytes.iter().map(|b| format!("{b:02x}")).collect()
-}
-
-fn decode_hash(text: &str) -> Option<[u8; 32]> {
-    if text.len() != 64 || !text.is_ascii() {
-        return None;
-    }
-    let mut out = [0u8; 32];
-    for (i, byte) in out.iter_mut().enumerate() {
-        *byte = u8::from_str_radix(&text[2 * i..2 * i + 2], 16).ok()?;
-    }
-    Some(out)
-}
-
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-struct Stamp {
-    inode: u64,
-    len: u64,
-    modified: Option<SystemTime>,
-}
+use file::{Stamp, now_ms};
 
 /// What a request's key gives it.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -396,6 +65,8 @@ pub struct Keys {
     state: RwLock<Table>,
     /// When each key was last used, not yet recorded in the database.
     uses: Mutex<HashMap<String, i64>>,
+    /// Held by the one reload under way: the others go on with the table they have.
+    reloading: Mutex<()>,
 }
 
 #[derive(Debug)]
@@ -445,6 +116,7 @@ impl Keys {
             db,
             file,
             uses: Mutex::default(),
+            reloading: Mutex::default(),
         })
     }
 
@@ -524,36 +196,55 @@ impl Keys {
 
     /// Reads the keys again when this process changed them, when [`RELOAD`] has passed since
     /// the last read, or when `now`; imports the keys file first when it changed.
+    /// A failed read is tried again after [`RELOAD`] too. One reload runs at a time: a request
+    /// that finds one under way goes on with the table as it is, unless `now` (then it waits
+    /// for it, and reloads after it). The database is read with no lock of the table held; the
+    /// new table replaces the old under a short write lock.
     pub fn refresh(&self, now: bool) {
         {
             let table = self.state.read().expect("no panics under the lock");
-            if !now
-                && !table.broken
-                && table.changes == self.db.key_changes()
-                && table.loaded.elapsed() < RELOAD
-            {
+            if !now && table.changes == self.db.key_changes() && table.loaded.elapsed() < RELOAD {
                 return;
             }
         }
+        let _one = if now {
+            self.reloading.lock().expect("no panics under the lock")
+        } else {
+            match self.reloading.try_lock() {
+                Ok(one) => one,
+                Err(_) => return,
+            }
+        };
         // On a tokio worker, the read may block (PostgreSQL's client runs a runtime of its own,
         // which may not be entered from a worker without leaving it first).
         outside_runtime(|| self.reload());
     }
 
     fn reload(&self) {
-        let mut table = self.state.write().expect("no panics under the lock");
-        let stamp = self.file.as_ref().and_then(KeyFile::stamp);
-        if let Some(file) = &self.file
-            && stamp.is_some()
-            && stamp != table.file
-        {
-            if let Err(e) = import_logged(file, &self.db) {
-                tracing::error!(error = %e, file = %file.path().display(), "cannot import the keys file");
+        let known = self.state.read().expect("no panics under the lock").file;
+        let mut file_stamp = known;
+        if let Some(file) = &self.file {
+            let stamp = file.stamp();
+            if stamp.is_some() && stamp != known {
+                match import_logged(file, &self.db) {
+                    Ok(()) => file_stamp = file.stamp(),
+                    // A file that cannot be parsed is not tried again until it changes.
+                    Err(e @ KeysError::Corrupt(..)) => {
+                        tracing::error!(error = %e, "cannot import the keys file; it is left as it is");
+                        file_stamp = stamp;
+                    }
+                    // The database's refusal or failure: tried again at the next reload.
+                    Err(e) => {
+                        tracing::error!(error = %e, "cannot import the keys file; trying again shortly");
+                    }
+                }
             }
-            table.file = file.stamp();
         }
         let changes = self.db.key_changes();
-        match self.db.api_keys() {
+        let read = self.db.api_keys();
+        let mut table = self.state.write().expect("no panics under the lock");
+        table.file = file_stamp;
+        match read {
             Ok(keys) => {
                 table.entries = entries(&keys);
                 table.changes = changes;
@@ -628,6 +319,9 @@ fn entries(keys: &[ApiKey]) -> Vec<Entry> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use memkv::NewKey;
+    use std::fs;
+    use std::os::unix::fs::MetadataExt;
 
     fn store(s: &str) -> Scope {
         Scope::Store {
@@ -737,13 +431,5 @@ mod tests {
         assert!(Keys::load(Arc::clone(&db), Some(file.clone())).is_err());
         assert!(file.path().exists());
         assert!(db.api_keys().unwrap().is_empty());
-    }
-
-    #[test]
-    fn hashes_round_trip() {
-        let h = memkv::keys::hash("x");
-        assert_eq!(decode_hash(&hex(&h)), Some(h));
-        assert_eq!(decode_hash("zz"), None);
-        assert_eq!(decode_hash(&"é".repeat(32)), None);
     }
 }
