@@ -161,6 +161,7 @@ pub use history::{
     Retention, StoreInfo, Version, VersionId,
 };
 pub use keys::{ApiKey, ImportedKey, KeyScope, MAX_KEYS, NewKey};
+pub use layout::LAYOUT_VERSION;
 pub use limits::{Expiry, Limits};
 pub use memories::ListItem;
 pub use path::{MemoryPath, PathError};

@@ -81,7 +81,7 @@ pub async fn run(state: Arc<AppState>) {
         }
         let db = Arc::clone(&state.store);
         if let Ok(Ok(last)) = tokio::task::spawn_blocking(move || db.last_change()).await {
-            state.metrics.remote_looks.fetch_add(1, Ordering::Relaxed);
+            state.metrics.remote_looks.inc();
             remote.last.send_if_modified(|seen| {
                 let moved = *seen != last;
                 *seen = last;

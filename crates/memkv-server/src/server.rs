@@ -8,7 +8,7 @@ use std::io;
 use std::net::SocketAddr;
 use std::sync::Arc;
 use std::sync::atomic::AtomicBool;
-use std::sync::atomic::Ordering::{Relaxed, SeqCst};
+use std::sync::atomic::Ordering::SeqCst;
 use std::time::{Duration, SystemTime};
 
 use hyper_util::rt::{TokioIo, TokioTimer};
@@ -152,7 +152,7 @@ impl Server {
             });
             let connection = graceful.watch(http.serve_connection(TokioIo::new(stream), service));
             let metrics = Arc::clone(&state.metrics);
-            metrics.connections.fetch_add(1, Relaxed);
+            metrics.connections.inc();
             tokio::spawn(async move {
                 tokio::select! {
                     ended = connection => if let Err(e) = ended {
@@ -162,7 +162,7 @@ impl Server {
                         tracing::debug!("an idle connection closed to admit a new one");
                     }
                 }
-                metrics.connections.fetch_sub(1, Relaxed);
+                metrics.connections.dec();
                 drop(place);
             });
         }

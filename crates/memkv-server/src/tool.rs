@@ -9,7 +9,6 @@
 //! [`memkv::protocol::answer`] runs on tokio's blocking pool.
 
 use std::sync::Arc;
-use std::sync::atomic::Ordering::Relaxed;
 
 use axum::body::Body;
 use axum::extract::rejection::PathRejection;
@@ -95,16 +94,16 @@ async fn run(
         state.metrics.command(c);
     }
     let Ok(permit) = Arc::clone(&state.in_flight).try_acquire_owned() else {
-        state.metrics.overloaded.fetch_add(1, Relaxed);
+        state.metrics.overloaded.inc();
         return Err(ApiError::overloaded(
             "memkv is answering as many requests as it may; retry shortly",
         ));
     };
-    state.metrics.in_flight.fetch_add(1, Relaxed);
+    state.metrics.in_flight.inc();
     let (response, errors) = match state.embedded {
         true => {
             let answer = answer_here(&user.with_actor(actor), message).await;
-            state.metrics.in_flight.fetch_sub(1, Relaxed);
+            state.metrics.in_flight.dec();
             drop(permit);
             answer
         }
@@ -112,7 +111,7 @@ async fn run(
             let metrics = Arc::clone(&state.metrics);
             tokio::task::spawn_blocking(move || {
                 let answer = protocol::answer(&user.handle().with_actor(actor), message);
-                metrics.in_flight.fetch_sub(1, Relaxed);
+                metrics.in_flight.dec();
                 drop(permit);
                 answer
             })

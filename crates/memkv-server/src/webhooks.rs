@@ -12,7 +12,6 @@
 
 use std::collections::HashMap;
 use std::sync::Arc;
-use std::sync::atomic::Ordering::Relaxed;
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use base64::Engine as _;
@@ -165,7 +164,7 @@ pub(crate) async fn run(state: Arc<AppState>) {
         // The endpoint tasks of this lease: cancelled when it is lost or at shutdown, so that
         // no delivery goes on once another server may have taken over.
         let leading = shutdown.child_token();
-        state.metrics.webhooks_leading.store(1, Relaxed);
+        state.metrics.webhooks_leading.set(1);
         tracing::info!("webhooks: this server delivers the database's webhooks");
         let mut tasks: HashMap<String, tokio::task::JoinHandle<()>> = HashMap::new();
         loop {
@@ -222,7 +221,7 @@ pub(crate) async fn run(state: Arc<AppState>) {
                 task.abort();
             }
         }
-        state.metrics.webhooks_leading.store(0, Relaxed);
+        state.metrics.webhooks_leading.set(0);
         // Given up off the async workers: a networked backend unlocks with a round trip.
         let _ = tokio::task::spawn_blocking(move || drop(lease)).await;
         if shutdown.is_cancelled() {
@@ -323,7 +322,7 @@ async fn deliver_page(
         }
         match post(client, hook, entry, options.allow_private).await {
             Ok(()) => {
-                state.metrics.webhooks_delivered.fetch_add(1, Relaxed);
+                state.metrics.webhooks_delivered.inc();
                 passed = entry.seq;
                 if !record(db, &hook.id, WebhookAttempt::Delivered { seq: passed }).await {
                     return;
@@ -331,7 +330,7 @@ async fn deliver_page(
                 recorded = passed;
             }
             Err(error) => {
-                state.metrics.webhooks_failed.fetch_add(1, Relaxed);
+                state.metrics.webhooks_failed.inc();
                 tracing::info!(webhook = %hook.id, seq = entry.seq, %error, "webhook delivery failed");
                 record(db, &hook.id, failed(hook, passed, error, options)).await;
                 return;

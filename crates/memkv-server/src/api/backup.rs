@@ -14,7 +14,6 @@
 use std::io::{self, Read, Write};
 use std::path::Path;
 use std::sync::Arc;
-use std::sync::atomic::Ordering::Relaxed;
 
 use axum::body::{Body, Bytes};
 use axum::extract::rejection::PathRejection;
@@ -158,7 +157,7 @@ async fn stream(
     since: Option<u64>,
 ) -> Result<Response, ApiError> {
     let Ok(permit) = Arc::clone(&state.in_flight).try_acquire_owned() else {
-        state.metrics.overloaded.fetch_add(1, Relaxed);
+        state.metrics.overloaded.inc();
         return Err(ApiError::overloaded(
             "memkv is answering as many requests as it may; retry shortly",
         ));

@@ -7,7 +7,6 @@
 //! A long poll holds an in-flight permit only while it reads, and a shutdown answers it at once.
 
 use std::sync::Arc;
-use std::sync::atomic::Ordering;
 use std::time::{Duration, Instant};
 
 use axum::extract::rejection::PathRejection;
@@ -174,14 +173,14 @@ struct Waiting<'a>(&'a AppState);
 
 impl<'a> Waiting<'a> {
     fn new(state: &'a AppState) -> Self {
-        state.metrics.feed_waiting.fetch_add(1, Ordering::Relaxed);
+        state.metrics.feed_waiting.inc();
         Waiting(state)
     }
 }
 
 impl Drop for Waiting<'_> {
     fn drop(&mut self) {
-        self.0.metrics.feed_waiting.fetch_sub(1, Ordering::Relaxed);
+        self.0.metrics.feed_waiting.dec();
     }
 }
 

@@ -27,7 +27,6 @@ mod versions;
 pub mod webhooks;
 
 use std::sync::Arc;
-use std::sync::atomic::Ordering::Relaxed;
 
 use axum::body::Body;
 use axum::extract::Path;
@@ -138,17 +137,17 @@ pub async fn blocking<T: Send + 'static>(
     work: impl FnOnce(&Arc<Database>) -> Result<T, ApiError> + Send + 'static,
 ) -> Result<T, ApiError> {
     let Ok(permit) = Arc::clone(&state.in_flight).try_acquire_owned() else {
-        state.metrics.overloaded.fetch_add(1, Relaxed);
+        state.metrics.overloaded.inc();
         return Err(ApiError::overloaded(
             "memkv is answering as many requests as it may; retry shortly",
         ));
     };
-    state.metrics.in_flight.fetch_add(1, Relaxed);
+    state.metrics.in_flight.inc();
     let metrics = Arc::clone(&state.metrics);
     let store = Arc::clone(&state.store);
     tokio::task::spawn_blocking(move || {
         let out = work(&store);
-        metrics.in_flight.fetch_sub(1, Relaxed);
+        metrics.in_flight.dec();
         drop(permit);
         out
     })
