@@ -11,10 +11,15 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 
 VERSION=4.32.5
+# The document is first checked against the OpenAPI 3.1 specification by a published validator.
+VALIDATOR=0.9.0
 VENV=$(realpath -m "${MEMKV_SCHEMATHESIS_VENV:-target/schemathesis-venv}")
 if [ ! -x "$VENV/bin/schemathesis" ] || ! "$VENV/bin/schemathesis" --version 2>/dev/null | grep -q "$VERSION"; then
     python3 -m venv "$VENV"
     "$VENV/bin/pip" install --quiet "schemathesis==$VERSION"
+fi
+if ! "$VENV/bin/pip" show openapi-spec-validator 2>/dev/null | grep -q "^Version: $VALIDATOR$"; then
+    "$VENV/bin/pip" install --quiet "openapi-spec-validator==$VALIDATOR"
 fi
 [ "${MEMKV_PREPARE_ONLY:-}" = 1 ] && exit 0
 
@@ -46,6 +51,20 @@ for _ in $(seq 1 300); do
 done
 URL=$(sed -n 's/^listening on //p' "$WORK/stdout")
 [ -n "$URL" ] || { echo "the server did not start" >&2; cat "$WORK/stderr" >&2; exit 1; }
+
+# The document itself, against the OpenAPI 3.1 specification (openapi-spec-validator).
+"$VENV/bin/python" - "$URL/openapi.json" <<'PY'
+import json, sys, urllib.request
+from openapi_spec_validator import validate
+from openapi_spec_validator.validation.exceptions import OpenAPIValidationError
+with urllib.request.urlopen(sys.argv[1], timeout=30) as r:
+    document = json.load(r)
+try:
+    validate(document)
+except OpenAPIValidationError as e:
+    sys.exit(f"GET /openapi.json is not a valid OpenAPI 3.1 document: {e}")
+print(f"GET /openapi.json: a valid OpenAPI {document['openapi']} document, {len(document['paths'])} paths")
+PY
 
 # Run from the temporary directory: schemathesis keeps its caches in the working directory.
 ROOT=$PWD

@@ -118,11 +118,13 @@ pub fn document(max_blocks: usize, max_body: usize) -> Value {
     paths.insert(
         "/healthz".into(),
         json!({"get": {"operationId": "healthz", "summary": "Liveness",
+            "security": [{}],
             "responses": {"200": text("Up"), "405": final_error("Another method than GET")}}}),
     );
     paths.insert(
         "/readyz".into(),
         json!({"get": {"operationId": "readyz", "summary": "Readiness: the store is open and the server is serving",
+            "security": [{}],
             "responses": {"200": text("Ready"), "503": overloaded.clone(), "405": final_error("Another method than GET")}}}),
     );
     paths.insert(
@@ -141,6 +143,7 @@ pub fn document(max_blocks: usize, max_body: usize) -> Value {
     paths.insert(
         "/openapi.json".into(),
         json!({"get": {"operationId": "openapi", "summary": "This document",
+            "security": [{}],
             "responses": {"200": {"description": "OpenAPI 3.1",
                 "content": {"application/json": {"schema": {"type": "object"}}}},
                 "405": final_error("Another method than GET")}}}),
@@ -162,6 +165,7 @@ pub fn document(max_blocks: usize, max_body: usize) -> Value {
             "version": env!("CARGO_PKG_VERSION"),
             "description": "A per-user, transactional store for Claude's memory tool (memory_20250818), over HTTP."
         },
+        "servers": [{"url": "/", "description": "The server that serves this document"}],
         "paths": paths,
         "components": {
             "securitySchemes": {
@@ -254,6 +258,21 @@ pub fn document(max_blocks: usize, max_body: usize) -> Value {
 mod tests {
     use super::*;
     use crate::app::ROUTES;
+
+    #[test]
+    fn every_operation_says_how_it_is_authenticated() {
+        let doc = document(64, 1 << 20);
+        assert_eq!(doc["servers"][0]["url"], "/");
+        for (path, item) in doc["paths"].as_object().unwrap() {
+            for (method, op) in item.as_object().unwrap() {
+                let security = op["security"].as_array();
+                assert!(
+                    security.is_some_and(|s| !s.is_empty()),
+                    "{method} {path} has no security"
+                );
+            }
+        }
+    }
 
     #[test]
     fn the_document_lists_exactly_the_routes() {
