@@ -118,6 +118,20 @@ pub fn identify(state: &AppState, headers: &HeaderMap) -> Result<Caller, ApiErro
     })
 }
 
+/// Whether the request's key still works, for an answer given long after the request came (a
+/// long poll of the change feed): a key revoked or expired meanwhile gets 401, not what
+/// committed after. Not counted against the rate limit again.
+pub fn still_valid(state: &AppState, headers: &HeaderMap) -> Result<(), ApiError> {
+    if state.config.no_auth {
+        return Ok(());
+    }
+    match state.keys.check(sent_key(headers)) {
+        Access::Key(_) => Ok(()),
+        Access::Expired => Err(ApiError::unauthenticated("this API key has expired")),
+        _ => Err(ApiError::unauthenticated("invalid API key")),
+    }
+}
+
 /// The 401 message while no key exists.
 pub const NO_KEYS: &str = "no API key exists on this server: add one with `memkv keys add --store NAME` (or `--admin`) on the same --db; it works at once, without a restart";
 

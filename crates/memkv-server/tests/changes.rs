@@ -166,6 +166,25 @@ fn a_long_poll_answers_when_an_entry_commits_or_when_the_wait_runs_out() {
     });
 }
 
+/// A key revoked while its long poll waits gets 401 when the poll wakes, not the entries that
+/// committed after the revocation.
+#[test]
+fn a_long_poll_of_a_key_revoked_meanwhile_is_refused() {
+    let s = Served::new();
+    let mut admin = s.client(&s.admin);
+    create(&mut admin, "u", "/memories/first.md");
+    let (record, key) = s.store_key("u", false);
+    let addr = s.addr;
+    let poll = std::thread::spawn(move || {
+        let mut c = client::Client::with_key(addr, &key);
+        c.get("/v1/memory_stores/u/changes?after=1&wait=30")
+    });
+    wait_for_polls(&mut admin, 1);
+    assert!(s.db.revoke_key(&record.id).unwrap());
+    create(&mut admin, "u", "/memories/second.md");
+    refused(&poll.join().unwrap(), 401, "authentication_error");
+}
+
 #[test]
 fn an_expired_cursor_is_gone() {
     each_backend(|| {

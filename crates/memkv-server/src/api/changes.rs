@@ -41,7 +41,9 @@ pub async fn store_changes(
             if state.store.user(&id).is_err() {
                 return Err(ApiError::not_found());
             }
-            feed(&state, &uri, Some(id)).await
+            let answer = feed(&state, &uri, Some(id)).await?;
+            crate::auth::still_valid(&state, &headers)?;
+            Ok(answer)
         }
         .await,
     )
@@ -56,7 +58,9 @@ pub async fn all_changes(
     respond(
         async {
             admin(&state, &headers, "the change feed of every store")?;
-            feed(&state, &uri, None).await
+            let answer = feed(&state, &uri, None).await?;
+            crate::auth::still_valid(&state, &headers)?;
+            Ok(answer)
         }
         .await,
     )
