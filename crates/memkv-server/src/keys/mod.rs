@@ -197,17 +197,21 @@ impl Keys {
     /// Reads the keys again when this process changed them, when [`RELOAD`] has passed since
     /// the last read, or when `now`; imports the keys file first when it changed.
     /// A failed read is tried again after [`RELOAD`] too. One reload runs at a time: a request
-    /// that finds one under way goes on with the table as it is, unless `now` (then it waits
-    /// for it, and reloads after it). The database is read with no lock of the table held; the
+    /// that finds one under way goes on with the table as it is, unless `now` or this process
+    /// changed the keys (then it waits for it, and reloads after it). The database is read with no lock of the table held; the
     /// new table replaces the old under a short write lock.
     pub fn refresh(&self, now: bool) {
-        {
+        let changed_here = {
             let table = self.state.read().expect("no panics under the lock");
-            if !now && table.changes == self.db.key_changes() && table.loaded.elapsed() < RELOAD {
+            let changed_here = table.changes != self.db.key_changes();
+            if !now && !changed_here && table.loaded.elapsed() < RELOAD {
                 return;
             }
-        }
-        let _one = if now {
+            changed_here
+        };
+        // A change this process made must be seen by its next request: wait for a reload under
+        // way (it may have read the keys before the change), then read them again.
+        let _one = if now || changed_here {
             self.reloading.lock().expect("no panics under the lock")
         } else {
             match self.reloading.try_lock() {
@@ -365,6 +369,36 @@ mod tests {
         assert_eq!(keys.check(Some(&alice_key)), Access::Unknown);
         assert!(db.revoke_key(&admin.id).unwrap());
         assert_eq!(keys.check(Some(&admin_key)), Access::NoKeys);
+    }
+
+    /// A key this process added works at its next request even while a reload that read the
+    /// keys before the change is under way (the request waits for it and reads them again).
+    #[test]
+    fn a_change_made_here_is_seen_even_during_a_reload() {
+        let db = Arc::new(Database::in_memory().unwrap());
+        let keys = Arc::new(Keys::load(Arc::clone(&db), None).unwrap());
+        db.add_key(&NewKey::new(Scope::Admin)).unwrap();
+        assert_eq!(keys.check(None), Access::Missing);
+        // A reload under way: its lock held by another thread for a moment.
+        let (release, held) = std::sync::mpsc::channel::<()>();
+        let (taken, wait_taken) = std::sync::mpsc::channel::<()>();
+        let holder = {
+            let keys = Arc::clone(&keys);
+            std::thread::spawn(move || {
+                let _one = keys.reloading.lock().unwrap();
+                taken.send(()).unwrap();
+                held.recv().unwrap();
+            })
+        };
+        wait_taken.recv().unwrap();
+        let (_, key) = db.add_key(&NewKey::new(store("alice"))).unwrap();
+        let asking = {
+            let keys = Arc::clone(&keys);
+            std::thread::spawn(move || keys.check(Some(&key)))
+        };
+        release.send(()).unwrap();
+        holder.join().unwrap();
+        assert_eq!(asking.join().unwrap(), Access::Key(store("alice")));
     }
 
     #[test]
