@@ -366,6 +366,18 @@ pub enum KeysCommand {
         /// One JSON object per key, as GET /v1/keys answers them
         #[arg(long)]
         json: bool,
+        /// List them through a running `memkv serve` at this URL (its GET /v1/keys), e.g. while
+        /// it holds a redb file
+        #[arg(long, value_name = "URL", requires = "api_key")]
+        url: Option<String>,
+        /// An admin key of that server, with --url
+        #[arg(
+            long,
+            value_name = "KEY",
+            env = "MEMKV_API_KEY",
+            hide_env_values = true
+        )]
+        api_key: Option<String>,
     },
     /// Revoke a key by its id (key_…)
     Revoke {

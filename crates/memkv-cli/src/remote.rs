@@ -173,3 +173,73 @@ pub fn import(url: &str, key: &str, args: &ImportArgs) -> Result {
     );
     Ok(())
 }
+
+/// `memkv keys list --url`: the server's `GET /v1/keys`, printed as `keys list` prints them.
+pub fn keys_list(url: &str, key: &str, json: bool) -> Result {
+    let target = endpoint(url, "/v1/keys", &[]);
+    let response = client()?.get(&target).header("x-api-key", key).send()?;
+    if !response.status().is_success() {
+        return Err(refused(response));
+    }
+    let page: serde_json::Value = serde_json::from_str(&response.text()?)?;
+    let keys = page["data"]
+        .as_array()
+        .ok_or("the server's answer has no list of keys")?;
+    let mut out = io::stdout().lock();
+    print_keys(&mut out, keys, json)?;
+    out.flush()?;
+    Ok(())
+}
+
+/// Keys as `GET /v1/keys` answers them: one JSON object per line, or a table.
+pub(crate) fn print_keys(
+    out: &mut dyn Write,
+    keys: &[serde_json::Value],
+    json: bool,
+) -> io::Result<()> {
+    if json {
+        for k in keys {
+            writeln!(out, "{k}")?;
+        }
+        return Ok(());
+    }
+    writeln!(
+        out,
+        "{:<16}  {:<20}  {:<20}  {:<20}  {:<28}  LABEL",
+        "ID", "CREATED", "EXPIRES", "LAST USED", "SCOPE"
+    )?;
+    let now = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| i64::try_from(d.as_millis()).unwrap_or(i64::MAX));
+    let time = |v: &serde_json::Value| v.as_str().and_then(memkv::parse_rfc3339);
+    for k in keys {
+        let scope = match k["store"].as_str() {
+            None => "admin".to_owned(),
+            Some(store) => format!(
+                "store {store:?}{}",
+                if k["read_only"] == true {
+                    " read-only"
+                } else {
+                    ""
+                }
+            ),
+        };
+        let expires = match time(&k["expires_at"]) {
+            None => "never".to_owned(),
+            Some(at) if at <= now => format!("{} (expired)", memkv::utc(at)),
+            Some(at) => memkv::utc(at),
+        };
+        let used = time(&k["last_used_at"]).map_or_else(|| "-".to_owned(), memkv::utc);
+        let created = time(&k["created_at"]).map_or_else(String::new, memkv::utc);
+        writeln!(
+            out,
+            "{:<16}  {:<20}  {:<20}  {:<20}  {scope:<28}  {}",
+            k["id"].as_str().unwrap_or(""),
+            created,
+            expires,
+            used,
+            k["label"].as_str().unwrap_or("")
+        )?;
+    }
+    Ok(())
+}

@@ -72,6 +72,14 @@ pub fn serve(global: &Global, args: &ServeArgs) -> Result {
 }
 
 pub fn keys(global: &Global, command: &KeysCommand) -> Result {
+    if let KeysCommand::List {
+        json,
+        url: Some(url),
+        api_key: Some(key),
+    } = command
+    {
+        return crate::remote::keys_list(url, key, *json);
+    }
     let file = global.keys_path()?.map(KeyFile::new);
     let path = global.db_path()?;
     // A key memkv would refuse is refused before anything is opened or created.
@@ -97,7 +105,7 @@ pub fn keys(global: &Global, command: &KeysCommand) -> Result {
         }
         Err(e @ memkv::Error::Locked { .. }) => {
             return Err(format!(
-                "{e}; a running `memkv serve` lists its keys at GET /v1/keys (an admin key)"
+                "{e}; a running `memkv serve` lists its keys: `memkv keys list --url URL --api-key ADMIN_KEY` (GET /v1/keys)"
             )
             .into());
         }
@@ -127,46 +135,13 @@ pub fn keys(global: &Global, command: &KeysCommand) -> Result {
             )?;
             writeln!(out, "{key}")?;
         }
-        KeysCommand::List { json } => {
-            let keys = db.api_keys()?;
-            if *json {
-                for k in &keys {
-                    writeln!(out, "{}", memkv_server::api_key_json(k))?;
-                }
-            } else {
-                writeln!(
-                    out,
-                    "{:<16}  {:<20}  {:<20}  {:<20}  {:<28}  LABEL",
-                    "ID", "CREATED", "EXPIRES", "LAST USED", "SCOPE"
-                )?;
-                let now = now_ms();
-                for k in &keys {
-                    let scope = match &k.scope {
-                        Scope::Admin => "admin".to_owned(),
-                        Scope::Store { store, read_only } => {
-                            format!(
-                                "store {store:?}{}",
-                                if *read_only { " read-only" } else { "" }
-                            )
-                        }
-                    };
-                    let expires = match k.expires_ms {
-                        None => "never".to_owned(),
-                        Some(at) if at <= now => format!("{} (expired)", memkv::utc(at)),
-                        Some(at) => memkv::utc(at),
-                    };
-                    let used = k.last_used_ms.map_or_else(|| "-".to_owned(), memkv::utc);
-                    writeln!(
-                        out,
-                        "{:<16}  {:<20}  {:<20}  {:<20}  {scope:<28}  {}",
-                        k.id,
-                        memkv::utc(k.created_ms),
-                        expires,
-                        used,
-                        k.label
-                    )?;
-                }
-            }
+        KeysCommand::List { json, .. } => {
+            let keys: Vec<serde_json::Value> = db
+                .api_keys()?
+                .iter()
+                .map(memkv_server::api_key_json)
+                .collect();
+            crate::remote::print_keys(&mut out, &keys, *json)?;
         }
         KeysCommand::Revoke { id } => {
             if !db.revoke_key(id)? {

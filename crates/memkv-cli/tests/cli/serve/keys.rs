@@ -98,6 +98,38 @@ fn keys_are_checked_and_take_effect_without_a_restart() {
     assert_eq!(out.status.code(), Some(1));
     let err = String::from_utf8(out.stderr).unwrap();
     assert!(err.contains("GET /v1/keys"), "{err}");
+    // Through the server, it does.
+    let url = format!("http://{}", server.addr);
+    let out = memkv(&db)
+        .args(["keys", "list", "--url", &url, "--api-key", &admin_key])
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "{out:?}");
+    let table = String::from_utf8(out.stdout).unwrap();
+    assert_eq!(table.lines().count(), 3, "{table}");
+    assert!(table.starts_with("ID "), "{table}");
+    assert!(
+        table.contains(&alice_id) && table.contains("store \"alice\""),
+        "{table}"
+    );
+    assert!(!table.contains(&alice_key[4..]) && !table.contains(&admin_key[4..]));
+    let out = memkv(&db)
+        .args([
+            "keys",
+            "list",
+            "--json",
+            "--url",
+            &url,
+            "--api-key",
+            &alice_key,
+        ])
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(1));
+    assert!(
+        String::from_utf8_lossy(&out.stderr).contains("403"),
+        "{out:?}"
+    );
     // Revoking alice's (through the keys file) takes effect within a second.
     let out = memkv(&db)
         .args(["keys", "revoke", &alice_id])
