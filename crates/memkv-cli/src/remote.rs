@@ -208,9 +208,7 @@ pub(crate) fn print_keys(
         "{:<16}  {:<20}  {:<20}  {:<20}  {:<28}  LABEL",
         "ID", "CREATED", "EXPIRES", "LAST USED", "SCOPE"
     )?;
-    let now = std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .map_or(0, |d| i64::try_from(d.as_millis()).unwrap_or(i64::MAX));
+    let now = now_ms();
     let time = |v: &serde_json::Value| v.as_str().and_then(memkv::parse_rfc3339);
     for k in keys {
         let scope = match k["store"].as_str() {
@@ -242,4 +240,11 @@ pub(crate) fn print_keys(
         )?;
     }
     Ok(())
+}
+
+/// Now, in ms since the epoch.
+pub(crate) fn now_ms() -> i64 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| i64::try_from(d.as_millis()).unwrap_or(i64::MAX))
 }

@@ -4,6 +4,8 @@ use std::io::{self, Write};
 use std::sync::Arc;
 
 use memkv::NewKey;
+
+use crate::remote::now_ms;
 use memkv_server::keys::{KeyFile, Scope};
 
 use crate::args::{Global, KeysCommand, ServeArgs};
@@ -234,10 +236,4 @@ fn describe(new: &NewKey) -> String {
         what.push_str(&format!(", expiring {}", memkv::utc(at)));
     }
     what
-}
-
-fn now_ms() -> i64 {
-    std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .map_or(0, |d| i64::try_from(d.as_millis()).unwrap_or(i64::MAX))
 }
