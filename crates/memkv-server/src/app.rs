@@ -161,6 +161,7 @@ pub fn router(state: Arc<AppState>) -> Router {
                 auth::McpKeys(Arc::clone(&state)),
             ),
         )
+        .merge(crate::console::router())
         .fallback(not_found)
         .method_not_allowed_fallback(method_not_allowed)
         .layer(middleware::from_fn_with_state(Arc::clone(&state), observe))
@@ -281,6 +282,9 @@ fn route_label(matched: Option<&MatchedPath>) -> &'static str {
     let Some(matched) = matched else {
         return "unmatched";
     };
+    if matched.as_str().starts_with("/console") {
+        return "/console";
+    }
     ROUTES
         .iter()
         .map(|(_, r)| *r)

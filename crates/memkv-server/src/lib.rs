@@ -36,6 +36,7 @@ mod api;
 pub mod app;
 mod auth;
 mod conns;
+pub mod console;
 pub mod error;
 pub mod keys;
 pub mod metrics;
@@ -168,4 +169,6 @@ pub struct AppState {
     pub remote: remote::RemoteCommits,
     /// The rate limits' buckets.
     pub rates: rate::RateLimits,
+    /// The web console's sessions ([`console`]).
+    pub sessions: console::session::Sessions,
 }

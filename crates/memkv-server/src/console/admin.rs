@@ -1,0 +1,375 @@
+//! The admin pages: the API keys (list, add with the key shown once, revoke) and a store's
+//! settings. Admin keys only (a store key gets 403, as on `/v1/keys`).
+
+use std::sync::Arc;
+
+use axum::body::Body;
+use axum::extract::{Path, State};
+use axum::http::{HeaderMap, StatusCode, Uri};
+use axum::response::{IntoResponse, Response};
+use maud::{Markup, html};
+use memkv::{ApiKey, Error, KeyScope, NewKey};
+use serde_json::{Map, Value};
+
+use super::{Form, Problem, Visit, after, notice_for, posted, respond, view, visit_page};
+use crate::AppState;
+use crate::api::settings::{parse_patch, settings_json};
+use crate::api::{Query, blocking, failed};
+
+fn key_refused(e: &Error) -> Problem {
+    match e {
+        Error::InvalidKey(_) | Error::InvalidUser { .. } => Problem::bad(e.to_string()),
+        _ => failed(e, "").into(),
+    }
+}
+
+fn scope_words(k: &ApiKey) -> String {
+    match &k.scope {
+        KeyScope::Admin => "admin (every store)".to_owned(),
+        KeyScope::Store {
+            store,
+            read_only: true,
+        } => format!("store {store}, read-only"),
+        KeyScope::Store { store, .. } => format!("store {store}"),
+    }
+}
+
+fn keys_page(v: &Visit, keys: &[ApiKey], done: Option<&str>, problem: Option<&str>) -> Markup {
+    html! {
+        (notice_for(done))
+        @if let Some(p) = problem { p.problem role="alert" { (p) } }
+        @if keys.is_empty() {
+            p { "No API key exists." }
+        } @else {
+            table.keys {
+                thead { tr {
+                    th scope="col" { "Id" } th scope="col" { "Opens" } th scope="col" { "Label" }
+                    th scope="col" { "Created" } th scope="col" { "Expires" } th scope="col" { "Last used" } th scope="col" { "Actions" }
+                } }
+                tbody {
+                    @for k in keys {
+                        tr {
+                            td { code { (k.id) } }
+                            td { (scope_words(k)) }
+                            td { (k.label) }
+                            td { (view::time(k.created_ms)) }
+                            td { @match k.expires_ms { Some(ms) => (view::time(ms)), None => "never" } }
+                            td { @match k.last_used_ms { Some(ms) => (view::time(ms)), None => "—" } }
+                            td { a href=(format!("/console/keys/{}/revoke", view::segment(&k.id))) { "Revoke…" } }
+                        }
+                    }
+                }
+            }
+        }
+        section aria-labelledby="add" {
+            h2 #add { "Add a key" }
+            form.add-key method="post" action="/console/keys" {
+                input type="hidden" name="csrf" value=(v.csrf());
+                p {
+                    label for="store" { "Store (empty: an admin key for every store)" }
+                    input #store type="text" name="store" autocomplete="off";
+                }
+                p {
+                    input #read_only type="checkbox" name="read_only" value="1";
+                    label for="read_only" { "Read-only (store keys only)" }
+                }
+                p {
+                    label for="label" { "Label" }
+                    input #label type="text" name="label" autocomplete="off";
+                }
+                p {
+                    label for="expires" { "Expires after (such as 30d or 12h; empty: never)" }
+                    input #expires type="text" name="expires" autocomplete="off";
+                }
+                button type="submit" { "Add the key" }
+            }
+        }
+    }
+}
+
+/// `GET /console/keys`.
+pub async fn keys(State(state): State<Arc<AppState>>, headers: HeaderMap, uri: Uri) -> Response {
+    let v = match visit_page(&state, &headers) {
+        Ok(v) => v,
+        Err(r) => return *r,
+    };
+    respond(
+        async {
+            v.admin(&state, "the API keys page")?;
+            let keys = blocking(&state, |db| db.api_keys().map_err(|e| failed(&e, ""))).await?;
+            let q = Query::of(&uri);
+            Ok(v.page("API keys", keys_page(&v, &keys, q.get("done"), None)))
+        }
+        .await,
+    )
+}
+
+fn new_key(form: &Form) -> Result<NewKey, String> {
+    let store = form.get("store").unwrap_or("").trim();
+    let read_only = form.get("read_only").is_some();
+    let scope = match store {
+        "" if read_only => return Err("read-only is for a store key: name the store".into()),
+        "" => KeyScope::Admin,
+        s => KeyScope::Store {
+            store: s.to_owned(),
+            read_only,
+        },
+    };
+    let expires_ms = match form.get("expires").unwrap_or("").trim() {
+        "" => None,
+        text => {
+            let d = humantime::parse_duration(text)
+                .map_err(|e| format!("expires: {text:?} is not a duration such as 30d: {e}"))?;
+            let now = i64::try_from(
+                std::time::SystemTime::now()
+                    .duration_since(std::time::UNIX_EPOCH)
+                    .unwrap_or_default()
+                    .as_millis(),
+            )
+            .unwrap_or(i64::MAX);
+            Some(now.saturating_add(i64::try_from(d.as_millis()).unwrap_or(i64::MAX)))
+        }
+    };
+    Ok(NewKey {
+        scope,
+        label: form.get("label").unwrap_or("").trim().to_owned(),
+        expires_ms,
+    })
+}
+
+/// `POST /console/keys`: adds a key and shows it, once.
+pub async fn add_key(
+    State(state): State<Arc<AppState>>,
+    headers: HeaderMap,
+    body: Body,
+) -> Response {
+    respond(
+        async {
+            let (v, form) = posted(&state, &headers, body).await?;
+            v.admin(&state, "adding an API key")?;
+            let problem = match new_key(&form) {
+                Ok(new) => {
+                    match blocking(&state, move |db| Ok(db.add_key(&new))).await? {
+                        Ok((added, key)) => {
+                            let body = html! {
+                                p.notice role="status" { "The key " code { (added.id) } " (" (scope_words(&added)) ") was added. Copy it now: it is not shown again." }
+                                p { label for="new-key" { "The new key" } }
+                                p { input #new-key.key type="text" readonly value=(key) size="60"; }
+                                p { a href="/console/keys" { "Back to the keys" } }
+                            };
+                            return Ok(v.page("Key added", body));
+                        }
+                        Err(e) => match key_refused(&e) {
+                            p if p.status == StatusCode::BAD_REQUEST => p.message,
+                            p => return Err(p),
+                        },
+                    }
+                }
+                Err(message) => message,
+            };
+            let keys = blocking(&state, |db| db.api_keys().map_err(|e| failed(&e, ""))).await?;
+            let page = v.page("API keys", keys_page(&v, &keys, None, Some(&problem)));
+            Ok((StatusCode::BAD_REQUEST, page).into_response())
+        }
+        .await,
+    )
+}
+
+/// `GET /console/keys/{key}/revoke`.
+pub async fn confirm_revoke(
+    State(state): State<Arc<AppState>>,
+    Path(id): Path<String>,
+    headers: HeaderMap,
+) -> Response {
+    let v = match visit_page(&state, &headers) {
+        Ok(v) => v,
+        Err(r) => return *r,
+    };
+    respond(
+        async {
+            v.admin(&state, "revoking an API key")?;
+            let keys = blocking(&state, |db| db.api_keys().map_err(|e| failed(&e, ""))).await?;
+            let k = keys.iter().find(|k| k.id == id).ok_or_else(Problem::not_found)?;
+            let own = v.caller.key_id.as_deref() == Some(k.id.as_str());
+            let body = html! {
+                p { "Revoking " code { (k.id) } " (" (scope_words(k)) @if !k.label.is_empty() { ", " (k.label) } ") "
+                    "stops it on every server of this database within a second. It cannot be undone." }
+                @if own { p.problem { "This is the key you are signed in with: you will be signed out." } }
+                form.confirm method="post" action=(format!("/console/keys/{}/revoke", view::segment(&k.id))) {
+                    input type="hidden" name="csrf" value=(v.csrf());
+                    button.danger type="submit" { "Revoke" }
+                    " " a href="/console/keys" { "Cancel" }
+                }
+            };
+            Ok(v.page("Revoke this key?", body))
+        }
+        .await,
+    )
+}
+
+/// `POST /console/keys/{key}/revoke`.
+pub async fn revoke(
+    State(state): State<Arc<AppState>>,
+    Path(id): Path<String>,
+    headers: HeaderMap,
+    body: Body,
+) -> Response {
+    respond(
+        async {
+            let (v, _) = posted(&state, &headers, body).await?;
+            v.admin(&state, "revoking an API key")?;
+            let removed = blocking(&state, move |db| {
+                db.revoke_key(&id).map_err(|e| failed(&e, ""))
+            })
+            .await?;
+            if !removed {
+                return Err(Problem::not_found());
+            }
+            Ok(after("/console/keys", "revoked"))
+        }
+        .await,
+    )
+}
+
+/// A setting's value as the form shows it (empty: the store has none of its own).
+fn shown(value: Option<&Value>) -> String {
+    match value {
+        None | Some(Value::Null) => String::new(),
+        Some(Value::String(s)) => s.clone(),
+        Some(v) => v.to_string(),
+    }
+}
+
+fn settings_page(
+    v: &Visit,
+    store: &str,
+    current: &Value,
+    done: Option<&str>,
+    problem: Option<&str>,
+) -> Markup {
+    html! {
+        (notice_for(done))
+        @if let Some(p) = problem { p.problem role="alert" { (p) } }
+        p { a href=(view::store_url(store)) { "Back to the store" } }
+        p { "A value given here is this store's own; an empty field uses the server's default. Counts are whole numbers, times durations such as 30d, "
+            code { "off" } " for no limit where allowed; secrets is reject, redact or off." }
+        form.settings method="post" action=(format!("{}/settings", view::store_url(store))) {
+            input type="hidden" name="csrf" value=(v.csrf());
+            table {
+                thead { tr { th scope="col" { "Setting" } th scope="col" { "This store's own" } th scope="col" { "In effect" } } }
+                tbody {
+                    @for name in memkv::SETTINGS {
+                        tr {
+                            th scope="row" { label for=(name) { (name) } }
+                            td { input id=(name) type="text" name=(name) value=(shown(current["own"].get(name))); }
+                            td { (shown(current["effective"].get(name))) }
+                        }
+                    }
+                }
+            }
+            button type="submit" { "Save" }
+        }
+    }
+}
+
+/// `GET /console/stores/{store}/settings`.
+pub async fn settings(
+    State(state): State<Arc<AppState>>,
+    Path(store): Path<String>,
+    headers: HeaderMap,
+    uri: Uri,
+) -> Response {
+    let v = match visit_page(&state, &headers) {
+        Ok(v) => v,
+        Err(r) => return *r,
+    };
+    respond(
+        async {
+            v.admin(&state, "a store's settings")?;
+            let key = store.clone();
+            let current = blocking(&state, move |db| {
+                let own = db.store_settings(&key).map_err(|e| failed(&e, &key))?;
+                let effective = db.effective_settings(&key).map_err(|e| failed(&e, &key))?;
+                Ok(settings_json(&key, &own, &effective))
+            })
+            .await?;
+            let q = Query::of(&uri);
+            Ok(v.page(
+                &format!("Settings of {store}"),
+                settings_page(&v, &store, &current, q.get("done"), None),
+            ))
+        }
+        .await,
+    )
+}
+
+/// The form as a settings patch: a number or word sets, an empty field resets.
+fn patch_of(form: &Form) -> Map<String, Value> {
+    memkv::SETTINGS
+        .iter()
+        .map(|name| {
+            let text = form.get(name).unwrap_or("").trim();
+            let value = if text.is_empty() {
+                Value::Null
+            } else if let Ok(n) = text.parse::<u64>() {
+                Value::from(n)
+            } else {
+                Value::from(text)
+            };
+            ((*name).to_owned(), value)
+        })
+        .collect()
+}
+
+/// `POST /console/stores/{store}/settings`.
+pub async fn save_settings(
+    State(state): State<Arc<AppState>>,
+    Path(store): Path<String>,
+    headers: HeaderMap,
+    body: Body,
+) -> Response {
+    respond(
+        async {
+            let (v, form) = posted(&state, &headers, body).await?;
+            v.admin(&state, "changing a store's settings")?;
+            let key = store.clone();
+            let outcome = match parse_patch(&patch_of(&form)) {
+                Err(message) => Err(message),
+                Ok((change, reset)) => {
+                    blocking(&state, move |db| {
+                        match db.update_store_settings(&key, &change, &reset) {
+                            Ok(_) => Ok(Ok(())),
+                            Err(e @ (Error::InvalidSettings(_) | Error::InvalidUser { .. })) => {
+                                Ok(Err(e.to_string()))
+                            }
+                            Err(e) => Err(failed(&e, &key)),
+                        }
+                    })
+                    .await?
+                }
+            };
+            match outcome {
+                Ok(()) => Ok(after(
+                    &format!("{}/settings", view::store_url(&store)),
+                    "saved",
+                )),
+                Err(problem) => {
+                    let key = store.clone();
+                    let current = blocking(&state, move |db| {
+                        let own = db.store_settings(&key).map_err(|e| failed(&e, &key))?;
+                        let effective =
+                            db.effective_settings(&key).map_err(|e| failed(&e, &key))?;
+                        Ok(settings_json(&key, &own, &effective))
+                    })
+                    .await?;
+                    let page = v.page(
+                        &format!("Settings of {store}"),
+                        settings_page(&v, &store, &current, None, Some(&problem)),
+                    );
+                    Ok((StatusCode::BAD_REQUEST, page).into_response())
+                }
+            }
+        }
+        .await,
+    )
+}

@@ -1,0 +1,374 @@
+//! The stores page, a store's page (its tree, a folder at a time, with sizes), its search and
+//! its recent changes.
+
+use std::collections::HashMap;
+use std::sync::Arc;
+
+use axum::extract::{Path, State};
+use axum::http::{HeaderMap, Uri};
+use axum::response::Response;
+use maud::{Markup, html};
+use memkv::{ChangeEntry, ListItem, SearchMode, SearchRequest, StoreInfo};
+
+use super::{Problem, notice_for, respond, view, visit_page};
+use crate::AppState;
+use crate::api::{Query, blocking, existing, failed, handle, on_store};
+use crate::auth::Allowed;
+
+/// Rows on one page of a folder.
+const FOLDER_PAGE: usize = 200;
+/// Stores shown at most (narrow the filter for others).
+const STORES_SHOWN: usize = 500;
+/// How far back in the database's change log a store's recent changes are looked for.
+const RECENT_SCAN: u64 = 2000;
+/// Recent changes shown.
+const RECENT_SHOWN: usize = 15;
+
+/// One row of the stores page.
+struct Row {
+    info: StoreInfo,
+    files: u64,
+    bytes: u64,
+    last_write_ms: Option<i64>,
+}
+
+/// `GET /console/stores?q=`: every store (admin) or the key's own, filtered by name or id.
+pub async fn list(State(state): State<Arc<AppState>>, headers: HeaderMap, uri: Uri) -> Response {
+    let v = match visit_page(&state, &headers) {
+        Ok(v) => v,
+        Err(r) => return *r,
+    };
+    respond(
+        async {
+            let q = Query::of(&uri);
+            let filter = q.get("q").unwrap_or("").trim().to_owned();
+            let only = match &v.caller.allowed {
+                Allowed::Store(s) => Some(s.clone()),
+                _ => None,
+            };
+            let needle = filter.to_lowercase();
+            let (rows, matched) = blocking(&state, move |db| {
+                let mut infos = Vec::new();
+                match &only {
+                    Some(id) => infos.extend(db.store_info(id).map_err(|e| failed(&e, id))?),
+                    None => {
+                        let mut after: Option<String> = None;
+                        loop {
+                            let (page, more) = db
+                                .list_stores(true, after.as_deref(), 1000)
+                                .map_err(|e| failed(&e, ""))?;
+                            after = page.last().map(|s| s.id.clone());
+                            infos.extend(page);
+                            if !more || after.is_none() {
+                                break;
+                            }
+                        }
+                    }
+                }
+                infos.retain(|s| {
+                    needle.is_empty()
+                        || s.name.to_lowercase().contains(&needle)
+                        || s.id.to_lowercase().contains(&needle)
+                });
+                let matched = infos.len();
+                infos.truncate(STORES_SHOWN);
+                let totals: HashMap<String, (u64, u64, i64)> = db
+                    .users()
+                    .map_err(|e| failed(&e, ""))?
+                    .into_iter()
+                    .map(|u| (u.user, (u.files, u.bytes, u.last_write_ms)))
+                    .collect();
+                let rows: Vec<Row> = infos
+                    .into_iter()
+                    .map(|info| {
+                        let t = totals.get(&info.id).copied();
+                        Row {
+                            files: t.map_or(0, |t| t.0),
+                            bytes: t.map_or(0, |t| t.1),
+                            last_write_ms: t.map(|t| t.2),
+                            info,
+                        }
+                    })
+                    .collect();
+                Ok((rows, matched))
+            })
+            .await?;
+            let body = html! {
+                form.filter method="get" action="/console/stores" role="search" {
+                    label for="q" { "Filter by name or id" }
+                    input #q type="search" name="q" value=(filter);
+                    button type="submit" { "Filter" }
+                }
+                @if rows.is_empty() {
+                    p { "No store matches." }
+                } @else {
+                    table.stores {
+                        caption { (matched) " " (if matched == 1 { "store" } else { "stores" }) }
+                        thead { tr {
+                            th scope="col" { "Name" } th scope="col" { "Id" }
+                            th scope="col" class="num" { "Memories" } th scope="col" class="num" { "Bytes" }
+                            th scope="col" { "Last write" } th scope="col" { "Archived" }
+                        } }
+                        tbody {
+                            @for r in &rows {
+                                tr {
+                                    td { a href=(view::store_url(&r.info.id)) { (r.info.name) } }
+                                    td { code { (r.info.id) } }
+                                    td.num { (r.files) }
+                                    td.num { (view::bytes(r.bytes)) }
+                                    td { @match r.last_write_ms { Some(ms) => (view::time(ms)), None => "—" } }
+                                    td { @match r.info.archived_ms { Some(ms) => (view::time(ms)), None => "no" } }
+                                }
+                            }
+                        }
+                    }
+                    @if matched > rows.len() {
+                        p { "Showing the first " (rows.len()) "; narrow the filter to see the others." }
+                    }
+                }
+            };
+            Ok(v.page("Stores", body))
+        }
+        .await,
+    )
+}
+
+/// The folder `dir` as breadcrumbs: `/memories` › `a` › `b`.
+fn breadcrumbs(store: &str, dir: &str) -> Markup {
+    let parts: Vec<&str> = dir
+        .trim_start_matches("/memories")
+        .split('/')
+        .filter(|p| !p.is_empty())
+        .collect();
+    html! {
+        nav.crumbs aria-label="Folder" {
+            ol {
+                li { a href=(view::dir_url(store, "/memories")) { "/memories" } }
+                @for (i, part) in parts.iter().enumerate() {
+                    @let path = format!("/memories/{}", parts[..=i].join("/"));
+                    li {
+                        @if i + 1 == parts.len() {
+                            span aria-current="page" { (part) }
+                        } @else {
+                            a href=(view::dir_url(store, &path)) { (part) }
+                        }
+                    }
+                }
+            }
+        }
+    }
+}
+
+fn change_row(store: &str, e: &ChangeEntry) -> Markup {
+    let c = &e.change;
+    html! {
+        tr {
+            td { (view::time(c.at_ms)) }
+            td { (c.kind.event_type()) }
+            td {
+                @match (&c.memory, &c.path) {
+                    (Some(m), Some(p)) => a href=(view::memory_url(store, &m.to_string())) { (p) },
+                    (Some(m), None) => a href=(view::memory_url(store, &m.to_string())) { (m) },
+                    _ => "—",
+                }
+                @if let Some(prev) = &c.previous_path { " (from " (prev) ")" }
+            }
+            td { (view::actor(c.actor.as_ref())) }
+        }
+    }
+}
+
+/// `GET /console/stores/{store}?dir=&page=&done=`: the store, a folder of its tree, the search
+/// form and its recent changes.
+pub async fn store(
+    State(state): State<Arc<AppState>>,
+    Path(id): Path<String>,
+    headers: HeaderMap,
+    uri: Uri,
+) -> Response {
+    let v = match visit_page(&state, &headers) {
+        Ok(v) => v,
+        Err(r) => return *r,
+    };
+    respond(
+        async {
+            let caller = v.reads(&state, &id)?;
+            let q = Query::of(&uri);
+            let dir = q.get("dir").unwrap_or("/memories").to_owned();
+            let page = q.get("page").map(str::to_owned);
+            let (folder, dir2) = (dir.clone(), dir.clone());
+            let key = id.clone();
+            let (info, totals, listing, recent) = blocking(&state, move |db| {
+                let id = key.as_str();
+                let info = existing(db, id)?;
+                let s = handle(db, id, &caller)?;
+                let totals = s.totals().map_err(|e| failed(&e, id))?;
+                let listing = s
+                    .list_memories(&folder, 1, page.as_deref(), FOLDER_PAGE, false)
+                    .map_err(|e| failed(&e, id))?;
+                let last = db.last_change().map_err(|e| failed(&e, id))?;
+                let mut recent = s
+                    .changes(last.saturating_sub(RECENT_SCAN), RECENT_SCAN as usize)
+                    .map_err(|e| failed(&e, id))?
+                    .entries;
+                recent.reverse();
+                recent.truncate(RECENT_SHOWN);
+                Ok((info, totals, listing, recent))
+            })
+            .await?;
+            let listing = listing.map_err(|r| Problem::bad(r.message()))?;
+            let read_only = v.caller.read_only;
+            let body = html! {
+                (notice_for(q.get("done")))
+                dl.facts {
+                    dt { "Id" } dd { code { (info.id) } }
+                    @if !info.description.is_empty() { dt { "Description" } dd { (info.description) } }
+                    dt { "Memories" } dd { (totals.0) }
+                    dt { "Size" } dd { (view::bytes(totals.1)) }
+                    dt { "Versions kept" } dd { (info.history.versions) }
+                    dt { "Created" } dd { (view::time(info.created_ms)) }
+                    dt { "Archived" } dd { @match info.archived_ms { Some(ms) => { (view::time(ms)) " (read-only)" }, None => "no" } }
+                }
+                @if v.is_admin() || (!read_only && info.archived_ms.is_none()) {
+                    ul.actions {
+                        @if !read_only && info.archived_ms.is_none() {
+                            li { a href=(format!("{}/archive", view::store_url(&info.id))) { "Archive this store…" } }
+                        }
+                        @if v.is_admin() {
+                            li { a href=(format!("{}/settings", view::store_url(&info.id))) { "Settings" } }
+                        }
+                    }
+                }
+                (search_form(&info.id, "", SearchMode::Ranked))
+                section aria-labelledby="tree" {
+                    h2 #tree { "Memories" }
+                    (breadcrumbs(&info.id, &dir2))
+                    @if listing.items.is_empty() {
+                        p { "This folder is empty." }
+                    } @else {
+                        table.tree {
+                            thead { tr { th scope="col" { "Name" } th scope="col" class="num" { "Size" } th scope="col" { "Changed" } } }
+                            tbody {
+                                @for item in &listing.items {
+                                    @match item {
+                                        ListItem::Prefix(p) => tr.folder {
+                                            td { a href=(view::dir_url(&info.id, p.trim_end_matches('/'))) { (name_of(p)) "/" } }
+                                            td.num { "—" } td { "—" }
+                                        },
+                                        ListItem::Memory(m) => tr {
+                                            td { a href=(view::memory_url(&info.id, &m.id.to_string())) { (name_of(&m.path)) } }
+                                            td.num { (view::bytes(m.size)) }
+                                            td { (view::time(m.updated_ms)) }
+                                        },
+                                    }
+                                }
+                            }
+                        }
+                        @if let Some(next) = &listing.next {
+                            p { a href=(format!("{}&page={}", view::dir_url(&info.id, &dir2), view::query_value(next))) { "Next page" } }
+                        }
+                    }
+                }
+                section aria-labelledby="recent" {
+                    h2 #recent { "Recent changes" }
+                    @if recent.is_empty() {
+                        p { "No change among the database's last " (RECENT_SCAN) " changes." }
+                    } @else {
+                        table.changes {
+                            thead { tr { th scope="col" { "When" } th scope="col" { "What" } th scope="col" { "Memory" } th scope="col" { "By" } } }
+                            tbody { @for e in &recent { (change_row(&info.id, e)) } }
+                        }
+                    }
+                }
+            };
+            Ok(v.page(&info.name, body))
+        }
+        .await,
+    )
+}
+
+/// The last segment of a path (`/memories/a/b.md` → `b.md`, `/memories/a/` → `a`).
+fn name_of(path: &str) -> &str {
+    path.trim_end_matches('/')
+        .rsplit('/')
+        .next()
+        .unwrap_or(path)
+}
+
+fn search_form(store: &str, query: &str, mode: SearchMode) -> Markup {
+    html! {
+        form.search method="get" action=(format!("{}/search", view::store_url(store))) role="search" {
+            label for="search-q" { "Search this store" }
+            input #search-q type="search" name="q" value=(query) required;
+            label for="search-mode" { "How" }
+            select #search-mode name="mode" {
+                option value="ranked" selected[mode == SearchMode::Ranked] { "Ranked (best first)" }
+                option value="literal" selected[mode == SearchMode::Literal] { "Exact text" }
+                option value="regex" selected[mode == SearchMode::Regex] { "Regular expression" }
+            }
+            button type="submit" { "Search" }
+        }
+    }
+}
+
+/// `GET /console/stores/{store}/search?q=&mode=`: ranked or exact search, each hit with its
+/// lines.
+pub async fn search(
+    State(state): State<Arc<AppState>>,
+    Path(id): Path<String>,
+    headers: HeaderMap,
+    uri: Uri,
+) -> Response {
+    let v = match visit_page(&state, &headers) {
+        Ok(v) => v,
+        Err(r) => return *r,
+    };
+    respond(
+        async {
+            let caller = v.reads(&state, &id)?;
+            let q = Query::of(&uri);
+            let query = q.get("q").unwrap_or("").to_owned();
+            let mode = match q.get("mode").unwrap_or("ranked") {
+                "ranked" => SearchMode::Ranked,
+                "literal" => SearchMode::Literal,
+                "regex" => SearchMode::Regex,
+                other => return Err(Problem::bad(format!("no search mode {other:?}"))),
+            };
+            let request = SearchRequest::new(query.clone(), mode)
+                .case_insensitive(true)
+                .context(1);
+            let results = on_store(&state, &id, caller, move |s, _| Ok(s.search(&request))).await?;
+            let body = html! {
+                p { a href=(view::store_url(&id)) { "Back to the store" } }
+                (search_form(&id, &query, mode))
+                @match &results {
+                    Err(e) => p.problem role="alert" { (e) },
+                    Ok(r) if r.hits.is_empty() => p { "Nothing matches." },
+                    Ok(r) => {
+                        p { (r.hits.len()) " memories match"
+                            @if r.more > 0 { "; " (r.more) " more not shown" }
+                            @if r.unsearched > 0 { "; " (r.unsearched) " not searched in time" }
+                            "." }
+                        @for hit in &r.hits {
+                            section.hit {
+                                h2 { a href=(view::memory_url(&id, &hit.memory_id.to_string())) { (hit.path) } }
+                                table.lines {
+                                    tbody {
+                                        @for line in &hit.lines {
+                                            tr.match[line.is_match] {
+                                                th scope="row" class="num" { (line.line_number) }
+                                                td { code { (line.text) } }
+                                            }
+                                        }
+                                    }
+                                }
+                            }
+                        }
+                    }
+                }
+            };
+            Ok(v.page(&format!("Search: {query}"), body))
+        }
+        .await,
+    )
+}
