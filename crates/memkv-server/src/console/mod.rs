@@ -46,6 +46,9 @@ use view::Viewer;
 /// Where the stylesheet is served.
 pub const STYLE_PATH: &str = "/console/static/console.css";
 const STYLE: &str = include_str!("console.css");
+/// Where the icon is served.
+pub const ICON_PATH: &str = "/console/static/favicon.svg";
+const ICON: &str = include_str!("favicon.svg");
 
 /// The Content-Security-Policy of every console answer: nothing but this origin's stylesheet
 /// and forms; no script, no frames, no plugins.
@@ -59,6 +62,8 @@ pub fn router() -> Router<Arc<AppState>> {
         .route("/console/login", get(login_page).post(login))
         .route("/console/logout", post(logout))
         .route(STYLE_PATH, get(style))
+        .route(ICON_PATH, get(icon))
+        .route("/favicon.ico", get(icon))
         .route("/console/stores", get(stores::list))
         .route("/console/stores/{store}", get(stores::store))
         .route("/console/stores/{store}/search", get(stores::search))
@@ -128,6 +133,10 @@ async fn secure(request: Request, next: Next) -> Response {
 
 async fn style() -> Response {
     ([(header::CONTENT_TYPE, "text/css; charset=utf-8")], STYLE).into_response()
+}
+
+async fn icon() -> Response {
+    ([(header::CONTENT_TYPE, "image/svg+xml")], ICON).into_response()
 }
 
 /// A page the console answers with a status other than 200: an error, or a refusal.

@@ -28,6 +28,7 @@ pub fn page(title: &str, viewer: Option<&Viewer<'_>>, body: Markup) -> Markup {
                 meta name="viewport" content="width=device-width, initial-scale=1";
                 title { (title) " · memkv console" }
                 link rel="stylesheet" href=(super::STYLE_PATH);
+                link rel="icon" href=(super::ICON_PATH) type="image/svg+xml";
             }
             body {
                 a.skip href="#main" { "Skip to content" }
