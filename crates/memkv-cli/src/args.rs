@@ -287,6 +287,10 @@ pub struct ServeArgs {
     /// a load balancer's health checks take this server out before it stops accepting
     #[arg(long, value_name = "DURATION", default_value = "0s", value_parser = parse_duration)]
     pub drain_delay: Duration,
+    /// How long a web console session (/console) lasts without a request; a session ends after
+    /// 8 hours (or this, if longer) in any case
+    #[arg(long, value_name = "DURATION", default_value = "1h", value_parser = parse_duration)]
+    pub console_idle: Duration,
     /// A `Host` the MCP endpoint (/mcp) answers: NAME or NAME:PORT, repeatable, `*` for any
     /// [default: localhost, 127.0.0.1, ::1]
     #[arg(long, value_name = "HOST")]

@@ -45,6 +45,7 @@ pub fn serve(global: &Global, args: &ServeArgs) -> Result {
     config.body_timeout = args.body_timeout;
     config.shutdown_grace = args.shutdown_grace;
     config.drain_delay = args.drain_delay;
+    config.console_idle = args.console_idle;
     config.pin_workers = args.pin_workers;
     config.no_auth = args.no_auth;
     config.rate_limit_key = args.rate_limit_key;

@@ -98,6 +98,8 @@ pub struct Config {
     /// How long, once shutdown is asked for, the server goes on serving with `/readyz` answering
     /// 503, before it stops accepting (for a balancer's health checks to take it out first).
     pub drain_delay: Duration,
+    /// How long a console session lasts without a request ([`console::session`]).
+    pub console_idle: Duration,
     /// The MCP endpoint at `/mcp`: allowed `Host` and `Origin` values (loopback by default);
     /// its sessions end when shutdown starts.
     pub mcp: memkv_mcp::http::HttpOptions,
@@ -129,6 +131,7 @@ impl Config {
             body_timeout: Duration::from_secs(30),
             shutdown_grace: Duration::from_secs(30),
             drain_delay: Duration::ZERO,
+            console_idle: console::session::IDLE,
             mcp: memkv_mcp::http::HttpOptions::default(),
             pin_workers: false,
             no_auth: false,

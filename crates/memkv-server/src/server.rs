@@ -57,7 +57,7 @@ impl Server {
             metrics: Arc::default(),
             remote: crate::remote::RemoteCommits::default(),
             rates: crate::rate::RateLimits::new(config.rate_limit_key, config.rate_limit_store),
-            sessions: crate::console::session::Sessions::default(),
+            sessions: crate::console::session::Sessions::new(config.console_idle),
             ready: AtomicBool::new(false),
             instance: {
                 let mut bytes = [0u8; 4];

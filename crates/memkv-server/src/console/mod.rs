@@ -104,7 +104,13 @@ pub fn router() -> Router<Arc<AppState>> {
             "/console/keys/{key}/revoke",
             get(admin::confirm_revoke).post(admin::revoke),
         )
+        .route("/console/{*rest}", axum::routing::any(nowhere))
         .layer(middleware::from_fn(secure))
+}
+
+/// Any other path below `/console`: a page of its own that says so.
+async fn nowhere() -> Problem {
+    Problem::not_found()
 }
 
 /// The security headers of every console answer, and `Server-Timing` (the time the server
@@ -481,7 +487,7 @@ async fn login(State(state): State<Arc<AppState>>, headers: HeaderMap, body: Bod
             let mut response = Redirect::to(&to).into_response();
             response.headers_mut().insert(
                 header::SET_COOKIE,
-                set_cookie(&headers, &id, session::LIFETIME.as_secs()),
+                set_cookie(&headers, &id, state.sessions.lifetime().as_secs()),
             );
             Ok(response)
         }

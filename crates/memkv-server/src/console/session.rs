@@ -17,7 +17,7 @@ use subtle::ConstantTimeEq;
 
 /// How long a session lasts after sign-in.
 pub const LIFETIME: Duration = Duration::from_secs(8 * 3600);
-/// How long a session lasts without a request.
+/// How long a session lasts without a request, unless the server is told otherwise.
 pub const IDLE: Duration = Duration::from_secs(3600);
 /// The most sessions kept at once.
 pub const MAX_SESSIONS: usize = 10_000;
@@ -58,9 +58,17 @@ impl Session {
 
 /// Every session of this server, by the SHA-256 of its id (the id itself is kept only by the
 /// browser).
-#[derive(Debug, Default)]
+#[derive(Debug)]
 pub struct Sessions {
     map: Mutex<HashMap<[u8; 32], Session>>,
+    idle: Duration,
+    lifetime: Duration,
+}
+
+impl Default for Sessions {
+    fn default() -> Self {
+        Sessions::new(IDLE)
+    }
 }
 
 fn digest(id: &str) -> [u8; 32] {
@@ -75,6 +83,21 @@ fn token() -> Option<String> {
 }
 
 impl Sessions {
+    /// No sessions yet; each ends after `idle` without a request, and after [`LIFETIME`] (or
+    /// `idle`, if longer) in any case.
+    pub fn new(idle: Duration) -> Self {
+        Sessions {
+            map: Mutex::default(),
+            idle,
+            lifetime: LIFETIME.max(idle),
+        }
+    }
+
+    /// How long a session lasts at most, for the cookie's `Max-Age`.
+    pub fn lifetime(&self) -> Duration {
+        self.lifetime
+    }
+
     /// Starts a session for `key`; returns its id (for the cookie), `None` when the system
     /// cannot give random bytes.
     pub fn start(&self, key: String) -> Option<String> {
@@ -83,7 +106,7 @@ impl Sessions {
         let now = Instant::now();
         let mut map = self.map.lock().expect("no panics under the lock");
         if map.len() >= MAX_SESSIONS {
-            map.retain(|_, s| live(s, now));
+            map.retain(|_, s| self.live(s, now));
             if map.len() >= MAX_SESSIONS
                 && let Some(oldest) = map.iter().min_by_key(|(_, s)| s.started).map(|(k, _)| *k)
             {
@@ -108,7 +131,7 @@ impl Sessions {
         let mut map = self.map.lock().expect("no panics under the lock");
         let d = digest(id);
         let session = map.get_mut(&d)?;
-        if !live(session, now) {
+        if !self.live(session, now) {
             map.remove(&d);
             return None;
         }
@@ -133,10 +156,10 @@ impl Sessions {
     pub fn is_empty(&self) -> bool {
         self.len() == 0
     }
-}
 
-fn live(s: &Session, now: Instant) -> bool {
-    now.duration_since(s.started) < LIFETIME && now.duration_since(s.seen) < IDLE
+    fn live(&self, s: &Session, now: Instant) -> bool {
+        now.duration_since(s.started) < self.lifetime && now.duration_since(s.seen) < self.idle
+    }
 }
 
 #[cfg(test)]
@@ -156,6 +179,26 @@ mod tests {
         sessions.end(&id);
         assert!(sessions.get(&id).is_none());
         assert!(sessions.is_empty());
+    }
+
+    #[test]
+    fn an_idle_session_ends() {
+        let sessions = Sessions::new(Duration::from_secs(60));
+        let id = sessions.start("k".into()).unwrap();
+        assert!(sessions.get(&id).is_some());
+        sessions
+            .map
+            .lock()
+            .unwrap()
+            .values_mut()
+            .for_each(|s| s.seen -= Duration::from_secs(61));
+        assert!(sessions.get(&id).is_none());
+        assert!(
+            sessions.is_empty(),
+            "an expired session is removed when found"
+        );
+        assert_eq!(sessions.lifetime(), LIFETIME);
+        assert_eq!(Sessions::new(LIFETIME * 2).lifetime(), LIFETIME * 2);
     }
 
     #[test]
