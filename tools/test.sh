@@ -56,6 +56,7 @@ set -m
     tools/test-typescript.sh
     tools/pytest-suite.sh mcp
     tools/pytest-suite.sh memory_stores
+    tools/pytest-suite.sh console
     tools/test-schemathesis.sh
     tools/test-fleet.sh
 ) >"$logs/prepare.log" 2>&1 &
@@ -96,6 +97,7 @@ lane0=$!
     suite Python tools/test-python.sh
     suite MCP tools/test-mcp.sh
     suite "memory stores" tools/test-memory-stores.sh
+    MEMKV_CONSOLE_REPORT="$logs/console.json" suite console tools/test-console.sh
 ) &
 lane1=$!
 (
@@ -110,7 +112,7 @@ status=0
 wait "$lane0" || status=1
 wait "$lane1" || status=1
 wait "$lane2" || status=1
-took "cargo test, Python, TypeScript, MCP, memory stores, schemathesis and the fleet"
+took "cargo test, Python, TypeScript, MCP, memory stores, the console, schemathesis and the fleet"
 [ "$status" = 0 ] || exit 1
 
 if [ "${MEMKV_FULL_TESTS:-}" = 1 ]; then

@@ -108,9 +108,11 @@ class Console:
         assert status == 200 and out["is_error"] is False, (status, out)
         return out
 
-    def memories(self, store):
-        """{path: memory} of `store`'s live memories, through the API."""
-        status, out = self.api("GET", f"/v1/memory_stores/{quote(store, safe='')}/memories?limit=100")
+    def memories(self, store, prefix="/"):
+        """{path: memory} of `store`'s live memories (the first 100 below `prefix`), through the
+        API."""
+        query = f"limit=100&path_prefix={quote(prefix, safe='')}"
+        status, out = self.api("GET", f"/v1/memory_stores/{quote(store, safe='')}/memories?{query}")
         assert status == 200, out
         return {m["path"]: m for m in out["data"] if m["type"] == "memory"}
 
@@ -146,6 +148,17 @@ def console(tmp_path_factory):
         [{"command": "create", "path": p, "file_text": "\n".join(XSS) + "\n"} for p in XSS_PATHS]
         + [{"command": "str_replace", "path": XSS_PATHS[0], "old_str": XSS[0] + "\n" + XSS[1], "new_str": XSS[3] + " " + XSS[1]}],
     )
+    # A store of 2,000 memories in 20 folders, for the render budget; one memory has two versions.
+    big = [
+        {
+            "command": "create",
+            "path": f"/memories/topic-{i % 20:02d}/note-{i:04d}.md",
+            "file_text": f"Note {i}\nabout topic {i % 20} and the number {i * 7}\n" + "filler line\n" * 20,
+        }
+        for i in range(2000)
+    ]
+    big.append({"command": "str_replace", "path": "/memories/topic-07/note-0007.md", "old_str": "Note 7\n", "new_str": "Note seven\n"})
+    exec_commands(db, "big", big)
     c = Console(db, tmp / "serve.log")
     try:
         yield c

@@ -121,7 +121,7 @@ def test_diff_of_any_two_versions(visitor, console):
     visitor.select_option("#from", options[-1].get_attribute("value"))
     visitor.get_by_role("button", name="Show the differences").click()
     assert visitor.locator("h1").inner_text() == "Differences"
-    assert "3 lines added, 2 removed." in visitor.locator("p.summary").inner_text()
+    assert "3 lines added, 2 lines removed." in visitor.locator("p.summary").inner_text()
     assert visitor.locator("table.diff tr.del del").all_inner_texts() == ["Paris"]
     assert visitor.locator("table.diff tr.add ins").all_inner_texts() == ["Lyon", "green ", "plan: visit"]
     assert visitor.locator("table.diff tr.hunk").first.inner_text().startswith("@@ −1,3 +1,4 @@")

@@ -13,6 +13,15 @@ use super::{Problem, Visit, diff, notice_for, respond, view, visit_page};
 use crate::AppState;
 use crate::api::{Query, failed, on_store, wire};
 
+/// `1 line`, `3 lines`.
+fn lines(n: usize) -> String {
+    if n == 1 {
+        "1 line".to_owned()
+    } else {
+        format!("{n} lines")
+    }
+}
+
 /// The most versions a memory's page lists.
 const VERSIONS_SHOWN: usize = 500;
 
@@ -290,7 +299,7 @@ pub async fn diff(
                 p.summary {
                     "From " code { (a.id) } " (" (operation(&a)) ", " (view::time(a.created_ms)) ") to "
                     code { (b.id) } " (" (operation(&b)) ", " (view::time(b.created_ms)) "): "
-                    (counts.added) " lines added, " (counts.removed) " removed."
+                    (lines(counts.added)) " added, " (lines(counts.removed)) " removed."
                 }
                 @if let Some(pa) = &a.path { @if Some(pa) != b.path.as_ref() {
                     p { "Path: " code { (pa) } " → " code { (b.path.as_deref().unwrap_or("—")) } }
