@@ -9,7 +9,9 @@ configuration of haproxy.cfg.template), all on 127.0.0.1.
   caught (see is_dropped and is_replay);
 - a rolling restart (SIGTERM, exit, start, ready) of every server costs them nothing at all;
 - GET /v1/export through the balancer, during the load, is a backup that imports into an empty
-  database and checks clean.
+  database and checks clean;
+- a browser's web console session, kept by the server that made it, sticks to that server
+  through the balancer (HAProxy's cookie), while the API's requests still go round.
 
 Each test records what it measured in the session's figures (conftest.py prints them).
 """
@@ -336,3 +338,23 @@ def test_a_backup_over_http_during_the_load_imports_and_checks_clean(fleet, figu
         "seconds": round(done - asked, 3),
         "writes_acknowledged_during": sum(1 for o in load.all() if o.kind == "ok" and asked < o.answered < done),
     }
+
+
+def test_a_console_session_sticks_to_its_server_through_the_balancer(fleet, figures):
+    # What a browser does: sign in (no script, a form post), follow the redirect, keep cookies.
+    with httpx2.Client(base_url=fleet.url, timeout=30, follow_redirects=True) as browser:
+        r = browser.post("/console/login", data={"key": fleet.admin_key})
+        assert r.status_code == 200 and "<h1>Stores</h1>" in r.text, r.text[:500]
+        assert {"memkv_console", "memkv_server"} <= set(browser.cookies.keys()), dict(browser.cookies)
+        # Without the balancer's cookie, two of three pages would land on a server that does not
+        # know the session and send the browser back to the sign-in page.
+        pages = [browser.get("/console/stores") for _ in range(12)]
+        assert [p.url.path for p in pages] == ["/console/stores"] * 12
+        assert all(p.status_code == 200 and "<h1>Stores</h1>" in p.text for p in pages)
+        # The API still goes round: the session cookie means nothing there.
+        served_by = {
+            browser.get("/v1/memory_stores?limit=1", headers=fleet.admin_headers()).headers["request-id"].split("_")[1]
+            for _ in range(9)
+        }
+        assert len(served_by) == len(fleet.servers), served_by
+    figures["console_sticky_pages"] = len(pages)
