@@ -202,3 +202,39 @@ def test_an_expired_session_changes_nothing(browser, tmp_path):
         assert watch.events == []
     finally:
         served.stop()
+
+
+def test_without_keys_the_console_opens_on_loopback_until_a_key_exists(browser, tmp_path):
+    db = tmp_path / "memkv.redb"
+    exec_commands(db, "s", [{"command": "create", "path": "/memories/keep.md", "file_text": "keep\n"}])
+    log = open(tmp_path / "serve.log", "wb")
+    proc = subprocess.Popen(
+        [BIN, "--db", str(db), "serve", "--listen", "127.0.0.1:0", "--no-auth"],
+        stdout=subprocess.PIPE,
+        stderr=log,
+        stdin=subprocess.DEVNULL,
+    )
+    try:
+        url = proc.stdout.readline().decode().strip().removeprefix("listening on ")
+        page, watch = new_page(browser, type("Served", (), {"url": url}))
+        page.goto(url + "/console")
+        assert "leave the key empty" in page.locator("main").inner_text()
+        page.get_by_role("button", name="Sign in").click()
+        assert page.url.endswith("/console/stores")
+        assert "no key (--no-auth)" in page.locator(".who").inner_text()
+        assert page.locator("table.stores tbody td:first-child").all_inner_texts() == ["s"]
+        # Once a key exists, keyless serving ends, for the console as for the API.
+        page.goto(url + "/console/keys")
+        page.fill("#label", "first")
+        page.get_by_role("button", name="Add the key").click()
+        assert page.locator("h1").inner_text() == "Key added"
+        page.goto(url + "/console/stores")
+        assert page.url.endswith("/console/login")
+        page.get_by_role("button", name="Sign in").click()
+        assert "an API key exists now" in page.get_by_role("alert").inner_text()
+        page.context.close()
+        assert watch.events == []
+    finally:
+        proc.terminate()
+        assert proc.wait(timeout=TIMEOUT) == 0
+        log.close()
