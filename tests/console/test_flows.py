@@ -2,10 +2,11 @@
 with awkward and Unicode names, a memory and its versions, the diff of two versions, restore,
 redact, delete, archive, and the API keys."""
 
+import json
 import re
 from urllib.parse import quote
 
-from conftest import new_page, sign_in
+from conftest import Console, new_page, run, sign_in
 
 
 def test_a_wrong_key_is_refused_and_no_session_is_made(visitor, console):
@@ -124,7 +125,7 @@ def test_diff_of_any_two_versions(visitor, console):
     assert "3 lines added, 2 lines removed." in visitor.locator("p.summary").inner_text()
     assert visitor.locator("table.diff tr.del del").all_inner_texts() == ["Paris"]
     assert visitor.locator("table.diff tr.add ins").all_inner_texts() == ["Lyon", "green ", "plan: visit"]
-    assert visitor.locator("table.diff tr.hunk").first.inner_text().startswith("@@ −1,3 +1,4 @@")
+    assert visitor.locator("table.diff tr.hunk").first.inner_text().startswith("@@ -1,3 +1,4 @@")
 
 
 def test_restore_a_version(visitor, console):
@@ -320,3 +321,27 @@ def test_sign_out_ends_the_session(visitor, console):
     visitor.context.add_cookies([cookie])
     visitor.goto(console.url + "/console/stores")
     assert visitor.url.endswith("/console/login")
+
+
+def test_recent_changes_once_the_change_log_was_trimmed(browser, tmp_path):
+    db = tmp_path / "memkv.redb"
+    keep = ["--changes-max-entries", "10"]
+    commands = [{"command": "create", "path": f"/memories/n{i:03d}.md", "file_text": f"{i}\n"} for i in range(200)]
+    run("--db", str(db), *keep, "exec", "--user", "busy", input="\n".join(json.dumps(c) for c in commands) + "\n")
+    served = Console(db, tmp_path / "serve.log", keep)
+    try:
+        page, watch = new_page(browser, served)
+        sign_in(page, served, served.admin)
+        # The log no longer starts at the beginning (the API says so for a cursor of 0) ...
+        status, _ = served.api("GET", "/v1/memory_stores/busy/changes?after=0")
+        assert status == 410
+        # ... and the store page shows the newest of what it keeps.
+        response = page.goto(served.url + "/console/stores/busy")
+        assert response.status == 200
+        rows = page.locator("table.changes tbody tr").all_inner_texts()
+        assert len(rows) == 15
+        assert [re.search(r"n(\d+)\.md", r).group(1) for r in rows] == [f"{i:03d}" for i in range(199, 184, -1)]
+        page.context.close()
+        assert watch.events == []
+    finally:
+        served.stop()

@@ -1,16 +1,24 @@
 //! The diff of two versions' contents: line by line in unified hunks (three lines of context),
 //! with the words that changed inside a changed line marked (`similar`'s inline changes).
 
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use maud::{Markup, html};
 use similar::{ChangeTag, TextDiff};
 
 /// Lines of context around each change.
 const CONTEXT: usize = 3;
-/// A diff of large, very different contents stops refining after this long (the result is
-/// still a correct diff, only coarser).
+/// A diff of large, very different contents stops refining after this long in all (the result
+/// is still a correct diff, only coarser).
 const DEADLINE: Duration = Duration::from_millis(500);
+
+/// A hunk's range as unified diffs write it: the first line (from 1; the line before, for an
+/// empty range) and the count.
+fn range(start: usize, end: usize) -> String {
+    let count = end - start;
+    let first = if count == 0 { start } else { start + 1 };
+    format!("{first},{count}")
+}
 
 /// Lines added and removed.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
@@ -23,7 +31,10 @@ pub struct Counts {
 
 /// The unified diff of `old` to `new` as a table, and its counts.
 pub fn render(old: &str, new: &str) -> (Markup, Counts) {
-    let diff = TextDiff::configure().timeout(DEADLINE).diff_lines(old, new);
+    let deadline = Instant::now() + DEADLINE;
+    let diff = TextDiff::configure()
+        .deadline(deadline)
+        .diff_lines(old, new);
     let mut counts = Counts::default();
     for change in diff.iter_all_changes() {
         match change.tag() {
@@ -48,9 +59,9 @@ pub fn render(old: &str, new: &str) -> (Markup, Counts) {
                     @let last = group.last().map(|op| (op.old_range().end, op.new_range().end));
                     @if let (Some((os, ns)), Some((oe, ne))) = (first, last) {
                         tbody {
-                            tr.hunk { td colspan="4" { "@@ −" (os + 1) "," (oe - os) " +" (ns + 1) "," (ne - ns) " @@" } }
+                            tr.hunk { td colspan="4" { "@@ -" (range(os, oe)) " +" (range(ns, ne)) " @@" } }
                             @for op in group {
-                                @for change in diff.iter_inline_changes(op) {
+                                @for change in diff.iter_inline_changes_deadline(op, Some(deadline)) {
                                     @let tag = change.tag();
                                     tr class=(match tag { ChangeTag::Insert => "add", ChangeTag::Delete => "del", ChangeTag::Equal => "same" }) {
                                         td.num { @if let Some(i) = change.old_index() { (i + 1) } }
@@ -93,7 +104,9 @@ mod tests {
         );
         assert!(html.contains("<del>old</del>"), "{html}");
         assert!(html.contains("<ins>new</ins>"), "{html}");
-        assert!(html.contains("@@ −1,3 +1,4 @@"), "{html}");
+        assert!(html.contains("@@ -1,3 +1,4 @@"), "{html}");
+        let (markup, _) = render("", "a\n");
+        assert!(markup.into_string().contains("@@ -0,0 +1,1 @@"));
     }
 
     #[test]

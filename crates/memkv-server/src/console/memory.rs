@@ -1,6 +1,7 @@
 //! A memory's page (its content with line numbers, its facts and its versions), a version's
 //! page, and the diff of two versions.
 
+use std::collections::VecDeque;
 use std::sync::Arc;
 
 use axum::extract::{Path, State};
@@ -11,7 +12,8 @@ use memkv::{Memory, MemoryId, Operation, Version, VersionFilter, VersionId};
 
 use super::{Problem, Visit, diff, notice_for, respond, view, visit_page};
 use crate::AppState;
-use crate::api::{Query, failed, on_store, wire};
+use crate::api::{Query, blocking, existing, failed, handle, on_store, wire};
+use crate::auth::Caller;
 
 /// `1 line`, `3 lines`.
 fn lines(n: usize) -> String {
@@ -52,8 +54,11 @@ fn versions_table(
     store: &str,
     versions: &[Version],
     current: Option<VersionId>,
+    archived: bool,
 ) -> Markup {
     let writer = !v.caller.read_only;
+    // An archived store takes no restore (the library refuses it); redaction it takes.
+    let restorer = writer && !archived;
     html! {
         table.versions {
             thead { tr {
@@ -73,7 +78,7 @@ fn versions_table(
                         td { (view::actor(ver.actor.as_ref())) }
                         td.num { @match ver.size { Some(n) => (view::bytes(n)), None => "—" } }
                         td {
-                            @if writer && ver.redacted.is_none() && ver.operation != Operation::Deleted && Some(ver.id) != current {
+                            @if restorer && ver.redacted.is_none() && ver.operation != Operation::Deleted && Some(ver.id) != current {
                                 a href=(format!("{}/versions/{}/restore", view::store_url(store), view::segment(&id))) { "Restore…" }
                                 " "
                             }
@@ -122,34 +127,65 @@ fn diff_form(
     }
 }
 
-/// A memory and its versions: the live memory, or `None` when it was deleted.
-type Found = (Option<Memory>, Vec<Version>);
+/// A memory, its newest versions (oldest first) and whether older ones were left out, and
+/// whether its store is archived.
+struct Found {
+    live: Option<Memory>,
+    versions: Vec<Version>,
+    older: bool,
+    archived: bool,
+}
 
 async fn found(
     state: &Arc<AppState>,
-    v: &Visit,
+    caller: Caller,
     store: &str,
     memory: &str,
 ) -> Result<Found, Problem> {
-    let caller = v.reads(state, store)?;
     let id: MemoryId = memory.parse().map_err(|_| Problem::not_found())?;
-    let (live, versions) = on_store(state, store, caller, move |s, store| {
+    let key = store.to_owned();
+    let found = blocking(state, move |db| {
+        let store = key.as_str();
+        let archived = existing(db, store)?.archived_ms.is_some();
+        let s = handle(db, store, &caller)?;
         let live = s.memory(id, true).map_err(|e| failed(&e, store))?;
         let filter = VersionFilter {
             memory: Some(id),
             ..VersionFilter::default()
         };
-        let versions = s
-            .versions(&filter, None, VERSIONS_SHOWN, false)
-            .map_err(|e| failed(&e, store))?
-            .map_or_else(|_| Vec::new(), |p| p.items);
-        Ok((live, versions))
+        // The newest VERSIONS_SHOWN, a page at a time (the library lists oldest first).
+        let mut kept = VecDeque::new();
+        let mut older = false;
+        let mut page = None;
+        loop {
+            let got = s
+                .versions(&filter, page.as_deref(), VERSIONS_SHOWN, false)
+                .map_err(|e| failed(&e, store))?
+                .map_err(|r| crate::api::refused(&r, false))?;
+            for v in got.items {
+                if kept.len() == VERSIONS_SHOWN {
+                    kept.pop_front();
+                    older = true;
+                }
+                kept.push_back(v);
+            }
+            match got.next {
+                Some(next) => page = Some(next),
+                None => break,
+            }
+        }
+        Ok(Found {
+            live,
+            versions: kept.into(),
+            older,
+            archived,
+        })
     })
     .await?;
-    if live.is_none() && versions.is_empty() {
+    if found.live.is_none() && found.versions.is_empty() {
         return Err(Problem::not_found());
     }
-    Ok((live, versions))
+    Ok(found)
 }
 
 /// `GET /console/stores/{store}/memories/{memory}`.
@@ -165,7 +201,13 @@ pub async fn memory(
     };
     respond(
         async {
-            let (live, versions) = found(&state, &v, &store, &memory).await?;
+            let caller = v.reads(&state, &store)?;
+            let Found {
+                live,
+                versions,
+                older,
+                archived,
+            } = found(&state, caller, &store, &memory).await?;
             let q = Query::of(&uri);
             let title = live
                 .as_ref()
@@ -199,7 +241,8 @@ pub async fn memory(
                 section aria-labelledby="versions" {
                     h2 #versions { "Versions" }
                     (diff_form(&store, &memory, &versions, None, None))
-                    (versions_table(&v, &store, &versions, live.as_ref().map(|m| m.version)))
+                    @if older { p { "Only the newest " (VERSIONS_SHOWN) " versions are listed." } }
+                    (versions_table(&v, &store, &versions, live.as_ref().map(|m| m.version), archived))
                 }
             };
             Ok(v.page(&title, body))
@@ -275,24 +318,33 @@ pub async fn diff(
                     .ok_or_else(|| Problem::bad(format!("choose two versions to compare ({name} is missing or not a version id)")))
             };
             let (from, to) = (pick("from")?, pick("to")?);
-            let (_, versions) = found(&state, &v, &store, &memory).await?;
             let caller = v.reads(&state, &store)?;
+            let found = found(&state, caller.clone(), &store, &memory).await?;
+            let mem_id: MemoryId = memory.parse().map_err(|_| Problem::not_found())?;
             let (a, b) = on_store(&state, &store, caller, move |s, store| {
                 let get = |id| s.version(id, true).map_err(|e| failed(&e, store));
                 Ok((get(from)?, get(to)?))
             })
             .await?;
-            let mem_id: MemoryId = memory.parse().map_err(|_| Problem::not_found())?;
             let (Some(a), Some(b)) = (a, b) else {
                 return Err(Problem::not_found());
             };
             if a.memory != mem_id || b.memory != mem_id {
                 return Err(Problem::bad("both versions must be versions of this memory"));
             }
-            let (table, counts) = diff::render(
-                a.content.as_deref().unwrap_or(""),
-                b.content.as_deref().unwrap_or(""),
+            if let Some(gone) = [&a, &b].into_iter().find(|v| v.redacted.is_some()) {
+                return Err(Problem::bad(format!(
+                    "version {} was redacted: it has no content to compare",
+                    gone.id
+                )));
+            }
+            let (old, new) = (
+                a.content.clone().unwrap_or_default(),
+                b.content.clone().unwrap_or_default(),
             );
+            // Up to the diff's deadline of work: off the async workers.
+            let (table, counts) = blocking(&state, move |_| Ok(diff::render(&old, &new))).await?;
+            let versions = found.versions;
             let body = html! {
                 p { a href=(view::memory_url(&store, &memory)) { "Back to the memory" } }
                 (diff_form(&store, &memory, &versions, Some(from), Some(to)))

@@ -204,9 +204,6 @@ fn respond(outcome: Result<Response, Problem>) -> Response {
 /// A signed-in request: its session, and the key's caller as the API would see it.
 pub struct Visit {
     session: Session,
-    /// The request's `Host` with the session's key: how the console asks [`crate::auth`] and
-    /// [`crate::api`] about each request.
-    headers: HeaderMap,
     caller: Caller,
 }
 
@@ -240,40 +237,59 @@ impl Visit {
         &self.session.csrf
     }
 
-    /// The caller, allowed to read store `store` (404 otherwise, as on the API).
+    /// The caller, allowed to read store `store` (404 otherwise, the API's answer for a store
+    /// that is not the key's); counted against the store's rate limit (the key's was counted
+    /// once, by [`visit`]).
     fn reads(&self, state: &AppState, store: &str) -> Result<Caller, Problem> {
-        Ok(crate::api::scoped(state, &self.headers, store)?)
+        if !self.caller.may_use(store) {
+            return Err(Problem::not_found());
+        }
+        state.rates.store(store)?;
+        Ok(self.caller.clone())
     }
 
-    /// The caller, allowed to change store `store` (403 for a read-only key).
+    /// The caller, allowed to change store `store` (403 for a read-only key, as on the API).
     fn writes(&self, state: &AppState, store: &str) -> Result<Caller, Problem> {
-        Ok(crate::api::scoped_write(state, &self.headers, store)?)
+        let caller = self.reads(state, store)?;
+        if caller.read_only {
+            return Err(Problem::forbidden(
+                "This API key is read-only: it cannot change the memory store. Nothing was changed.",
+            ));
+        }
+        Ok(caller)
     }
 
     /// The caller, with an admin key (403 otherwise).
-    fn admin(&self, state: &AppState, what: &str) -> Result<Caller, Problem> {
-        Ok(crate::api::admin(state, &self.headers, what)?)
+    fn admin(&self, what: &str) -> Result<Caller, Problem> {
+        if self.is_admin() {
+            Ok(self.caller.clone())
+        } else {
+            Err(Problem::forbidden(format!("{what} needs an admin key")))
+        }
     }
 }
 
-/// Whether the request came over TLS (a balancer that terminates it says so).
+/// Whether the request came over TLS: a balancer that terminates it says so in
+/// `X-Forwarded-Proto` (the first entry, the client's side).
 fn over_tls(headers: &HeaderMap) -> bool {
     headers
         .get("x-forwarded-proto")
         .and_then(|v| v.to_str().ok())
-        .is_some_and(|v| v.eq_ignore_ascii_case("https"))
+        .and_then(|v| v.split(',').next())
+        .is_some_and(|v| v.trim().eq_ignore_ascii_case("https"))
 }
 
-/// The session id the browser sent, if any.
+/// The session id the browser sent, if any: under TLS only the `__Host-` cookie counts (a
+/// cookie of the plain name could have been planted by a sibling host).
 fn session_cookie(headers: &HeaderMap) -> Option<String> {
-    let names = [session::cookie_name(true), session::cookie_name(false)];
+    let name = session::cookie_name(over_tls(headers));
     headers
         .get_all(header::COOKIE)
         .iter()
         .filter_map(|v| v.to_str().ok())
         .flat_map(|v| v.split(';'))
         .filter_map(|pair| pair.trim().split_once('='))
-        .find(|(name, _)| names.contains(name))
+        .find(|(n, _)| *n == name)
         .map(|(_, value)| value.to_owned())
 }
 
@@ -307,11 +323,7 @@ fn visit(state: &AppState, headers: &HeaderMap) -> Result<Visit, Problem> {
         asked.insert("x-api-key", key);
     }
     match auth::identify(state, &asked) {
-        Ok(caller) => Ok(Visit {
-            session,
-            headers: asked,
-            caller,
-        }),
+        Ok(caller) => Ok(Visit { session, caller }),
         Err(e) if e.status == StatusCode::UNAUTHORIZED => {
             state.sessions.end(&id);
             Err(Problem::new(
@@ -442,7 +454,11 @@ async fn login_page(State(state): State<Arc<AppState>>) -> Response {
 async fn login(State(state): State<Arc<AppState>>, headers: HeaderMap, body: Body) -> Response {
     respond(
         async {
-            if !same_origin(&headers) {
+            // The sign-in form has no token to check: it must at least say where it comes from
+            // (every browser of the last years sends one or both).
+            let says =
+                headers.contains_key(header::ORIGIN) || headers.contains_key("sec-fetch-site");
+            if !says || !same_origin(&headers) {
                 return Err(Problem::forbidden(
                     "This form was not sent from a page of this console.",
                 ));
@@ -476,6 +492,9 @@ async fn login(State(state): State<Arc<AppState>>, headers: HeaderMap, body: Bod
                 }
                 Err(e) => return Err(e.into()),
             };
+            if let Some(old) = session_cookie(&headers) {
+                state.sessions.end(&old);
+            }
             let id = state
                 .sessions
                 .start(key)
@@ -592,8 +611,15 @@ mod tests {
     fn the_session_cookie_is_found_among_others() {
         let h = headers(&[("cookie", "a=1; memkv_console=abc; b=2")]);
         assert_eq!(session_cookie(&h).as_deref(), Some("abc"));
-        let h = headers(&[("cookie", "a=1"), ("cookie", "__Host-memkv_console=xyz")]);
+        // Under TLS, only the __Host- cookie; without, only the plain one.
+        let h = headers(&[
+            ("cookie", "memkv_console=planted"),
+            ("cookie", "__Host-memkv_console=xyz"),
+            ("x-forwarded-proto", "https, http"),
+        ]);
         assert_eq!(session_cookie(&h).as_deref(), Some("xyz"));
+        let h = headers(&[("cookie", "__Host-memkv_console=xyz")]);
+        assert_eq!(session_cookie(&h), None);
         assert_eq!(
             session_cookie(&headers(&[("cookie", "x=memkv_console")])),
             None

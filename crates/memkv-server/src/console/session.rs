@@ -21,6 +21,9 @@ pub const LIFETIME: Duration = Duration::from_secs(8 * 3600);
 pub const IDLE: Duration = Duration::from_secs(3600);
 /// The most sessions kept at once.
 pub const MAX_SESSIONS: usize = 10_000;
+/// The most sessions of one key: a new one past that ends the key's oldest (so that no key
+/// holder can push everyone else's sessions out).
+pub const MAX_PER_KEY: usize = 100;
 
 /// The session cookie's name (over TLS, `__Host-` prefixed: only set by this host, over HTTPS,
 /// for every path).
@@ -105,6 +108,16 @@ impl Sessions {
         let csrf = token()?;
         let now = Instant::now();
         let mut map = self.map.lock().expect("no panics under the lock");
+        let mine: Vec<([u8; 32], Instant)> = map
+            .iter()
+            .filter(|(_, s)| s.key == key)
+            .map(|(d, s)| (*d, s.started))
+            .collect();
+        if mine.len() >= MAX_PER_KEY
+            && let Some((oldest, _)) = mine.iter().min_by_key(|(_, started)| *started)
+        {
+            map.remove(oldest);
+        }
         if map.len() >= MAX_SESSIONS {
             map.retain(|_, s| self.live(s, now));
             if map.len() >= MAX_SESSIONS
@@ -179,6 +192,26 @@ mod tests {
         sessions.end(&id);
         assert!(sessions.get(&id).is_none());
         assert!(sessions.is_empty());
+    }
+
+    #[test]
+    fn one_key_keeps_at_most_its_share() {
+        let sessions = Sessions::default();
+        let other = sessions.start("admin".into()).unwrap();
+        let first = sessions.start("k".into()).unwrap();
+        sessions
+            .map
+            .lock()
+            .unwrap()
+            .get_mut(&digest(&first))
+            .unwrap()
+            .started -= Duration::from_secs(1);
+        for _ in 0..MAX_PER_KEY {
+            sessions.start("k".into()).unwrap();
+        }
+        assert_eq!(sessions.len(), MAX_PER_KEY + 1);
+        assert!(sessions.get(&first).is_none(), "the key's oldest ended");
+        assert!(sessions.get(&other).is_some(), "another key's stays");
     }
 
     #[test]

@@ -8,7 +8,7 @@ use axum::extract::{Path, State};
 use axum::http::{HeaderMap, Uri};
 use axum::response::Response;
 use maud::{Markup, html};
-use memkv::{ChangeEntry, ListItem, SearchMode, SearchRequest, StoreInfo};
+use memkv::{ChangeEntry, Error, ListItem, SearchMode, SearchRequest, StoreInfo};
 
 use super::{Problem, notice_for, respond, view, visit_page};
 use crate::AppState;
@@ -64,6 +64,28 @@ pub async fn list(State(state): State<Arc<AppState>>, headers: HeaderMap, uri: U
                             }
                         }
                     }
+                }
+                if let Some(id) = &only {
+                    infos.retain(|s| {
+                        needle.is_empty()
+                            || s.name.to_lowercase().contains(&needle)
+                            || s.id.to_lowercase().contains(&needle)
+                    });
+                    let matched = infos.len();
+                    let rows = infos
+                        .into_iter()
+                        .map(|info| {
+                            let user = db.user(id).map_err(|_| crate::error::ApiError::not_found())?;
+                            let files = user.files().map_err(|e| failed(&e, id))?;
+                            Ok(Row {
+                                info,
+                                files: files.len() as u64,
+                                bytes: files.iter().map(|f| f.size).sum(),
+                                last_write_ms: files.iter().map(|f| f.modified_ms).max(),
+                            })
+                        })
+                        .collect::<Result<Vec<Row>, crate::error::ApiError>>()?;
+                    return Ok((rows, matched));
                 }
                 infos.retain(|s| {
                     needle.is_empty()
@@ -133,10 +155,42 @@ pub async fn list(State(state): State<Arc<AppState>>, headers: HeaderMap, uri: U
     )
 }
 
+/// The store's newest [`RECENT_SHOWN`] entries among the change log's last [`RECENT_SCAN`]
+/// (`last`: the log's last `seq`), newest first. The log is read forward, a page at a time, from
+/// where it starts when it was trimmed since.
+fn recent_changes(s: &memkv::MemoryStore<'_>, last: u64) -> Result<Vec<ChangeEntry>, Error> {
+    const PAGE: usize = 1000;
+    let mut after = last.saturating_sub(RECENT_SCAN);
+    let mut kept = std::collections::VecDeque::with_capacity(RECENT_SHOWN);
+    // Each page moves the cursor on by at least one entry, or ends the loop.
+    for _ in 0..=(RECENT_SCAN as usize / PAGE + 2) {
+        let page = match s.changes(after, PAGE) {
+            Ok(page) => page,
+            Err(Error::CursorExpired { trimmed, .. }) if trimmed > after => {
+                after = trimmed;
+                continue;
+            }
+            Err(e) => return Err(e),
+        };
+        for entry in page.entries {
+            if kept.len() == RECENT_SHOWN {
+                kept.pop_front();
+            }
+            kept.push_back(entry);
+        }
+        if page.next_after <= after || page.next_after >= last {
+            break;
+        }
+        after = page.next_after;
+    }
+    Ok(kept.into_iter().rev().collect())
+}
+
 /// The folder `dir` as breadcrumbs: `/memories` › `a` › `b`.
 fn breadcrumbs(store: &str, dir: &str) -> Markup {
     let parts: Vec<&str> = dir
-        .trim_start_matches("/memories")
+        .strip_prefix("/memories")
+        .unwrap_or(dir)
         .split('/')
         .filter(|p| !p.is_empty())
         .collect();
@@ -207,12 +261,7 @@ pub async fn store(
                     .list_memories(&folder, 1, page.as_deref(), FOLDER_PAGE, false)
                     .map_err(|e| failed(&e, id))?;
                 let last = db.last_change().map_err(|e| failed(&e, id))?;
-                let mut recent = s
-                    .changes(last.saturating_sub(RECENT_SCAN), RECENT_SCAN as usize)
-                    .map_err(|e| failed(&e, id))?
-                    .entries;
-                recent.reverse();
-                recent.truncate(RECENT_SHOWN);
+                let recent = recent_changes(&s, last).map_err(|e| failed(&e, id))?;
                 Ok((info, totals, listing, recent))
             })
             .await?;
