@@ -23,6 +23,9 @@
 //!   the one server of the database that holds the deliverer's lease, to public addresses only
 //!   unless allowed (`webhooks::guard`); [`remote`]: on a database other processes write, one
 //!   look at the log for every waiter (long polls, the deliverer);
+//! - [`console`]: the web console at `/console`: server-rendered pages (no script) over the same
+//!   library calls as `api`, signed in with an API key exchanged for a session of this server,
+//!   every change a form post with the session's CSRF token;
 //! - [`rate`]: each key's and each store's rate limit (429 with `Retry-After`);
 //! - [`error`]: the Anthropic error envelope; [`metrics`]: `GET /metrics`; [`openapi`]:
 //!   `GET /openapi.json`.

@@ -3,7 +3,7 @@
 //! as the memory-stores API.
 //!
 //! - `session`: the sign-in (an API key exchanged for a server-side session) and its cookie;
-//!   every request checks the session's key again ([`crate::auth::identify`], the API's own
+//!   every request checks the session's key again (`auth::identify`, the API's own
 //!   check), so a store key reaches only its store and a read-only key changes nothing, exactly
 //!   as on the API;
 //! - `view`: the page frame and shared pieces; `stores`: the stores and a store's tree, search
