@@ -343,7 +343,9 @@ def test_a_backup_over_http_during_the_load_imports_and_checks_clean(fleet, figu
 def test_a_console_session_sticks_to_its_server_through_the_balancer(fleet, figures):
     # What a browser does: sign in (no script, a form post), follow the redirect, keep cookies.
     with httpx2.Client(base_url=fleet.url, timeout=30, follow_redirects=True) as browser:
-        r = browser.post("/console/login", data={"key": fleet.admin_key})
+        # A browser says where its form comes from (the console refuses a sign-in that does not).
+        origin = {"origin": fleet.url, "sec-fetch-site": "same-origin"}
+        r = browser.post("/console/login", data={"key": fleet.admin_key}, headers=origin)
         assert r.status_code == 200 and "<h1>Stores</h1>" in r.text, r.text[:500]
         assert {"memkv_console", "memkv_server"} <= set(browser.cookies.keys()), dict(browser.cookies)
         # Without the balancer's cookie, two of three pages would land on a server that does not

@@ -26,16 +26,18 @@ fn create(c: &mut client::Client, store: &str, path: &str) {
     assert_eq!(reply.json()["is_error"], false, "{}", reply.text());
 }
 
-/// Until `n` long polls wait (each made its first read and found nothing), at most 10 s.
+/// Until `n` long polls wait (each made its first read and found nothing), at most 20 s (the
+/// polls wait 30 s; on a machine busy with other suites their threads may take seconds to
+/// start). Each look at `/metrics` counts every store, so the looks are 10 ms apart.
 fn wait_for_polls(admin: &mut client::Client, n: usize) {
-    let deadline = Instant::now() + Duration::from_secs(10);
+    let deadline = Instant::now() + Duration::from_secs(20);
     while !admin
         .get("/metrics")
         .text()
         .contains(&format!("memkv_feed_waiting {n}\n"))
     {
         assert!(Instant::now() < deadline, "{n} polls never waited");
-        std::thread::yield_now();
+        std::thread::sleep(Duration::from_millis(10));
     }
 }
 
