@@ -8,7 +8,7 @@
 #
 # Needs PostgreSQL's server binaries and haproxy (tools/install-postgres.sh installs both). Creates
 # target/fleet-venv from tests/fleet/requirements.txt (pinned) when it is missing or stale, and
-# installs ./python into it on every run; the binary under test is $MEMKV_BIN, else the debug
+# imports the package from the tree (python/src); the binary under test is $MEMKV_BIN, else the debug
 # build, built now. MEMKV_PREPARE_ONLY=1 stops once the virtualenv is ready. Extra arguments go
 # to pytest.
 set -euo pipefail
@@ -24,9 +24,6 @@ if ! cmp -s "$req" "$venv/requirements.txt"; then
     "${pip[@]}" install -r "$req"
     cp "$req" "$venv/requirements.txt"
 fi
-# The package as it is in the tree now (without build isolation: hatchling is pinned above).
-"${pip[@]}" install --no-build-isolation --no-deps --force-reinstall ./python
-"${pip[@]}" check
 [ "${MEMKV_PREPARE_ONLY:-}" = 1 ] && exit 0
 
 for tool in haproxy; do
@@ -37,6 +34,9 @@ if [ -z "${MEMKV_BIN:-}" ]; then
     MEMKV_BIN="$(cargo metadata --format-version 1 --no-deps | python3 -c 'import json,sys; print(json.load(sys.stdin)["target_directory"])')/debug/memkv"
 fi
 export MEMKV_BIN
+# The package as it is in the tree now (its wheel, which also carries the binary, is built and
+# tested by tools/test-python.sh).
+export PYTHONPATH="$PWD/python/src${PYTHONPATH:+:$PYTHONPATH}"
 
 status=0
 "$venv/bin/python" -m pytest -q -p no:cacheprovider tests/fleet "$@" || status=$?

@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # The Python suite: the `memkv` package (python/) with the real anthropic SDK (2.14.0) against a
 # real `memkv serve` on loopback. Creates or reuses a virtualenv (MEMKV_PY_VENV, default .venv),
-# installs the exact pins of python/requirements-test.txt and ./python, builds the memkv binary
+# installs the exact pins of python/requirements-test.txt, builds the package's wheel (maturin,
+# with the memkv binary in it) and installs it, builds the release memkv binary for the tests
 # (unless MEMKV_BIN names one) and runs pytest. Extra arguments go to pytest.
 # MEMKV_PREPARE_ONLY=1 stops once the virtualenv is ready (tools/test.sh, while cargo builds).
 set -euo pipefail
@@ -14,13 +15,24 @@ if [ ! -x "$venv/bin/python" ]; then
 fi
 pip=("$venv/bin/python" -m pip --disable-pip-version-check --quiet)
 "${pip[@]}" install -r python/requirements-test.txt
-"${pip[@]}" install --no-build-isolation --no-deps --force-reinstall ./python
-"${pip[@]}" check
 [ "${MEMKV_PREPARE_ONLY:-}" = 1 ] && exit 0
+
+target_dir="$(cargo metadata --format-version 1 --no-deps | "$venv/bin/python" -c 'import json,sys; print(json.load(sys.stdin)["target_directory"])')"
+# The package as `pip install ./python` makes it: a wheel that carries the `memkv` binary
+# (maturin), built here with the debug profile, which reuses what `cargo test` compiled
+# (crates/memkv-cli/Cargo.toml says how), and installed into the suite's virtualenv from the
+# wheel. python/tests/test_wheel.py installs it again into a fresh virtualenv with no cargo.
+wheels="$target_dir/wheels"
+rm -rf "$wheels"
+MATURIN_PEP517_ARGS="--profile dev" "${pip[@]}" wheel --no-deps ./python -w "$wheels"
+MEMKV_WHEEL="$(ls "$wheels"/memkv-*.whl)"
+export MEMKV_WHEEL
+"${pip[@]}" install --no-deps --force-reinstall "$MEMKV_WHEEL"
+"${pip[@]}" check
 
 if [ -z "${MEMKV_BIN:-}" ]; then
     cargo build --release --locked -p memkv-cli
-    MEMKV_BIN="$(cargo metadata --format-version 1 --no-deps | "$venv/bin/python" -c 'import json,sys; print(json.load(sys.stdin)["target_directory"])')/release/memkv"
+    MEMKV_BIN="$target_dir/release/memkv"
 fi
 export MEMKV_BIN
 
