@@ -70,8 +70,8 @@ took "cargo test's build"
 
 # The debug binary is built with the CLI's tests above (dependencies are optimized even in dev).
 export MEMKV_BIN="${MEMKV_BIN:-$target_dir/debug/memkv}"
-# `cargo build -p memkv-cli` here would build it again, with other features (no dev-dependencies
-# unified): 100 s on a fresh machine for the same binary.
+# (crates/memkv-cli/Cargo.toml turns on what the test build turns on, so that a build of the
+# binary alone, here or in the wheel's build, reuses it.)
 [ -x "$MEMKV_BIN" ] || cargo build --locked -p memkv-cli
 
 if ! wait "$prepare"; then
