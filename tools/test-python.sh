@@ -19,13 +19,12 @@ pip=("$venv/bin/python" -m pip --disable-pip-version-check --quiet)
 
 target_dir="$(cargo metadata --format-version 1 --no-deps | "$venv/bin/python" -c 'import json,sys; print(json.load(sys.stdin)["target_directory"])')"
 # The package as `pip install ./python` makes it: a wheel that carries the `memkv` binary
-# (maturin), built here with the debug profile, which reuses what `cargo test` compiled
-# (crates/memkv-cli/Cargo.toml says how), and installed into the suite's virtualenv from the
-# wheel. python/tests/test_wheel.py installs it again into a fresh virtualenv with no cargo.
-wheels="$target_dir/wheels"
-rm -rf "$wheels"
-MATURIN_PEP517_ARGS="--profile dev" "${pip[@]}" wheel --no-deps ./python -w "$wheels"
-MEMKV_WHEEL="$(ls "$wheels"/memkv-*.whl)"
+# (maturin; tools/build-wheel.sh, unless MEMKV_WHEEL names one already built), installed into
+# the suite's virtualenv from the wheel. python/tests/test_wheel.py installs it again into a
+# fresh virtualenv with no cargo.
+if [ -z "${MEMKV_WHEEL:-}" ]; then
+    MEMKV_WHEEL="$(tools/build-wheel.sh)"
+fi
 export MEMKV_WHEEL
 "${pip[@]}" install --no-deps --force-reinstall "$MEMKV_WHEEL"
 "${pip[@]}" check

@@ -73,6 +73,11 @@ export MEMKV_BIN="${MEMKV_BIN:-$target_dir/debug/memkv}"
 # (crates/memkv-cli/Cargo.toml turns on what the test build turns on, so that a build of the
 # binary alone, here or in the wheel's build, reuses it.)
 [ -x "$MEMKV_BIN" ] || cargo build --locked -p memkv-cli
+# The Python package's wheel (maturin: the package and the binary), built now: it relinks the
+# debug binary, which the suites below run.
+MEMKV_WHEEL="$(tools/build-wheel.sh)"
+export MEMKV_WHEEL
+took "the wheel"
 
 if ! wait "$prepare"; then
     echo "== installing the suites' packages FAILED; its output:"

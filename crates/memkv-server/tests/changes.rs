@@ -283,9 +283,11 @@ fn another_process_commit_wakes_every_long_poll_with_one_look_for_all() {
             types(&page),
             [(2, "memory.created".to_owned(), "u".to_owned())]
         );
+        // Woken by the commit, not by the end of the 30 s wait: the looker looks every 50 ms,
+        // and the bound leaves room for a machine busy with the other suites (a browser, builds).
         let late = answered.saturating_duration_since(committed);
         assert!(
-            late < Duration::from_secs(2),
+            late < Duration::from_secs(5),
             "answered {late:?} after the commit"
         );
     }
