@@ -6,7 +6,7 @@ import json
 import re
 from urllib.parse import quote
 
-from conftest import Console, new_page, run, sign_in
+from conftest import Console, csrf_of, new_page, run, sign_in
 
 
 def test_a_wrong_key_is_refused_and_no_session_is_made(visitor, console):
@@ -51,6 +51,24 @@ def test_a_store_key_reaches_only_its_store(visitor, console):
         assert visitor.goto(console.url + path).status == 404, path
     assert visitor.goto(console.url + "/console/keys").status == 403
     assert visitor.goto(console.url + "/console/stores/alice/settings").status == 403
+    # Nor can its forms reach another store, even with a good token: the same 404 as on the API.
+    visitor.goto(console.url + "/console/stores/alice")
+    csrf = csrf_of(visitor)
+    status, out = console.api("GET", f"/v1/memory_stores/bob/memory_versions?memory_id={bob_memory}")
+    bob_version = out["data"][0]["id"]
+    for action in [
+        f"/console/stores/bob/memories/{bob_memory}/delete",
+        f"/console/stores/bob/versions/{bob_version}/restore",
+        f"/console/stores/bob/versions/{bob_version}/redact",
+        "/console/stores/bob/archive",
+        "/console/stores/bob/settings",
+    ]:
+        response = visitor.context.request.post(console.url + action, form={"csrf": csrf})
+        assert response.status in (403, 404), (action, response.status)
+        assert "secret plans" not in response.text()
+    assert "/bob-only.md" in console.memories("bob")
+    status, out = console.api("GET", "/v1/memory_stores/bob")
+    assert out["archived_at"] is None
 
 
 def test_browsing_awkward_and_unicode_names(visitor, console):
