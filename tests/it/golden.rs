@@ -881,6 +881,73 @@ fn errors_never_change_stored_data() {
     });
 }
 
+/// A read-only caller (a read-only key's session) gets memkv's read-only error for every write,
+/// in every face, and nothing changes; `view` still answers. (memkv's own string, not
+/// PROTOCOL.md's: design.md, "Where memkv differs".)
+#[test]
+fn a_read_only_session_applies_no_write() {
+    each_backend(|| {
+        let s = Session::read_only(fresh().unwrap());
+        let setup = s.user();
+        for (path, text) in [
+            ("/memories/a/f.md", "one\ntwo\n"),
+            ("/memories/b.md", "x\n"),
+        ] {
+            let out = setup
+                .execute_json(&json!({"command": "create", "path": path, "file_text": text}))
+                .unwrap();
+            assert!(!out.is_error, "{}", out.content);
+        }
+        let before = snapshot(&s.user());
+        let writes: Vec<(&str, Value)> = vec![
+            (
+                "create",
+                json!({"command": "create", "path": "/memories/n.md", "file_text": "x"}),
+            ),
+            (
+                "create",
+                json!({"command": "create", "path": "/memories/a/f.md", "file_text": "x"}),
+            ),
+            (
+                "str_replace",
+                json!({"command": "str_replace", "path": "/memories/a/f.md", "old_str": "one", "new_str": "1"}),
+            ),
+            (
+                "insert",
+                json!({"command": "insert", "path": "/memories/a/f.md", "insert_line": 0, "insert_text": "zero"}),
+            ),
+            (
+                "delete",
+                json!({"command": "delete", "path": "/memories/a"}),
+            ),
+            (
+                "rename",
+                json!({"command": "rename", "old_path": "/memories/b.md", "new_path": "/memories/c.md"}),
+            ),
+        ];
+        for (command, input) in writes {
+            let out = s.run(input.clone());
+            assert_eq!(
+                (out.content.as_str(), out.is_error),
+                (
+                    format!("Error: This memory store is read-only for this session; the {command} command was not applied.").as_str(),
+                    true
+                ),
+                "{input}"
+            );
+            assert_eq!(snapshot(&s.user()), before, "{input}");
+        }
+        let view = s.run(json!({"command": "view", "path": "/memories/a/f.md"}));
+        assert_eq!(
+            (view.content.as_str(), view.is_error),
+            (
+                "Here's the content of /memories/a/f.md with line numbers:\n     1\tone\n     2\ttwo",
+                false
+            )
+        );
+    });
+}
+
 /// The user's handle and totals agree with what `view` shows.
 #[test]
 fn totals_follow_every_write() {

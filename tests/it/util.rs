@@ -7,6 +7,8 @@ use serde_json::{Value, json};
 /// One user's session against a store, with assertions that print the command on failure.
 pub struct Session {
     pub store: Database,
+    /// Messages are answered by a read-only handle ([`Session::read_only`]).
+    read_only: bool,
 }
 
 impl Session {
@@ -14,7 +16,19 @@ impl Session {
     pub const CARRIES_BLOCKS: bool = true;
 
     pub fn new(store: Database) -> Self {
-        Session { store }
+        Session {
+            store,
+            read_only: false,
+        }
+    }
+
+    /// A session whose messages are answered for a read-only caller (a read-only key's, on the
+    /// other faces); `user()` still writes, to set the store up.
+    pub fn read_only(store: Database) -> Self {
+        Session {
+            store,
+            read_only: true,
+        }
     }
 
     pub fn user(&self) -> MemoryStore<'_> {
@@ -24,7 +38,7 @@ impl Session {
     /// The answer to any message (input, block, array of blocks), as JSON.
     pub fn answer(&self, message: Value) -> Value {
         let message = Message::from_json(message).unwrap();
-        let (response, errors) = protocol::answer(&self.user(), message);
+        let (response, errors) = protocol::answer(&self.user().read_only(self.read_only), message);
         assert!(errors.is_empty(), "{errors:?}");
         serde_json::to_value(response).unwrap()
     }
@@ -32,7 +46,10 @@ impl Session {
 
 impl Face for Session {
     fn run(&self, input: Value) -> ToolOutput {
-        self.user().execute_json(&input).unwrap()
+        self.user()
+            .read_only(self.read_only)
+            .execute_json(&input)
+            .unwrap()
     }
 }
 

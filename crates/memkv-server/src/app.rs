@@ -255,7 +255,9 @@ async fn observe(State(state): State<Arc<AppState>>, request: Request, next: Nex
     );
     let route = route_label(request.extensions().get::<MatchedPath>());
     let method = request.method().clone();
+    let (request, read) = crate::unread::watch(request);
     let mut response = next.run(request).await;
+    crate::unread::close_if_unread(&mut response, &read);
     let took = started.elapsed();
     let status = response.status().as_u16();
     state.metrics.request(route, status, took);

@@ -49,6 +49,7 @@ pub mod remote;
 pub mod sched;
 pub mod server;
 mod tool;
+mod unread;
 pub mod webhooks;
 
 use std::net::SocketAddr;

@@ -1139,3 +1139,31 @@ fn keys_and_stores_over_their_rate_limits_get_429() {
         std::thread::sleep(std::time::Duration::from_millis(100));
     }
 }
+
+/// A request answered before its body was read (another store's tool route, a missing key)
+/// says `Connection: close`: hyper closes such a connection after the answer, and a client that
+/// sent its next request on it got no answer. A request whose body was read keeps the
+/// connection, error or not.
+#[test]
+fn a_request_refused_before_its_body_was_read_says_the_connection_closes() {
+    let s = Served::new();
+    let (_, key) = s.store_key("alice", false);
+    let body = json!({"command": "view", "path": "/memories"}).to_string();
+    let mut c = s.client(&key);
+    let theirs = c.tool("bob", body.as_bytes());
+    assert_eq!(theirs.status, 404);
+    assert_eq!(theirs.header("connection"), Some("close"));
+    let mut nobody = Client::new(s.addr);
+    let unknown = nobody.tool("alice", body.as_bytes());
+    assert_eq!(unknown.status, 401);
+    assert_eq!(unknown.header("connection"), Some("close"));
+    let mut c = s.client(&key);
+    let mine = c.tool("alice", body.as_bytes());
+    assert_eq!(mine.status, 200);
+    assert_eq!(mine.header("connection"), None);
+    // Read, then refused (not JSON): the connection stays open for the next request.
+    let bad = c.tool("alice", b"{not json");
+    assert_eq!(bad.status, 400);
+    assert_eq!(bad.header("connection"), None);
+    assert_eq!(c.tool("alice", body.as_bytes()).status, 200);
+}

@@ -34,10 +34,26 @@ impl Session {
     pub const CARRIES_BLOCKS: bool = true;
 
     pub fn new(store: Database) -> Self {
+        Session::serve(store, None)
+    }
+
+    /// A session whose messages carry a read-only key of the store (`user()` still writes, to
+    /// set the store up).
+    pub fn read_only(store: Database) -> Self {
+        let scope = memkv::KeyScope::Store {
+            store: USER.into(),
+            read_only: true,
+        };
+        let (_, key) = store.add_key(&memkv::NewKey::new(scope)).unwrap();
+        Session::serve(store, Some(key))
+    }
+
+    /// Serves `store` keyless, or with keys when `key` (one of them) is given.
+    fn serve(store: Database, key: Option<String>) -> Self {
         let store = Arc::new(store);
         let dir = tempfile::tempdir().unwrap();
         let mut config = Config::new("127.0.0.1:0".parse().unwrap(), None);
-        config.no_auth = true;
+        config.no_auth = key.is_none();
         let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
         let (bound, addr) = std::sync::mpsc::channel();
         let served = Arc::clone(&store);
@@ -60,7 +76,10 @@ impl Session {
         let addr = addr.recv().unwrap();
         Session {
             store,
-            client: RefCell::new(Client::new(addr)),
+            client: RefCell::new(match &key {
+                Some(key) => Client::with_key(addr, key),
+                None => Client::new(addr),
+            }),
             stop: Some(stop),
             thread: Some(thread),
             _dir: dir,

@@ -42,10 +42,26 @@ impl Session {
     pub const CARRIES_BLOCKS: bool = false;
 
     pub fn new(store: Database) -> Self {
+        Session::serve(store, None)
+    }
+
+    /// A session whose calls carry a read-only key of the store (`user()` still writes, to set
+    /// the store up).
+    pub fn read_only(store: Database) -> Self {
+        let scope = memkv::KeyScope::Store {
+            store: USER.into(),
+            read_only: true,
+        };
+        let (_, key) = store.add_key(&memkv::NewKey::new(scope)).unwrap();
+        Session::serve(store, Some(key))
+    }
+
+    /// Serves `store` keyless, or with keys when `key` (one of them) is given.
+    fn serve(store: Database, key: Option<String>) -> Self {
         let store = Arc::new(store);
         let dir = tempfile::tempdir().unwrap();
         let mut config = Config::new("127.0.0.1:0".parse().unwrap(), None);
-        config.no_auth = true;
+        config.no_auth = key.is_none();
         let runtime = tokio::runtime::Builder::new_multi_thread()
             .worker_threads(2)
             .enable_all()
@@ -59,7 +75,11 @@ impl Session {
         let served = runtime.spawn(server.run(async move {
             let _ = stopped.await;
         }));
-        let headers = HashMap::from([("x-memkv-store".parse().unwrap(), USER.parse().unwrap())]);
+        let mut headers =
+            HashMap::from([("x-memkv-store".parse().unwrap(), USER.parse().unwrap())]);
+        if let Some(key) = &key {
+            headers.insert("x-api-key".parse().unwrap(), key.parse().unwrap());
+        }
         let client = runtime
             .block_on(async {
                 let transport = StreamableHttpClientTransport::from_config(
