@@ -12,7 +12,7 @@ use axum::response::Response;
 use maud::{Markup, html};
 use memkv::{MemoryId, VersionId};
 
-use super::{Problem, Visit, after, posted, respond, view, visit_page};
+use super::{Problem, Visit, after, posted, respond, view};
 use crate::AppState;
 use crate::api::{blocking, existing, failed, handle, on_store, refused};
 
@@ -51,12 +51,8 @@ fn version_url(store: &str, version: &str, what: &str) -> String {
 pub async fn confirm_restore(
     State(state): State<Arc<AppState>>,
     Path((store, version)): Path<(String, String)>,
-    headers: HeaderMap,
+    v: Visit,
 ) -> Response {
-    let v = match visit_page(&state, &headers) {
-        Ok(v) => v,
-        Err(r) => return *r,
-    };
     respond(
         async {
             let caller = v.writes(&state, &store)?;
@@ -116,12 +112,8 @@ pub async fn restore(
 pub async fn confirm_redact(
     State(state): State<Arc<AppState>>,
     Path((store, version)): Path<(String, String)>,
-    headers: HeaderMap,
+    v: Visit,
 ) -> Response {
-    let v = match visit_page(&state, &headers) {
-        Ok(v) => v,
-        Err(r) => return *r,
-    };
     respond(
         async {
             let caller = v.writes(&state, &store)?;
@@ -182,12 +174,8 @@ pub async fn redact(
 pub async fn confirm_delete(
     State(state): State<Arc<AppState>>,
     Path((store, memory)): Path<(String, String)>,
-    headers: HeaderMap,
+    v: Visit,
 ) -> Response {
-    let v = match visit_page(&state, &headers) {
-        Ok(v) => v,
-        Err(r) => return *r,
-    };
     respond(
         async {
             let caller = v.writes(&state, &store)?;
@@ -252,12 +240,8 @@ pub async fn delete(
 pub async fn confirm_archive(
     State(state): State<Arc<AppState>>,
     Path(store): Path<String>,
-    headers: HeaderMap,
+    v: Visit,
 ) -> Response {
-    let v = match visit_page(&state, &headers) {
-        Ok(v) => v,
-        Err(r) => return *r,
-    };
     respond(
         async {
             v.writes(&state, &store)?;

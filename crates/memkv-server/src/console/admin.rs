@@ -11,7 +11,7 @@ use maud::{Markup, html};
 use memkv::{ApiKey, Error, KeyScope, NewKey};
 use serde_json::{Map, Value};
 
-use super::{Form, Problem, Visit, after, notice_for, posted, respond, view, visit_page};
+use super::{Form, Problem, Visit, after, notice_for, posted, respond, view};
 use crate::AppState;
 use crate::api::settings::{parse_patch, settings_json};
 use crate::api::{Query, blocking, failed};
@@ -88,11 +88,7 @@ fn keys_page(v: &Visit, keys: &[ApiKey], done: Option<&str>, problem: Option<&st
 }
 
 /// `GET /console/keys`.
-pub async fn keys(State(state): State<Arc<AppState>>, headers: HeaderMap, uri: Uri) -> Response {
-    let v = match visit_page(&state, &headers) {
-        Ok(v) => v,
-        Err(r) => return *r,
-    };
+pub async fn keys(State(state): State<Arc<AppState>>, v: Visit, uri: Uri) -> Response {
     respond(
         async {
             v.admin("the API keys page")?;
@@ -179,12 +175,8 @@ pub async fn add_key(
 pub async fn confirm_revoke(
     State(state): State<Arc<AppState>>,
     Path(id): Path<String>,
-    headers: HeaderMap,
+    v: Visit,
 ) -> Response {
-    let v = match visit_page(&state, &headers) {
-        Ok(v) => v,
-        Err(r) => return *r,
-    };
     respond(
         async {
             v.admin("revoking an API key")?;
@@ -288,13 +280,9 @@ fn current_settings(db: &memkv::Database, id: &str) -> Result<Value, crate::erro
 pub async fn settings(
     State(state): State<Arc<AppState>>,
     Path(store): Path<String>,
-    headers: HeaderMap,
+    v: Visit,
     uri: Uri,
 ) -> Response {
-    let v = match visit_page(&state, &headers) {
-        Ok(v) => v,
-        Err(r) => return *r,
-    };
     respond(
         async {
             v.admin("a store's settings")?;

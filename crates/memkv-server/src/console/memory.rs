@@ -5,12 +5,12 @@ use std::collections::VecDeque;
 use std::sync::Arc;
 
 use axum::extract::{Path, State};
-use axum::http::{HeaderMap, Uri};
+use axum::http::Uri;
 use axum::response::Response;
 use maud::{Markup, html};
 use memkv::{Memory, MemoryId, Operation, Version, VersionFilter, VersionId};
 
-use super::{Problem, Visit, diff, notice_for, respond, view, visit_page};
+use super::{Problem, Visit, diff, notice_for, respond, view};
 use crate::AppState;
 use crate::api::{Query, blocking, existing, failed, handle, on_store, wire};
 use crate::auth::Caller;
@@ -192,13 +192,9 @@ async fn found(
 pub async fn memory(
     State(state): State<Arc<AppState>>,
     Path((store, memory)): Path<(String, String)>,
-    headers: HeaderMap,
+    v: Visit,
     uri: Uri,
 ) -> Response {
-    let v = match visit_page(&state, &headers) {
-        Ok(v) => v,
-        Err(r) => return *r,
-    };
     respond(
         async {
             let caller = v.reads(&state, &store)?;
@@ -255,12 +251,8 @@ pub async fn memory(
 pub async fn version(
     State(state): State<Arc<AppState>>,
     Path((store, version)): Path<(String, String)>,
-    headers: HeaderMap,
+    v: Visit,
 ) -> Response {
-    let v = match visit_page(&state, &headers) {
-        Ok(v) => v,
-        Err(r) => return *r,
-    };
     respond(
         async {
             let caller = v.reads(&state, &store)?;
@@ -302,13 +294,9 @@ pub async fn version(
 pub async fn diff(
     State(state): State<Arc<AppState>>,
     Path((store, memory)): Path<(String, String)>,
-    headers: HeaderMap,
+    v: Visit,
     uri: Uri,
 ) -> Response {
-    let v = match visit_page(&state, &headers) {
-        Ok(v) => v,
-        Err(r) => return *r,
-    };
     respond(
         async {
             let q = Query::of(&uri);

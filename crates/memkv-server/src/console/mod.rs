@@ -30,7 +30,8 @@ use std::time::Instant;
 
 use axum::Router;
 use axum::body::Body;
-use axum::extract::{Request, State};
+use axum::extract::{FromRequestParts, Request, State};
+use axum::http::request::Parts;
 use axum::http::{HeaderMap, HeaderValue, StatusCode, header};
 use axum::middleware::{self, Next};
 use axum::response::{IntoResponse, Redirect, Response};
@@ -344,6 +345,19 @@ fn visit_page(state: &AppState, headers: &HeaderMap) -> Result<Visit, Box<Respon
             p.into_response()
         })
     })
+}
+
+/// A page's signed-in visitor, as an extractor: without a live session the browser is sent to
+/// the sign-in page ([`visit_page`]).
+impl FromRequestParts<Arc<AppState>> for Visit {
+    type Rejection = Response;
+
+    async fn from_request_parts(
+        parts: &mut Parts,
+        state: &Arc<AppState>,
+    ) -> Result<Self, Self::Rejection> {
+        visit_page(state, &parts.headers).map_err(|r| *r)
+    }
 }
 
 /// Whether a form post comes from a page of this console: the browser does not call it

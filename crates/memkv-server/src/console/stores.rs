@@ -5,12 +5,12 @@ use std::collections::HashMap;
 use std::sync::Arc;
 
 use axum::extract::{Path, State};
-use axum::http::{HeaderMap, Uri};
+use axum::http::Uri;
 use axum::response::Response;
 use maud::{Markup, html};
 use memkv::{ChangeEntry, Error, ListItem, SearchMode, SearchRequest, StoreInfo};
 
-use super::{Problem, notice_for, respond, view, visit_page};
+use super::{Problem, Visit, notice_for, respond, view};
 use crate::AppState;
 use crate::api::{Query, blocking, existing, failed, handle, on_store};
 use crate::auth::Allowed;
@@ -33,11 +33,7 @@ struct Row {
 }
 
 /// `GET /console/stores?q=`: every store (admin) or the key's own, filtered by name or id.
-pub async fn list(State(state): State<Arc<AppState>>, headers: HeaderMap, uri: Uri) -> Response {
-    let v = match visit_page(&state, &headers) {
-        Ok(v) => v,
-        Err(r) => return *r,
-    };
+pub async fn list(State(state): State<Arc<AppState>>, v: Visit, uri: Uri) -> Response {
     respond(
         async {
             let q = Query::of(&uri);
@@ -237,13 +233,9 @@ fn change_row(store: &str, e: &ChangeEntry) -> Markup {
 pub async fn store(
     State(state): State<Arc<AppState>>,
     Path(id): Path<String>,
-    headers: HeaderMap,
+    v: Visit,
     uri: Uri,
 ) -> Response {
-    let v = match visit_page(&state, &headers) {
-        Ok(v) => v,
-        Err(r) => return *r,
-    };
     respond(
         async {
             let caller = v.reads(&state, &id)?;
@@ -365,13 +357,9 @@ fn search_form(store: &str, query: &str, mode: SearchMode) -> Markup {
 pub async fn search(
     State(state): State<Arc<AppState>>,
     Path(id): Path<String>,
-    headers: HeaderMap,
+    v: Visit,
     uri: Uri,
 ) -> Response {
-    let v = match visit_page(&state, &headers) {
-        Ok(v) => v,
-        Err(r) => return *r,
-    };
     respond(
         async {
             let caller = v.reads(&state, &id)?;
