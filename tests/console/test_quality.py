@@ -131,18 +131,27 @@ def test_screenshots_of_the_main_pages(browser, console):
     for size, viewport in [("desktop", {"width": 1280, "height": 800}), ("mobile", {"width": 390, "height": 844})]:
         page, watch = new_page(browser, console, viewport)
         page.goto(console.url + "/console/login")
-        page.screenshot(path=SHOTS / f"login-{size}.png")
+        written = [SHOTS / f"login-{size}.png"]
+        page.screenshot(path=written[0])
         sign_in(page, console, console.admin)
         pages = main_pages(console)
         pages["diff"] = diff_url(page, console, pages["memory"])
         for name in ["stores", "folder", "memory", "diff", "search", "keys"]:
             page.goto(console.url + pages[name])
-            page.screenshot(path=SHOTS / f"{name}-{size}.png")
+            written.append(SHOTS / f"{name}-{size}.png")
+            page.screenshot(path=written[-1])
             # Nothing is wider than the screen.
             assert page.evaluate("document.documentElement.scrollWidth") <= viewport["width"], (name, size)
         page.context.close()
         assert watch.events == []
-    assert len(list(SHOTS.glob("*.png"))) >= 14
+        # Each a PNG of the viewport's size (IHDR: width and height, big-endian, at bytes 16-24).
+        for shot in written:
+            head = shot.read_bytes()[:24]
+            assert head[:8] == b"\x89PNG\r\n\x1a\n", shot
+            assert (int.from_bytes(head[16:20], "big"), int.from_bytes(head[20:24], "big")) == (
+                viewport["width"],
+                viewport["height"],
+            ), shot
 
 
 def test_pages_of_a_store_of_2000_memories_render_within_budget(visitor, console):

@@ -309,9 +309,18 @@ pub fn handle<'s>(
     id: &str,
     caller: &Caller,
 ) -> Result<memkv::MemoryStore<'s>, ApiError> {
-    existing(store, id)?;
+    handle_and_info(store, id, caller).map(|(handle, _)| handle)
+}
+
+/// As [`handle`], with the store's record (read once).
+pub fn handle_and_info<'s>(
+    store: &'s Database,
+    id: &str,
+    caller: &Caller,
+) -> Result<(memkv::MemoryStore<'s>, memkv::StoreInfo), ApiError> {
+    let info = existing(store, id)?;
     let user = store.user(id).map_err(|_| ApiError::not_found())?;
-    Ok(user.with_actor(caller.actor()))
+    Ok((user.with_actor(caller.actor()), info))
 }
 
 /// Runs `work` on the blocking pool (as [`blocking`]) with the handle of existing store `id`

@@ -47,6 +47,23 @@ fn version_url(store: &str, version: &str, what: &str) -> String {
     )
 }
 
+/// The version `version` of `store` (without its content), for a confirmation page: the visitor
+/// must be able to change the store; 404 for an id that names no version of it.
+async fn version_to_change(
+    state: &Arc<AppState>,
+    v: &Visit,
+    store: &str,
+    version: &str,
+) -> Result<memkv::Version, Problem> {
+    let caller = v.writes(state, store)?;
+    let id: VersionId = version.parse().map_err(|_| Problem::not_found())?;
+    on_store(state, store, caller, move |s, store| {
+        s.version(id, false).map_err(|e| failed(&e, store))
+    })
+    .await?
+    .ok_or_else(Problem::not_found)
+}
+
 /// `GET /console/stores/{store}/versions/{version}/restore`.
 pub async fn confirm_restore(
     State(state): State<Arc<AppState>>,
@@ -55,13 +72,7 @@ pub async fn confirm_restore(
 ) -> Response {
     respond(
         async {
-            let caller = v.writes(&state, &store)?;
-            let id: VersionId = version.parse().map_err(|_| Problem::not_found())?;
-            let ver = on_store(&state, &store, caller, move |s, store| {
-                s.version(id, false).map_err(|e| failed(&e, store))
-            })
-            .await?
-            .ok_or_else(Problem::not_found)?;
+            let ver = version_to_change(&state, &v, &store, &version).await?;
             let explain = html! {
                 p { "Restoring makes the content of version " code { (ver.id) } " ("
                     (ver.operation.as_str()) " " (view::time(ver.created_ms)) ") the memory's current content again, as a new version written by your key. "
@@ -116,13 +127,7 @@ pub async fn confirm_redact(
 ) -> Response {
     respond(
         async {
-            let caller = v.writes(&state, &store)?;
-            let id: VersionId = version.parse().map_err(|_| Problem::not_found())?;
-            let ver = on_store(&state, &store, caller, move |s, store| {
-                s.version(id, false).map_err(|e| failed(&e, store))
-            })
-            .await?
-            .ok_or_else(Problem::not_found)?;
+            let ver = version_to_change(&state, &v, &store, &version).await?;
             let explain = html! {
                 p { "Redacting version " code { (ver.id) } " (" (ver.operation.as_str()) " " (view::time(ver.created_ms)) ") "
                     strong { "erases its content, its path and its hash for good" }

@@ -12,7 +12,7 @@ use memkv::{Memory, MemoryId, Operation, Version, VersionFilter, VersionId};
 
 use super::{Problem, Visit, diff, notice_for, respond, view};
 use crate::AppState;
-use crate::api::{Query, blocking, existing, failed, handle, on_store, wire};
+use crate::api::{Query, blocking, failed, handle_and_info, on_store, wire};
 use crate::auth::Caller;
 
 /// `1 line`, `3 lines`.
@@ -146,8 +146,8 @@ async fn found(
     let key = store.to_owned();
     let found = blocking(state, move |db| {
         let store = key.as_str();
-        let archived = existing(db, store)?.archived_ms.is_some();
-        let s = handle(db, store, &caller)?;
+        let (s, info) = handle_and_info(db, store, &caller)?;
+        let archived = info.archived_ms.is_some();
         let live = s.memory(id, true).map_err(|e| failed(&e, store))?;
         let filter = VersionFilter {
             memory: Some(id),

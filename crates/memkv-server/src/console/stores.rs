@@ -12,7 +12,7 @@ use memkv::{ChangeEntry, Error, ListItem, SearchMode, SearchRequest, StoreInfo};
 
 use super::{Problem, Visit, notice_for, respond, view};
 use crate::AppState;
-use crate::api::{Query, blocking, existing, failed, handle, on_store};
+use crate::api::{Query, blocking, failed, handle_and_info, on_store};
 use crate::auth::Allowed;
 
 /// Rows on one page of a folder.
@@ -246,8 +246,7 @@ pub async fn store(
             let key = id.clone();
             let (info, totals, listing, recent) = blocking(&state, move |db| {
                 let id = key.as_str();
-                let info = existing(db, id)?;
-                let s = handle(db, id, &caller)?;
+                let (s, info) = handle_and_info(db, id, &caller)?;
                 let totals = s.totals().map_err(|e| failed(&e, id))?;
                 let listing = s
                     .list_memories(&folder, 1, page.as_deref(), FOLDER_PAGE, false)
