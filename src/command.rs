@@ -182,17 +182,18 @@ fn unknown(command: Option<&Value>) -> InputError {
     InputError::UnknownCommand(command.unwrap_or(&Value::Null).to_string())
 }
 
+/// The commands' names, as the model spells them.
+pub(crate) const NAMES: [&str; 6] = [
+    "view",
+    "create",
+    "str_replace",
+    "insert",
+    "delete",
+    "rename",
+];
+
 fn name_static(name: &str) -> Option<&'static str> {
-    [
-        "view",
-        "create",
-        "str_replace",
-        "insert",
-        "delete",
-        "rename",
-    ]
-    .into_iter()
-    .find(|n| *n == name)
+    NAMES.into_iter().find(|n| *n == name)
 }
 
 fn view_range(value: Option<&Value>) -> Option<ViewRange> {

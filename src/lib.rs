@@ -61,6 +61,8 @@
 //! - [`search`]: search over a store's current memories from one snapshot (exact: a regular
 //!   expression or a literal, line by line, as ripgrep matches; [`MemoryStore::search`]), and
 //!   `memory_search`, memkv's second tool for the model ([`MemoryStore::answer_search`]).
+//! - [`wire`]: the JSON objects the faces answer (an actor, a change-log entry, search
+//!   results) as types, which describe themselves for OpenAPI with the `openapi` feature.
 //! - `changes`: the change log, an outbox written in the transaction of each change, numbered
 //!   in commit order across the database ([`crate::Database::changes`], [`ChangeEntry`]),
 //!   scrubbed by redactions, trimmed by its [`ChangeRetention`].
@@ -119,6 +121,7 @@ mod tree;
 mod user_id;
 mod versions;
 mod webhooks;
+pub mod wire;
 
 /// The README's Rust examples run as doctests.
 #[doc = include_str!("../README.md")]

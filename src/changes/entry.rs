@@ -2,7 +2,6 @@
 //! memory-stores API's naming).
 
 use serde::{Deserialize, Serialize};
-use serde_json::{Map, Value, json};
 
 use crate::error::Error;
 use crate::history::change::{Change, ChangeKind};
@@ -119,63 +118,10 @@ impl Record {
     }
 }
 
-fn hex(bytes: &[u8; 32]) -> String {
-    use std::fmt::Write as _;
-    bytes.iter().fold(String::with_capacity(64), |mut s, b| {
-        let _ = write!(s, "{b:02x}");
-        s
-    })
-}
-
-impl ChangeEntry {
-    /// The entry as every face shows it: `seq`, `type`, `memory_store_id`, and where they
-    /// apply `memory_id`, `memory_version_id`, `path` and `previous_path` (the API's paths,
-    /// relative to the store's root), `content_sha256`, `content_size_bytes`; then
-    /// `created_by` (an actor object, or `null`) and `created_at` (RFC 3339, milliseconds).
-    /// A field a redaction scrubbed is `null`.
-    pub fn to_json(&self) -> Value {
-        let c = &self.change;
-        let mut m = Map::new();
-        m.insert("seq".into(), json!(self.seq));
-        m.insert("type".into(), json!(c.kind.event_type()));
-        m.insert("memory_store_id".into(), json!(c.store));
-        let of_memory = c.memory.is_some();
-        if let Some(memory) = c.memory {
-            m.insert("memory_id".into(), json!(memory.to_string()));
-        }
-        if let Some(version) = c.version {
-            m.insert("memory_version_id".into(), json!(version.to_string()));
-        }
-        let redaction = c.kind == ChangeKind::VersionRedacted;
-        if of_memory && !redaction {
-            let path = c.path.as_deref().map(crate::path::api_path);
-            m.insert("path".into(), json!(path));
-        }
-        if c.previous_path.is_some()
-            || matches!(
-                c.kind,
-                ChangeKind::MemoryRenamed | ChangeKind::MemoryModified
-            ) && c.path.is_none()
-        {
-            let previous = c.previous_path.as_deref().map(crate::path::api_path);
-            m.insert("previous_path".into(), json!(previous));
-        }
-        if of_memory && !redaction && c.kind != ChangeKind::MemoryDeleted {
-            m.insert("content_sha256".into(), json!(c.sha256.as_ref().map(hex)));
-            m.insert("content_size_bytes".into(), json!(c.size));
-        }
-        m.insert(
-            "created_by".into(),
-            c.actor.as_ref().map_or(Value::Null, Actor::to_json),
-        );
-        m.insert("created_at".into(), json!(crate::time::rfc3339_ms(c.at_ms)));
-        Value::Object(m)
-    }
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
+    use serde_json::json;
 
     #[test]
     fn kinds_round_trip_and_keep_their_numbers() {

@@ -96,18 +96,6 @@ impl Actor {
     }
 }
 
-impl Actor {
-    /// The memory-stores API's actor object (`api_actor`, `session_actor`, `user_actor`).
-    pub fn to_json(&self) -> serde_json::Value {
-        use serde_json::json;
-        match self {
-            Actor::ApiKey(id) => json!({"type": "api_actor", "api_key_id": id}),
-            Actor::Session(id) => json!({"type": "session_actor", "session_id": id}),
-            Actor::User(id) => json!({"type": "user_actor", "user_id": id}),
-        }
-    }
-}
-
 impl fmt::Display for Actor {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match self {

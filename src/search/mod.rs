@@ -192,36 +192,6 @@ impl SearchResults {
     }
 }
 
-impl SearchResults {
-    /// The JSON the HTTP server answers and `memkv search --json` prints: `data`, one object per
-    /// memory (`path` as the memory-stores API spells it, `memory_id`, `score` for ranked search,
-    /// `lines` with `line_number`, `text`, `is_match`), then `more` and `unsearched`.
-    pub fn to_json(&self) -> serde_json::Value {
-        let data: Vec<serde_json::Value> = self
-            .hits
-            .iter()
-            .map(|hit| {
-                let mut item = serde_json::json!({
-                    "path": crate::path::api_path(&hit.path),
-                    "memory_id": hit.memory_id.to_string(),
-                    "lines": hit.lines.iter().map(|l| serde_json::json!({
-                        "line_number": l.line_number,
-                        "text": l.text,
-                        "is_match": l.is_match,
-                    })).collect::<Vec<_>>(),
-                });
-                if let Some(score) = hit.score {
-                    // The f32's own shortest decimal (not the f64 it widens to).
-                    let score: f64 = score.to_string().parse().unwrap_or(f64::from(score));
-                    item["score"] = serde_json::json!(score);
-                }
-                item
-            })
-            .collect();
-        serde_json::json!({"data": data, "more": self.more, "unsearched": self.unsearched})
-    }
-}
-
 /// One memory with matches.
 #[derive(Debug, Clone, PartialEq)]
 #[non_exhaustive]

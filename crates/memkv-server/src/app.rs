@@ -10,146 +10,68 @@ use axum::extract::{MatchedPath, Request, State};
 use axum::http::{HeaderMap, HeaderValue, StatusCode, header};
 use axum::middleware::{self, Next};
 use axum::response::{IntoResponse, Response};
-use axum::routing::{get, post};
 use tower_http::catch_panic::CatchPanicLayer;
+use utoipa_axum::router::OpenApiRouter;
+use utoipa_axum::routes;
 
 use crate::AppState;
 use crate::api;
 use crate::auth;
-use crate::error::ApiError;
+use crate::error::{ApiError, ErrorBody};
 use crate::metrics::StoreTotals;
+use crate::routes::ROUTES;
+use crate::spec::{GetOnly, NoRetry, Retry, Seconds};
 use crate::tool::{self, ToolInfo};
 
-/// The tool route: one memory message for one store.
-pub const TOOL_ROUTE: &str = "/v1/memory_stores/{store}/tool";
+/// The documented routes, each handler added to the router and to the OpenAPI document
+/// together from its `#[utoipa::path]` (utoipa-axum), so the two cannot differ. `/mcp` and the
+/// console are added by [`router`]; `crate::openapi` documents `/mcp` itself.
+pub fn documented() -> (Router<Arc<AppState>>, utoipa::openapi::OpenApi) {
+    use api::{backup, changes, keys, memories, search, settings, stores, versions, webhooks};
+    OpenApiRouter::new()
+        .routes(routes!(tool::tool))
+        .routes(routes!(stores::create_store, stores::list_stores))
+        .routes(routes!(
+            stores::retrieve_store,
+            stores::update_store,
+            stores::delete_store
+        ))
+        .routes(routes!(stores::archive_store))
+        .routes(routes!(memories::create_memory, memories::list_memories))
+        .routes(routes!(
+            memories::retrieve_memory,
+            memories::update_memory,
+            memories::delete_memory
+        ))
+        .routes(routes!(versions::list_versions))
+        .routes(routes!(versions::retrieve_version))
+        .routes(routes!(versions::redact_version))
+        .routes(routes!(search::search))
+        .routes(routes!(changes::store_changes))
+        .routes(routes!(changes::all_changes))
+        .routes(routes!(webhooks::create_webhook, webhooks::list_webhooks))
+        .routes(routes!(webhooks::delete_webhook))
+        .routes(routes!(backup::export_store))
+        .routes(routes!(backup::export_all))
+        .routes(routes!(backup::import))
+        .routes(routes!(
+            settings::retrieve_settings,
+            settings::update_settings
+        ))
+        .routes(routes!(keys::create_key, keys::list_keys))
+        .routes(routes!(keys::delete_key))
+        .routes(routes!(healthz))
+        .routes(routes!(readyz))
+        .routes(routes!(metrics))
+        .routes(routes!(openapi))
+        .split_for_parts()
+}
 
-/// The memory stores (anthropic's beta `memory_stores` resource).
-pub const STORES: &str = "/v1/memory_stores";
-/// One memory store.
-pub const STORE: &str = "/v1/memory_stores/{memory_store_id}";
-/// Archiving a store.
-pub const ARCHIVE: &str = "/v1/memory_stores/{memory_store_id}/archive";
-/// A store's memories.
-pub const MEMORIES: &str = "/v1/memory_stores/{memory_store_id}/memories";
-/// One memory.
-pub const MEMORY: &str = "/v1/memory_stores/{memory_store_id}/memories/{memory_id}";
-/// A store's memory versions.
-pub const VERSIONS: &str = "/v1/memory_stores/{memory_store_id}/memory_versions";
-/// One memory version.
-pub const VERSION: &str = "/v1/memory_stores/{memory_store_id}/memory_versions/{memory_version_id}";
-/// Redacting a memory version.
-pub const REDACT: &str =
-    "/v1/memory_stores/{memory_store_id}/memory_versions/{memory_version_id}/redact";
-
-/// Searching a store's memories.
-pub const SEARCH: &str = "/v1/memory_stores/{memory_store_id}/search";
-
-/// A store's change feed.
-pub const STORE_CHANGES: &str = "/v1/memory_stores/{memory_store_id}/changes";
-/// Every store's change feed (admin).
-pub const CHANGES: &str = "/v1/changes";
-
-/// The webhook endpoints (admin).
-pub const WEBHOOKS: &str = "/v1/webhooks";
-/// One webhook endpoint (admin).
-pub const WEBHOOK: &str = "/v1/webhooks/{webhook_id}";
-
-/// One store's export.
-pub const STORE_EXPORT: &str = "/v1/memory_stores/{memory_store_id}/export";
-/// Every store's export (admin).
-pub const EXPORT: &str = "/v1/export";
-/// Applying an export (admin).
-pub const IMPORT: &str = "/v1/import";
-
-/// A store's own settings.
-pub const SETTINGS: &str = "/v1/memory_stores/{memory_store_id}/settings";
-
-/// The API keys (admin).
-pub const KEYS: &str = "/v1/keys";
-/// One API key (admin).
-pub const KEY: &str = "/v1/keys/{key_id}";
-
-/// Every route of [`router`] with its method, as the OpenAPI document lists them.
-pub const ROUTES: &[(&str, &str)] = &[
-    ("post", TOOL_ROUTE),
-    ("post", STORES),
-    ("get", STORES),
-    ("get", STORE),
-    ("post", STORE),
-    ("delete", STORE),
-    ("post", ARCHIVE),
-    ("post", MEMORIES),
-    ("get", MEMORIES),
-    ("get", MEMORY),
-    ("post", MEMORY),
-    ("delete", MEMORY),
-    ("get", VERSIONS),
-    ("get", VERSION),
-    ("post", REDACT),
-    ("get", SEARCH),
-    ("get", STORE_CHANGES),
-    ("get", CHANGES),
-    ("post", WEBHOOKS),
-    ("get", WEBHOOKS),
-    ("delete", WEBHOOK),
-    ("get", STORE_EXPORT),
-    ("get", EXPORT),
-    ("post", IMPORT),
-    ("get", SETTINGS),
-    ("patch", SETTINGS),
-    ("post", KEYS),
-    ("get", KEYS),
-    ("delete", KEY),
-    ("get", "/healthz"),
-    ("get", "/readyz"),
-    ("get", "/metrics"),
-    ("get", "/openapi.json"),
-    ("get", memkv_mcp::http::PATH),
-    ("post", memkv_mcp::http::PATH),
-    ("delete", memkv_mcp::http::PATH),
-];
-
-/// The HTTP face of memkv. Every route is added here, in this one function (the MCP service
-/// mounts at `/mcp` here too).
+/// The HTTP face of memkv: the [`documented`] routes, the MCP service at `/mcp`, the console,
+/// and the layers every request goes through.
 pub fn router(state: Arc<AppState>) -> Router {
-    Router::new()
-        .route(TOOL_ROUTE, post(tool::tool))
-        .route(STORES, post(api::create_store).get(api::list_stores))
-        .route(
-            STORE,
-            get(api::retrieve_store)
-                .post(api::update_store)
-                .delete(api::delete_store),
-        )
-        .route(ARCHIVE, post(api::archive_store))
-        .route(MEMORIES, post(api::create_memory).get(api::list_memories))
-        .route(
-            MEMORY,
-            get(api::retrieve_memory)
-                .post(api::update_memory)
-                .delete(api::delete_memory),
-        )
-        .route(VERSIONS, get(api::list_versions))
-        .route(VERSION, get(api::retrieve_version))
-        .route(REDACT, post(api::redact_version))
-        .route(SEARCH, get(api::search))
-        .route(STORE_CHANGES, get(api::store_changes))
-        .route(CHANGES, get(api::all_changes))
-        .route(WEBHOOKS, post(api::create_webhook).get(api::list_webhooks))
-        .route(WEBHOOK, axum::routing::delete(api::delete_webhook))
-        .route(STORE_EXPORT, get(api::export_store))
-        .route(EXPORT, get(api::export_all))
-        .route(IMPORT, post(api::import))
-        .route(
-            SETTINGS,
-            get(api::retrieve_settings).patch(api::update_settings),
-        )
-        .route(KEYS, post(api::create_key).get(api::list_keys))
-        .route(KEY, axum::routing::delete(api::delete_key))
-        .route("/healthz", get(healthz))
-        .route("/readyz", get(readyz))
-        .route("/metrics", get(metrics))
-        .route("/openapi.json", get(openapi))
+    let (documented, _) = documented();
+    documented
         .route_service(
             memkv_mcp::http::PATH,
             memkv_mcp::http::router(
@@ -179,10 +101,22 @@ async fn retry_advice(mut response: Response) -> Response {
     response
 }
 
+/// Liveness: the process answers.
+#[utoipa::path(get, path = "/healthz", operation_id = "healthz", summary = "Liveness",
+    security(()),
+    responses((status = 200, description = "Up", body = String), GetOnly))]
 async fn healthz() -> &'static str {
     "ok\n"
 }
 
+/// Readiness: what a load balancer's health check asks.
+#[utoipa::path(get, path = "/readyz", operation_id = "readyz",
+    summary = "Readiness: the store is open and the server is serving",
+    security(()),
+    responses((status = 200, description = "Ready", body = String),
+        (status = 503, description = "Shutting down; retry after the given seconds", body = ErrorBody,
+            headers(("Retry-After" = inline(Seconds)), ("x-should-retry" = inline(Retry)))),
+        GetOnly))]
 async fn readyz(State(state): State<Arc<AppState>>) -> Response {
     if state.ready.load(SeqCst) {
         "ready\n".into_response()
@@ -191,6 +125,18 @@ async fn readyz(State(state): State<Arc<AppState>>) -> Response {
     }
 }
 
+/// The Prometheus metrics (admin key).
+#[utoipa::path(get, path = "/metrics", operation_id = "metrics",
+    summary = "Prometheus metrics (admin key)",
+    responses((status = 200, description = "Prometheus text exposition format 0.0.4", body = String),
+        (status = 401, description = "No API key, or an unknown one", body = ErrorBody,
+            headers(("x-should-retry" = inline(NoRetry)))),
+        (status = 403, description = "A store key, or keyless access from another host name", body = ErrorBody,
+            headers(("x-should-retry" = inline(NoRetry)))),
+        (status = 429, description = "The key is over its rate limit (rate_limit_error)", body = ErrorBody,
+            headers(("Retry-After" = inline(Seconds)), ("x-should-retry" = inline(Retry)))),
+        (status = 500, description = "The API keys cannot be read", body = ErrorBody),
+        GetOnly))]
 async fn metrics(State(state): State<Arc<AppState>>, headers: HeaderMap) -> Response {
     if let Err(e) = auth::authenticate_admin(&state, &headers) {
         return e.into_response();
@@ -222,6 +168,10 @@ async fn metrics(State(state): State<Arc<AppState>>, headers: HeaderMap) -> Resp
         .into_response()
 }
 
+/// This document.
+#[utoipa::path(get, path = "/openapi.json", operation_id = "openapi", summary = "This document",
+    security(()),
+    responses((status = 200, description = "OpenAPI 3.1", body = Object), GetOnly))]
 async fn openapi(State(state): State<Arc<AppState>>) -> Response {
     (
         [(header::CONTENT_TYPE, "application/json")],

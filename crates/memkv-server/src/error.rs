@@ -7,6 +7,7 @@
 use axum::http::{HeaderMap, HeaderValue, StatusCode, header};
 use axum::response::{IntoResponse, Response};
 use serde::Serialize;
+use utoipa::ToSchema;
 
 /// Seconds a client is told to wait before retrying a 429 or 503.
 pub const RETRY_AFTER_SECS: u64 = 1;
@@ -122,25 +123,60 @@ impl ApiError {
 
     /// The body, as sent.
     pub fn body(&self) -> String {
-        #[derive(Serialize)]
-        struct Envelope<'a> {
-            r#type: &'a str,
-            error: Inner<'a>,
-        }
-        #[derive(Serialize)]
-        struct Inner<'a> {
-            r#type: &'a str,
-            message: &'a str,
-        }
-        serde_json::to_string(&Envelope {
-            r#type: "error",
-            error: Inner {
+        serde_json::to_string(&ErrorBody {
+            r#type: ErrorTag::Error,
+            error: ErrorDetail {
                 r#type: Self::error_type(self.status),
                 message: &self.message,
             },
         })
         .expect("plain structs serialize")
     }
+}
+
+/// An error answer: `{"type": "error", "error": {"type": …, "message": …}}`, the Anthropic API's
+/// envelope.
+#[derive(Serialize, ToSchema)]
+#[schema(as = Error)]
+#[serde(deny_unknown_fields)]
+pub struct ErrorBody<'a> {
+    #[schema(inline)]
+    r#type: ErrorTag,
+    error: ErrorDetail<'a>,
+}
+
+#[derive(Serialize, ToSchema)]
+enum ErrorTag {
+    #[serde(rename = "error")]
+    Error,
+}
+
+/// What went wrong.
+#[derive(Serialize, ToSchema)]
+#[serde(deny_unknown_fields)]
+struct ErrorDetail<'a> {
+    // The kind of error, from the status (`ApiError::error_type`). No doc comment: utoipa
+    // would wrap the inlined enum in an `allOf` with an object.
+    #[schema(value_type = ErrorType, inline)]
+    r#type: &'static str,
+    /// What went wrong, for a person to read.
+    message: &'a str,
+}
+
+/// The error types of the Anthropic API that memkv answers.
+#[derive(ToSchema)]
+#[serde(rename_all = "snake_case")]
+#[allow(dead_code)]
+enum ErrorType {
+    InvalidRequestError,
+    AuthenticationError,
+    PermissionError,
+    NotFoundError,
+    #[serde(rename = "request_too_large")]
+    RequestTooLarge,
+    RateLimitError,
+    ApiError,
+    OverloadedError,
 }
 
 impl IntoResponse for ApiError {

@@ -28,7 +28,8 @@
 //!   every change a form post with the session's CSRF token;
 //! - [`rate`]: each key's and each store's rate limit (429 with `Retry-After`);
 //! - [`error`]: the Anthropic error envelope; [`metrics`]: `GET /metrics`; [`openapi`]:
-//!   `GET /openapi.json`.
+//!   `GET /openapi.json`, derived from the handlers' `#[utoipa::path]` and the types they answer
+//!   (`api::objects`, `memkv::wire`); `spec`: what those attributes share.
 //!
 //! The wire contract (routes, bodies, statuses) is in the README and `GET /openapi.json`.
 
@@ -46,8 +47,10 @@ pub mod metrics;
 pub mod openapi;
 pub mod rate;
 pub mod remote;
+pub mod routes;
 pub mod sched;
 pub mod server;
+mod spec;
 mod tool;
 mod unread;
 pub mod webhooks;
@@ -61,7 +64,8 @@ use std::time::Duration;
 use memkv::Database;
 use tokio::sync::Semaphore;
 
-pub use app::{ROUTES, TOOL_ROUTE, router};
+pub use app::router;
+pub use routes::{ROUTES, TOOL_ROUTE};
 pub use server::{Server, run};
 
 /// A store's settings as `GET /v1/memory_stores/{store}/settings` answers them (for `memkv

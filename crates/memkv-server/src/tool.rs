@@ -23,6 +23,43 @@ use serde_json::Value;
 use crate::AppState;
 use crate::auth::{self, Allowed};
 use crate::error::ApiError;
+use crate::routes::TOOL_ROUTE;
+use crate::spec::ToolErrors;
+
+/// What the tool route takes: what `memkv exec` takes.
+#[derive(utoipa::ToSchema)]
+#[serde(untagged)]
+#[allow(dead_code)]
+enum ToolMessage {
+    /// One command's input: answered with a bare output.
+    Input(memkv::wire::ToolInput),
+    /// One `tool_use` block: answered with a `tool_result` block.
+    Block(memkv::wire::ToolUseBlock),
+    /// `tool_use` blocks, applied in order: answered with a `tool_result` for each.
+    Blocks(Vec<memkv::wire::ToolUseBlock>),
+}
+
+/// memkv's answer: a bare output for an input, a `tool_result` block for a block, an array of
+/// them for an array.
+#[derive(utoipa::ToSchema)]
+#[serde(untagged)]
+#[allow(dead_code)]
+enum ToolAnswer {
+    Output(memkv::wire::ToolOutputObject),
+    Result(memkv::wire::ToolResultBlock),
+    Results(Vec<memkv::wire::ToolResultBlock>),
+}
+
+/// The store in the tool route's path.
+#[derive(utoipa::IntoParams)]
+#[into_params(parameter_in = Path)]
+#[allow(dead_code)]
+struct ToolStore {
+    /// The memkv user id, as one percent-encoded path segment (`/` and `.` encoded too). At
+    /// most 256 bytes, no control characters.
+    #[param(min_length = 1)]
+    store: String,
+}
 
 /// What the log line and metrics learn about a tool request, or a memory-stores API request
 /// (never contents).
@@ -35,6 +72,16 @@ pub struct ToolInfo {
     pub commands: Vec<&'static str>,
 }
 
+/// `POST /v1/memory_stores/{store}/tool`. The request body's size cap and the most blocks in a
+/// message are the server's settings, written into the document when it is made
+/// (`crate::openapi::document`).
+#[utoipa::path(post, path = TOOL_ROUTE, operation_id = "tool",
+    summary = "Run memory-tool commands against one store",
+    description = "Takes what `memkv exec` takes and answers exactly what it answers. Model mistakes (a bad path, a missing file) are answered 200 with `is_error: true`.",
+    params(ToolStore),
+    request_body(content = ToolMessage, description = "At most the body cap."),
+    responses((status = 200, description = "memkv's answer: a bare output for an input, a tool_result block for a block, an array of them for an array", body = ToolAnswer),
+        ToolErrors))]
 pub async fn tool(
     State(state): State<Arc<AppState>>,
     store: Result<Path<String>, PathRejection>,

@@ -21,12 +21,62 @@ use axum::extract::{Path as UrlPath, State};
 use axum::http::{HeaderMap, StatusCode, Uri, header};
 use axum::response::{IntoResponse, Response};
 use http_body_util::BodyExt;
-use memkv::{Conflict, Error, ImportSource, Summary};
-use serde_json::json;
+use memkv::{Conflict, Error, ImportSource};
+use utoipa::{IntoParams, ToSchema};
 
+use super::objects::ImportSummary;
 use super::{Query, admin, answer, blocking, failed, respond, scoped, store_id};
 use crate::AppState;
-use crate::error::ApiError;
+use crate::error::{ApiError, ErrorBody};
+use crate::routes::{EXPORT, IMPORT, STORE_EXPORT};
+use crate::spec::{ApiErrors, Beta, NoRetry};
+
+/// A store in the path, which need not exist yet.
+#[derive(IntoParams)]
+#[into_params(parameter_in = Path)]
+#[allow(dead_code)]
+struct ExportPath {
+    /// The store: its `memstore_…` id or memkv user id (it need not exist yet).
+    #[param(min_length = 1)]
+    memory_store_id: String,
+}
+
+/// What an export of every store holds.
+#[derive(IntoParams)]
+#[into_params(parameter_in = Query)]
+#[allow(dead_code)]
+struct ExportQuery {
+    /// Only this store (repeatable; not with `since`).
+    #[param(min_length = 1)]
+    user: Option<String>,
+    /// An incremental export of every store: the stores changed after this change-log seq
+    /// (the `seq` of the export it follows).
+    #[param(minimum = 0)]
+    since: Option<u64>,
+}
+
+/// What an import applies.
+#[derive(IntoParams)]
+#[into_params(parameter_in = Query)]
+#[allow(dead_code)]
+struct ImportQuery {
+    /// What a memory that exists already does: refuse the import (default), skip it, or
+    /// replace it.
+    #[param(inline)]
+    conflict: Option<ConflictName>,
+    /// Only this store of the export (repeatable).
+    #[param(min_length = 1)]
+    user: Option<String>,
+}
+
+#[derive(ToSchema)]
+#[serde(rename_all = "snake_case")]
+#[allow(dead_code)]
+enum ConflictName {
+    Refuse,
+    Skip,
+    Replace,
+}
 
 /// Bytes per chunk of an export's body.
 const CHUNK: usize = 64 * 1024;
@@ -67,6 +117,14 @@ fn users(query: &Query) -> Vec<String> {
 }
 
 /// `GET /v1/memory_stores/{memory_store_id}/export`.
+#[utoipa::path(get, path = STORE_EXPORT, operation_id = "export_store",
+    summary = "Export a store",
+    description = "The store's memories and versions in the export format, what `memkv export --user` writes; a store key or an admin key. Writes go on meanwhile.",
+    params(ExportPath, Beta),
+    responses((status = 200, description = "The export, streamed from one consistent snapshot (JSON Lines: header, stores, memories, versions, trailer with checksums)",
+            body = String, content_type = "application/x-ndjson"),
+        (status = 410, description = "The change log no longer reaches back to `since`: take a full export (invalid_request_error)",
+            body = ErrorBody, headers(("x-should-retry" = inline(NoRetry)))), ApiErrors))]
 pub async fn export_store(
     State(state): State<Arc<AppState>>,
     id: Result<UrlPath<String>, PathRejection>,
@@ -89,6 +147,14 @@ pub async fn export_store(
 }
 
 /// `GET /v1/export` (admin).
+#[utoipa::path(get, path = EXPORT, operation_id = "export_all",
+    summary = "Export every store",
+    description = "Admin key. Every store (or those named by `user`) in the export format, what `memkv export` writes. Writes go on meanwhile.",
+    params(ExportQuery, Beta),
+    responses((status = 200, description = "The export, streamed from one consistent snapshot (JSON Lines: header, stores, memories, versions, trailer with checksums)",
+            body = String, content_type = "application/x-ndjson"),
+        (status = 410, description = "The change log no longer reaches back to `since`: take a full export (invalid_request_error)",
+            body = ErrorBody, headers(("x-should-retry" = inline(NoRetry)))), ApiErrors))]
 pub async fn export_all(
     State(state): State<Arc<AppState>>,
     uri: Uri,
@@ -252,21 +318,14 @@ impl Read for ChannelReader {
 /// How an import names its body in errors.
 const BODY: &str = "the request body";
 
-fn summary_json(s: &Summary) -> serde_json::Value {
-    json!({
-        "type": "import_summary",
-        "stores": s.users,
-        "files": s.files,
-        "bytes": s.bytes,
-        "versions": s.versions,
-        "skipped": s.skipped,
-        "replaced": s.replaced,
-        "merged": s.merged,
-    })
-}
-
 /// `POST /v1/import` (admin): the body is an export; `?conflict=refuse|skip|replace` (refuse by
 /// default), `?user=` (repeatable) to apply only those stores. All or nothing.
+#[utoipa::path(post, path = IMPORT, operation_id = "import",
+    summary = "Import an export",
+    description = "Admin key. The body is an export (what `memkv export` or the export routes write); it is verified whole, then applied in one transaction, or not at all.",
+    params(ImportQuery),
+    request_body(content = String, content_type = "application/x-ndjson"),
+    responses((status = 200, description = "What was imported", body = ImportSummary), ApiErrors))]
 pub async fn import(
     State(state): State<Arc<AppState>>,
     uri: Uri,
@@ -332,7 +391,7 @@ pub async fn import(
             })
             .await;
             feeding.abort();
-            Ok(answer("", "import", &summary_json(&summary?)))
+            Ok(answer("", "import", &ImportSummary::from(&summary?)))
         }
         .await,
     )

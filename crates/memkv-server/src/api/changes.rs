@@ -14,11 +14,33 @@ use axum::extract::{Path, State};
 use axum::http::{HeaderMap, StatusCode, Uri};
 use axum::response::Response;
 use memkv::Error;
-use serde_json::json;
+use memkv::wire::ChangeObject;
+use utoipa::IntoParams;
 
+use super::objects::ChangePage;
 use super::{Query, admin, answer, blocking, failed, respond, scoped, store_id};
 use crate::AppState;
-use crate::error::ApiError;
+use crate::error::{ApiError, ErrorBody};
+use crate::routes::{CHANGES, STORE_CHANGES};
+use crate::spec::{ApiErrors, Beta, NoRetry, StorePath};
+
+/// Where a feed request reads from, and how long it waits.
+#[derive(IntoParams)]
+#[into_params(parameter_in = Query)]
+#[allow(dead_code)]
+struct FeedQuery {
+    /// Answer the entries after this seq (0, the default: from the start of the log). Pass the
+    /// previous answer's `next_after`.
+    #[param(minimum = 0)]
+    after: Option<u64>,
+    /// Most entries on the page (default 100).
+    #[param(minimum = 1, maximum = 1000)]
+    limit: Option<u32>,
+    /// Long poll: with no entry after `after`, wait up to this many seconds for one to commit
+    /// (answered within 100 ms of its commit), then answer an empty page.
+    #[param(minimum = 0, maximum = 60)]
+    wait: Option<f64>,
+}
 
 /// Entries on a page when `limit` is not given.
 pub const DEFAULT_LIMIT: usize = 100;
@@ -28,6 +50,14 @@ pub const MAX_LIMIT: usize = 1000;
 pub const MAX_WAIT_SECONDS: f64 = 60.0;
 
 /// `GET /v1/memory_stores/{memory_store_id}/changes`.
+#[utoipa::path(get, path = STORE_CHANGES, operation_id = "changes_list",
+    summary = "Follow a store's changes",
+    description = "The store's entries of the change log, oldest first: one per committed change of any face (the memory tool, MCP, this API, imports, restores, redactions, expiry).",
+    params(StorePath, FeedQuery, Beta),
+    responses((status = 200, description = "A page of the change log", body = ChangePage),
+        (status = 410, description = "The cursor expired: retention removed entries after `after`; start again from a full export (invalid_request_error)",
+            body = ErrorBody, headers(("x-should-retry" = inline(NoRetry)))),
+        ApiErrors))]
 pub async fn store_changes(
     State(state): State<Arc<AppState>>,
     id: Result<Path<String>, PathRejection>,
@@ -50,6 +80,14 @@ pub async fn store_changes(
 }
 
 /// `GET /v1/changes` (admin).
+#[utoipa::path(get, path = CHANGES, operation_id = "changes_list_all",
+    summary = "Follow every store's changes",
+    description = "Admin key. Every store's entries of the change log, oldest first.",
+    params(FeedQuery, Beta),
+    responses((status = 200, description = "A page of the change log", body = ChangePage),
+        (status = 410, description = "The cursor expired: retention removed entries after `after`; start again from a full export (invalid_request_error)",
+            body = ErrorBody, headers(("x-should-retry" = inline(NoRetry)))),
+        ApiErrors))]
 pub async fn all_changes(
     State(state): State<Arc<AppState>>,
     headers: HeaderMap,
@@ -134,7 +172,10 @@ async fn feed(
             Err(e) if first || e.status != StatusCode::SERVICE_UNAVAILABLE => return Err(e),
             Err(_) => {
                 if Instant::now() >= deadline {
-                    let empty = json!({"data": [], "next_after": after});
+                    let empty = ChangePage {
+                        data: Vec::new(),
+                        next_after: after,
+                    };
                     return Ok(answer(&label, operation, &empty));
                 }
                 tokio::select! {
@@ -147,16 +188,11 @@ async fn feed(
         first = false;
         let now = Instant::now();
         if !page.entries.is_empty() || now >= deadline || shutdown.is_cancelled() {
-            let data: Vec<_> = page
-                .entries
-                .iter()
-                .map(memkv::ChangeEntry::to_json)
-                .collect();
-            return Ok(answer(
-                &label,
-                operation,
-                &json!({"data": data, "next_after": page.next_after}),
-            ));
+            let page = ChangePage {
+                data: page.entries.iter().map(ChangeObject::from).collect(),
+                next_after: page.next_after,
+            };
+            return Ok(answer(&label, operation, &page));
         }
         after = page.next_after;
         let left = deadline - now;

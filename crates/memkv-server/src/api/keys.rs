@@ -11,39 +11,52 @@ use axum::http::HeaderMap;
 use axum::response::Response;
 use memkv::{ApiKey, Error, KeyScope, NewKey};
 use serde::Deserialize;
-use serde_json::{Value, json};
+use serde_json::Value;
+use utoipa::{IntoParams, ToSchema};
 
+use super::objects::{ApiKeyCreated, ApiKeyList, ApiKeyObject, DeletedApiKey};
 use super::{admin, answer, blocking, failed, json_body, respond, wire};
 use crate::AppState;
 use crate::error::ApiError;
+use crate::routes::{KEY, KEYS};
+use crate::spec::{ApiErrors, Beta};
 
-#[derive(Deserialize)]
+/// A new API key.
+#[derive(Deserialize, ToSchema)]
+#[schema(as = ApiKeyCreate)]
 #[serde(deny_unknown_fields)]
 struct CreateKey {
     /// The store it opens; absent or null: every store (an admin key).
     #[serde(default)]
+    #[schema(min_length = 1)]
     store: Option<String>,
+    /// A store key that only reads.
     #[serde(default)]
+    #[schema(required = false)]
     read_only: bool,
+    /// A note for the operator; at most 200 characters.
     #[serde(default)]
+    #[schema(required = false, max_length = 200)]
     label: String,
-    /// RFC 3339.
+    /// When the key stops working (RFC 3339).
     #[serde(default)]
+    #[schema(format = DateTime)]
     expires_at: Option<String>,
+}
+
+/// A key in the path.
+#[derive(IntoParams)]
+#[into_params(parameter_in = Path)]
+#[allow(dead_code)]
+struct KeyPath {
+    /// The key (`key_…`).
+    #[param(min_length = 1)]
+    key_id: String,
 }
 
 /// An `api_key` object (never the key).
 pub fn api_key(k: &ApiKey) -> Value {
-    json!({
-        "type": "api_key",
-        "id": k.id,
-        "store": k.scope.store(),
-        "read_only": k.scope.read_only(),
-        "label": k.label,
-        "created_at": wire::rfc3339(k.created_ms),
-        "expires_at": k.expires_ms.map(wire::rfc3339),
-        "last_used_at": k.last_used_ms.map(wire::rfc3339),
-    })
+    serde_json::to_value(ApiKeyObject::from(k)).expect("a key's record serializes")
 }
 
 fn refused(e: &Error) -> ApiError {
@@ -55,6 +68,11 @@ fn refused(e: &Error) -> ApiError {
 
 /// `POST /v1/keys`: `{"store"?, "read_only"?, "label"?, "expires_at"?}`; the answer holds
 /// `key` (`mkv_…`), shown only here.
+#[utoipa::path(post, path = KEYS, operation_id = "keys_create",
+    summary = "Add an API key",
+    description = "Admin key. A key for one store (`store`; `read_only`: reads only) or, without `store`, for every store (admin), with an optional label and expiry. The answer's `key` is shown only here: the database keeps its SHA-256. Every server of the database accepts it within a second, this one at once.",
+    params(Beta), request_body = CreateKey,
+    responses((status = 200, description = "The key's record and the key", body = ApiKeyCreated), ApiErrors))]
 pub async fn create_key(
     State(state): State<Arc<AppState>>,
     headers: HeaderMap,
@@ -89,22 +107,27 @@ pub async fn create_key(
             };
             let (added, key) =
                 blocking(&state, move |db| db.add_key(&new).map_err(|e| refused(&e))).await?;
-            let mut out = api_key(&added);
-            out["key"] = json!(key);
-            Ok(answer("", "keys.create", &out))
+            Ok(answer("", "keys.create", &ApiKeyCreated::new(&added, key)))
         }
         .await,
     )
 }
 
 /// `GET /v1/keys`: every key, by id (never the keys).
+#[utoipa::path(get, path = KEYS, operation_id = "keys_list",
+    summary = "List API keys",
+    description = "Admin key. Every key's record (never a key), expired ones included.",
+    params(Beta),
+    responses((status = 200, description = "Every key", body = ApiKeyList), ApiErrors))]
 pub async fn list_keys(State(state): State<Arc<AppState>>, headers: HeaderMap) -> Response {
     respond(
         async {
             admin(&state, &headers, "listing API keys")?;
             let keys = blocking(&state, |db| db.api_keys().map_err(|e| refused(&e))).await?;
-            let data: Vec<Value> = keys.iter().map(api_key).collect();
-            Ok(answer("", "keys.list", &json!({"data": data})))
+            let list = ApiKeyList {
+                data: keys.iter().map(ApiKeyObject::from).collect(),
+            };
+            Ok(answer("", "keys.list", &list))
         }
         .await,
     )
@@ -112,6 +135,11 @@ pub async fn list_keys(State(state): State<Arc<AppState>>, headers: HeaderMap) -
 
 /// `DELETE /v1/keys/{key_id}`: revokes the key on every server of the database (on this one at
 /// once, on the others within a second).
+#[utoipa::path(delete, path = KEY, operation_id = "keys_delete",
+    summary = "Revoke an API key",
+    description = "Admin key. Every server of the database refuses the key within a second, this one at once.",
+    params(KeyPath, Beta),
+    responses((status = 200, description = "The key is revoked", body = DeletedApiKey), ApiErrors))]
 pub async fn delete_key(
     State(state): State<Arc<AppState>>,
     id: Result<Path<String>, PathRejection>,
@@ -129,11 +157,7 @@ pub async fn delete_key(
             if !removed {
                 return Err(ApiError::not_found());
             }
-            Ok(answer(
-                "",
-                "keys.delete",
-                &json!({"type": "api_key_deleted", "id": id}),
-            ))
+            Ok(answer("", "keys.delete", &DeletedApiKey::new(id.clone())))
         }
         .await,
     )

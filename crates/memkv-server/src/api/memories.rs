@@ -12,42 +12,87 @@ use axum::http::{HeaderMap, Uri};
 use axum::response::Response;
 use memkv::{ApiRefusal, Page};
 use serde::{Deserialize, Deserializer};
-use serde_json::json;
+use utoipa::{IntoParams, ToSchema};
 
+use super::objects::{DeletedMemory, MemoryItem, MemoryObject, MemoryPage};
 use super::{
     Query, answer, failed, ids, json_body, on_store, refused, respond, scoped, scoped_write,
     store_id, wire,
 };
 use crate::AppState;
 use crate::error::ApiError;
+use crate::routes::{MEMORIES, MEMORY};
+use crate::spec::{ApiErrors, Beta, MemoryPath, Paging, StorePath, ViewBasic, ViewFull};
 
-#[derive(Deserialize)]
+/// A new memory.
+#[derive(Deserialize, ToSchema)]
+#[schema(as = MemoryCreate)]
 #[serde(deny_unknown_fields)]
 struct CreateMemory {
-    /// Required; `null` is an empty memory.
+    /// The content (null: empty). At most the store's file-size limit.
     #[serde(default, deserialize_with = "present")]
+    #[schema(value_type = Option<String>, required = true)]
     content: Option<Option<String>>,
+    /// Relative to the store's root, starting with `/`.
+    #[schema(pattern = "^/.")]
     path: String,
 }
 
-#[derive(Deserialize)]
+/// Changes to a memory: new content and/or a new path.
+#[derive(Deserialize, ToSchema)]
+#[schema(as = MemoryUpdate)]
 #[serde(deny_unknown_fields)]
 struct UpdateMemory {
     #[serde(default)]
     content: Option<String>,
     #[serde(default)]
+    #[schema(pattern = "^/.")]
     path: Option<String>,
+    /// Apply only if the memory's content has this SHA-256.
     #[serde(default)]
+    #[schema(value_type = Precondition)]
     precondition: Option<Precondition>,
 }
 
-#[derive(Deserialize)]
+/// A condition on the memory's current content.
+#[derive(Deserialize, ToSchema)]
 #[serde(deny_unknown_fields)]
 struct Precondition {
     #[serde(rename = "type")]
+    #[schema(value_type = PreconditionType, inline)]
     kind: String,
     #[serde(default)]
+    #[schema(value_type = String, required = true, pattern = "^[0-9a-f]{64}$")]
     content_sha256: Option<String>,
+}
+
+#[derive(ToSchema)]
+#[allow(dead_code)]
+enum PreconditionType {
+    #[serde(rename = "content_sha256")]
+    ContentSha256,
+}
+
+/// The filters of the memory listing.
+#[derive(IntoParams)]
+#[into_params(parameter_in = Query)]
+#[allow(dead_code)]
+struct MemoryFilter {
+    /// Only memories below this directory, such as `/notes/`: it must start and end with `/`
+    /// and matches whole segments.
+    path_prefix: Option<String>,
+    /// How many segments below `path_prefix` to list (0: all).
+    depth: Option<u32>,
+}
+
+/// The precondition of a deletion.
+#[derive(IntoParams)]
+#[into_params(parameter_in = Query)]
+#[allow(dead_code)]
+struct DeleteCondition {
+    /// Delete only if the memory's content has this SHA-256 (64 lowercase hex digits).
+    #[param(pattern = "^[0-9a-f]{64}$")]
+    expected_content_sha256: Option<String>,
 }
 
 /// A field that must be present but may be `null`: `Some(None)` for `null`.
@@ -73,6 +118,11 @@ fn sha256(text: &str, name: &str) -> Result<[u8; 32], ApiError> {
 
 /// `POST /v1/memory_stores/{memory_store_id}/memories` (`view` defaults to `basic`). 409 when
 /// a memory exists at the path, or the store is archived.
+#[utoipa::path(post, path = MEMORIES, operation_id = "memories_create",
+    summary = "Create a memory",
+    description = "The path is relative to the store's root: `/notes.md` is the memory tool's `/memories/notes.md`. 409 when a memory exists at the path or the store is archived.",
+    params(StorePath, ViewBasic, Beta), request_body = CreateMemory,
+    responses((status = 200, description = "The new memory", body = MemoryObject), ApiErrors))]
 pub async fn create_memory(
     State(state): State<Arc<AppState>>,
     id: Result<Path<String>, PathRejection>,
@@ -107,7 +157,7 @@ pub async fn create_memory(
             Ok(answer(
                 &id,
                 "memories.create",
-                &wire::memory(&id, &memory, full),
+                &MemoryObject::new(&id, &memory, full),
             ))
         }
         .await,
@@ -117,6 +167,11 @@ pub async fn create_memory(
 /// `GET /v1/memory_stores/{memory_store_id}/memories`: `path_prefix` (whole segments, ends
 /// with `/`), `depth` (0: everything below; d: d segments below, deeper ones rolled up into
 /// `memory_prefix` items), `limit`, `page`, `view` (defaults to `basic`).
+#[utoipa::path(get, path = MEMORIES, operation_id = "memories_list",
+    summary = "List memories",
+    description = "In path order. `depth` 0 lists every memory below `path_prefix`; `depth` d lists memories at most d segments below it and rolls deeper ones up into `memory_prefix` items.",
+    params(StorePath, MemoryFilter, Paging, ViewBasic, Beta),
+    responses((status = 200, description = "A page of memories and prefixes", body = MemoryPage), ApiErrors))]
 pub async fn list_memories(
     State(state): State<Arc<AppState>>,
     id: Result<Path<String>, PathRejection>,
@@ -158,15 +213,22 @@ pub async fn list_memories(
             let data = page
                 .items
                 .iter()
-                .map(|item| wire::list_item(&id, item, full))
+                .map(|item| MemoryItem::new(&id, item, full))
                 .collect();
-            Ok(answer(&id, "memories.list", &wire::page(data, page.next)))
+            let page = MemoryPage {
+                data,
+                next_page: page.next,
+            };
+            Ok(answer(&id, "memories.list", &page))
         }
         .await,
     )
 }
 
 /// `GET /v1/memory_stores/{memory_store_id}/memories/{memory_id}` (`view` defaults to `full`).
+#[utoipa::path(get, path = MEMORY, operation_id = "memories_retrieve",
+    summary = "Retrieve a memory", params(StorePath, MemoryPath, ViewFull, Beta),
+    responses((status = 200, description = "The memory", body = MemoryObject), ApiErrors))]
 pub async fn retrieve_memory(
     State(state): State<Arc<AppState>>,
     path: Result<Path<(String, String)>, PathRejection>,
@@ -187,7 +249,7 @@ pub async fn retrieve_memory(
             Ok(answer(
                 &id,
                 "memories.retrieve",
-                &wire::memory(&id, &m, full),
+                &MemoryObject::new(&id, &m, full),
             ))
         }
         .await,
@@ -198,6 +260,11 @@ pub async fn retrieve_memory(
 /// path (the memory keeps its id); 409 when the precondition's `content_sha256` is not the
 /// memory's, when the new path is taken, or when the store is archived. `view` defaults to
 /// `basic`.
+#[utoipa::path(post, path = MEMORY, operation_id = "memories_update",
+    summary = "Update a memory",
+    description = "New content and/or a new path (a rename: the memory keeps its id). 409 when the precondition fails, the new path is taken, or the store is archived.",
+    params(StorePath, MemoryPath, ViewBasic, Beta), request_body = UpdateMemory,
+    responses((status = 200, description = "The memory as changed", body = MemoryObject), ApiErrors))]
 pub async fn update_memory(
     State(state): State<Arc<AppState>>,
     path: Result<Path<(String, String)>, PathRejection>,
@@ -249,7 +316,11 @@ pub async fn update_memory(
                 Ok(m)
             })
             .await?;
-            Ok(answer(&id, "memories.update", &wire::memory(&id, &m, full)))
+            Ok(answer(
+                &id,
+                "memories.update",
+                &MemoryObject::new(&id, &m, full),
+            ))
         }
         .await,
     )
@@ -257,6 +328,11 @@ pub async fn update_memory(
 
 /// `DELETE /v1/memory_stores/{memory_store_id}/memories/{memory_id}`: 409 (nothing deleted)
 /// when `expected_content_sha256` is not the memory's. Its versions stay.
+#[utoipa::path(delete, path = MEMORY, operation_id = "memories_delete",
+    summary = "Delete a memory",
+    description = "Its versions stay. 409 (nothing deleted) when `expected_content_sha256` is not the memory's.",
+    params(StorePath, MemoryPath, DeleteCondition, Beta),
+    responses((status = 200, description = "The memory is deleted", body = DeletedMemory), ApiErrors))]
 pub async fn delete_memory(
     State(state): State<Arc<AppState>>,
     path: Result<Path<(String, String)>, PathRejection>,
@@ -280,7 +356,7 @@ pub async fn delete_memory(
             Ok(answer(
                 &id,
                 "memories.delete",
-                &json!({"type": "memory_deleted", "id": memory.to_string()}),
+                &DeletedMemory::new(memory.to_string()),
             ))
         }
         .await,

@@ -14,16 +14,17 @@
 //!   over a store; `changes`: the change feed; `webhooks`: the endpoints it is delivered to;
 //!   `keys`: the API keys (admin).
 
+pub mod objects;
 pub mod wire;
 
 pub mod backup;
-mod changes;
+pub mod changes;
 pub mod keys;
-mod memories;
-mod search;
+pub mod memories;
+pub mod search;
 pub mod settings;
-mod stores;
-mod versions;
+pub mod stores;
+pub mod versions;
 pub mod webhooks;
 
 use std::sync::Arc;
@@ -34,20 +35,8 @@ use axum::extract::rejection::PathRejection;
 use axum::http::{HeaderMap, StatusCode, Uri, header};
 use axum::response::{IntoResponse, Response};
 use memkv::{ApiRefusal, Database, Error};
+use serde::Serialize;
 use serde::de::DeserializeOwned;
-use serde_json::Value;
-
-pub use backup::{export_all, export_store, import};
-pub use changes::{all_changes, store_changes};
-pub use keys::{create_key, delete_key, list_keys};
-pub use memories::{create_memory, delete_memory, list_memories, retrieve_memory, update_memory};
-pub use search::search;
-pub use settings::{retrieve_settings, update_settings};
-pub use stores::{
-    archive_store, create_store, delete_store, list_stores, retrieve_store, update_store,
-};
-pub use versions::{list_versions, redact_version, retrieve_version};
-pub use webhooks::{create_webhook, delete_webhook, list_webhooks};
 
 use crate::AppState;
 use crate::auth::{self, Allowed, Caller};
@@ -172,12 +161,15 @@ pub async fn json_body<T: DeserializeOwned>(
 }
 
 /// A JSON answer, carrying the store and operation for the request's log line.
-pub fn answer(store: &str, operation: &'static str, value: &Value) -> Response {
-    let mut response = (
-        [(header::CONTENT_TYPE, "application/json")],
-        value.to_string(),
-    )
-        .into_response();
+pub fn answer<T: Serialize>(store: &str, operation: &'static str, value: &T) -> Response {
+    let body = match serde_json::to_string(value) {
+        Ok(body) => body,
+        Err(e) => {
+            tracing::error!(error = %e, operation, "an answer did not serialize");
+            return ApiError::internal("the answer could not be written").into_response();
+        }
+    };
+    let mut response = ([(header::CONTENT_TYPE, "application/json")], body).into_response();
     response.extensions_mut().insert(ToolInfo {
         store: store.to_owned(),
         commands: vec![operation],

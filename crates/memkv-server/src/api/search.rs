@@ -18,9 +18,53 @@ use axum::response::Response;
 use memkv::search::{MAX_CONTEXT, MAX_LIMIT};
 use memkv::{Error, SearchMode, SearchRequest};
 
+use memkv::wire::SearchResultsObject;
+use utoipa::{IntoParams, ToSchema};
+
 use super::{Query, answer, failed, on_store, respond, scoped, store_id, wire};
 use crate::AppState;
 use crate::error::ApiError;
+use crate::routes::SEARCH;
+use crate::spec::{ApiErrors, Beta, StorePath};
+
+/// A search's parameters.
+#[derive(IntoParams)]
+#[into_params(parameter_in = Query)]
+#[allow(dead_code)]
+struct SearchQuery {
+    /// The text to find (with `mode=regex`, a regular expression in ripgrep's syntax); 1 to
+    /// 1,000 bytes, no line break.
+    #[param(min_length = 1, max_length = 1000)]
+    q: String,
+    /// `ranked` (the default): the memories most about `q`'s words, best first (BM25 over path
+    /// and content), each with its best lines; `literal`: `q` as plain text; `regex`: a regular
+    /// expression. `literal` and `regex` match line by line, as ripgrep matches.
+    #[param(inline)]
+    mode: Option<Mode>,
+    /// `literal` and `regex`: match letters of either case (Unicode simple case folding);
+    /// ranked search always does.
+    case_insensitive: Option<bool>,
+    /// Only this memory (`/notes/tz.md`) or the memories below this directory (`/notes/`,
+    /// whole segments).
+    #[param(pattern = "^/")]
+    path_prefix: Option<String>,
+    /// Lines of context before and after each match (default 0).
+    #[param(minimum = 0, maximum = 10)]
+    context: Option<u32>,
+    /// The most memories (ranked, default 10) or matching lines (default 50) to answer; `more`
+    /// counts those beyond.
+    #[param(minimum = 1, maximum = 1000)]
+    limit: Option<u32>,
+}
+
+#[derive(ToSchema)]
+#[serde(rename_all = "snake_case")]
+#[allow(dead_code)]
+enum Mode {
+    Ranked,
+    Literal,
+    Regex,
+}
 
 /// The request's search, or why it is refused (400).
 fn request(q: &Query) -> Result<SearchRequest, ApiError> {
@@ -61,6 +105,11 @@ fn request(q: &Query) -> Result<SearchRequest, ApiError> {
 }
 
 /// `GET /v1/memory_stores/{memory_store_id}/search`.
+#[utoipa::path(get, path = SEARCH, operation_id = "memories_search",
+    summary = "Search a store's memories",
+    description = "Ranked (the default): the memories most about `q`'s words, best first. Literal and regex: the lines of the store's current memories that contain `q` (or match it), in path order. Either way from one snapshot of the store. Deleted, expired and other stores' memories are never searched; versions are not searched. Reads for at most 2 s; `unsearched` counts the memories left when that ran out.",
+    params(StorePath, SearchQuery, Beta),
+    responses((status = 200, description = "The matching lines, by memory", body = SearchResultsObject), ApiErrors))]
 pub async fn search(
     State(state): State<Arc<AppState>>,
     id: Result<Path<String>, PathRejection>,
@@ -74,7 +123,11 @@ pub async fn search(
             let request = request(&Query::of(&uri))?;
             on_store(&state, &id, caller, move |user, id| {
                 match user.search(&request) {
-                    Ok(results) => Ok(answer(id, "memories.search", &results.to_json())),
+                    Ok(results) => Ok(answer(
+                        id,
+                        "memories.search",
+                        &SearchResultsObject::from(&results),
+                    )),
                     Err(e @ Error::InvalidSearch(_)) => Err(ApiError::invalid(e.to_string())),
                     Err(Error::InvalidPath { path, reason }) => Err(ApiError::invalid(format!(
                         "path_prefix {:?} is not a memory path: {reason}",
@@ -87,4 +140,30 @@ pub async fn search(
         }
         .await,
     )
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The documented bounds are the library's.
+    #[test]
+    fn the_documented_bounds_are_the_searchs() {
+        let params = serde_json::to_value(SearchQuery::into_params(|| None)).unwrap();
+        let bound = |name: &str, key: &str| {
+            params
+                .as_array()
+                .unwrap()
+                .iter()
+                .find(|p| p["name"] == name)
+                .map(|p| p["schema"][key].as_f64().unwrap())
+                .unwrap()
+        };
+        assert_eq!(bound("context", "maximum"), MAX_CONTEXT as f64);
+        assert_eq!(bound("limit", "maximum"), MAX_LIMIT as f64);
+        assert_eq!(
+            bound("q", "maxLength"),
+            memkv::search::MAX_QUERY_BYTES as f64
+        );
+    }
 }

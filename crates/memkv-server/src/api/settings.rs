@@ -12,77 +12,80 @@ use axum::extract::{Path, State};
 use axum::http::HeaderMap;
 use axum::response::Response;
 use memkv::{Error, SecretPolicy, StoreSettings};
-use serde_json::{Map, Value, json};
+use serde_json::{Map, Value};
+use utoipa::{IntoParams, ToSchema};
 
+use super::objects::{
+    Bound, EffectiveSettings, OwnSettings, Period, Secrets, SettingsObject, SettingsType,
+};
 use super::{admin, answer, blocking, failed, json_body, respond, scoped, store_id};
 use crate::AppState;
 use crate::error::ApiError;
+use crate::routes::SETTINGS;
+use crate::spec::{ApiErrors, Beta};
 
-/// `30d`, `12h`, `15m`, `90s`, `250ms`: the largest unit that divides it.
-pub fn duration(d: Duration) -> String {
-    let ms = d.as_millis();
-    for (unit, size) in [
-        ("d", 86_400_000),
-        ("h", 3_600_000),
-        ("m", 60_000),
-        ("s", 1000),
-    ] {
-        if ms > 0 && ms.is_multiple_of(size) {
-            return format!("{}{unit}", ms / size);
-        }
-    }
-    format!("{ms}ms")
-}
-
-fn policy(p: SecretPolicy) -> &'static str {
-    match p {
-        SecretPolicy::Redact => "redact",
-        SecretPolicy::Off => "off",
-        _ => "reject",
-    }
+/// A store in the path, which need not exist yet.
+#[derive(IntoParams)]
+#[into_params(parameter_in = Path)]
+#[allow(dead_code)]
+struct SettingsPath {
+    /// The store: its `memstore_…` id or memkv user id (it need not exist yet).
+    #[param(min_length = 1)]
+    memory_store_id: String,
 }
 
 /// A `memory_store_settings` object: the store's own settings (`own`: only those it has) and what
 /// its commands are checked against (`effective`; `off`: without limit).
+pub fn settings_object(
+    id: &str,
+    own: &StoreSettings,
+    effective: &memkv::EffectiveSettings,
+) -> SettingsObject {
+    SettingsObject {
+        r#type: SettingsType::Tag,
+        memory_store_id: id.to_owned(),
+        own: OwnSettings {
+            max_files: own.max_files,
+            max_bytes: own.max_bytes,
+            ttl: own.ttl.map(Period::of),
+            history_max_age: own.history_max_age.map(Period::of),
+            history_max_versions: own.history_max_versions.map(Bound::of),
+            history_max_bytes: own.history_max_bytes.map(Bound::of),
+            secrets: own.secrets.map(Secrets::from),
+        },
+        effective: EffectiveSettings {
+            max_files: effective.max_files,
+            max_bytes: effective.max_bytes,
+            ttl: Period::of(effective.ttl),
+            history_max_age: Period::of(effective.retention.max_age),
+            history_max_versions: Bound::of(effective.retention.max_versions),
+            history_max_bytes: Bound::of(effective.retention.max_bytes),
+            secrets: effective.secrets.into(),
+        },
+    }
+}
+
+/// [`settings_object`] as JSON (what `memkv settings` prints).
 pub fn settings_json(id: &str, own: &StoreSettings, effective: &memkv::EffectiveSettings) -> Value {
-    let bound_d = |d: Option<Duration>| d.map_or(json!("off"), |d| json!(duration(d)));
-    let bound_n = |n: Option<u64>| n.map_or(json!("off"), |n| json!(n));
-    let mut mine = Map::new();
-    if let Some(n) = own.max_files {
-        mine.insert("max_files".into(), json!(n));
-    }
-    if let Some(n) = own.max_bytes {
-        mine.insert("max_bytes".into(), json!(n));
-    }
-    if let Some(d) = own.ttl {
-        mine.insert("ttl".into(), bound_d(d));
-    }
-    if let Some(d) = own.history_max_age {
-        mine.insert("history_max_age".into(), bound_d(d));
-    }
-    if let Some(n) = own.history_max_versions {
-        mine.insert("history_max_versions".into(), bound_n(n));
-    }
-    if let Some(n) = own.history_max_bytes {
-        mine.insert("history_max_bytes".into(), bound_n(n));
-    }
-    if let Some(p) = own.secrets {
-        mine.insert("secrets".into(), json!(policy(p)));
-    }
-    json!({
-        "type": "memory_store_settings",
-        "memory_store_id": id,
-        "own": mine,
-        "effective": {
-            "max_files": effective.max_files,
-            "max_bytes": effective.max_bytes,
-            "ttl": bound_d(effective.ttl),
-            "history_max_age": bound_d(effective.retention.max_age),
-            "history_max_versions": bound_n(effective.retention.max_versions),
-            "history_max_bytes": bound_n(effective.retention.max_bytes),
-            "secrets": policy(effective.secrets),
-        }
-    })
+    serde_json::to_value(settings_object(id, own, effective)).expect("settings serialize")
+}
+
+/// The body of `PATCH …/settings`, as documented: each field given with a value becomes the
+/// store's own, each given as `null` goes back to the default. [`parse_patch`] reads it.
+#[derive(ToSchema)]
+#[schema(as = StoreSettingsPatch)]
+#[serde(deny_unknown_fields)]
+#[allow(dead_code)]
+struct SettingsPatch {
+    #[schema(minimum = 1)]
+    max_files: Option<u64>,
+    #[schema(minimum = 1)]
+    max_bytes: Option<u64>,
+    ttl: Option<Period>,
+    history_max_age: Option<Period>,
+    history_max_versions: Option<Bound>,
+    history_max_bytes: Option<Bound>,
+    secrets: Option<Secrets>,
 }
 
 /// A `PATCH` body: each field set to a value becomes the store's own, each set to `null` goes
@@ -154,6 +157,11 @@ fn refused(e: &Error, id: &str) -> ApiError {
 }
 
 /// `GET /v1/memory_stores/{memory_store_id}/settings`.
+#[utoipa::path(get, path = SETTINGS, operation_id = "settings_retrieve",
+    summary = "A store's settings",
+    description = "The store's own quotas, time-to-live, history retention and secrets policy (`own`), and what its commands are checked against (`effective`: its own over the server's defaults; `off`: without limit).",
+    params(SettingsPath, Beta),
+    responses((status = 200, description = "The store's settings", body = SettingsObject), ApiErrors))]
 pub async fn retrieve_settings(
     State(state): State<Arc<AppState>>,
     id: Result<Path<String>, PathRejection>,
@@ -167,7 +175,7 @@ pub async fn retrieve_settings(
             let out = blocking(&state, move |db| {
                 let own = db.store_settings(&key).map_err(|e| refused(&e, &key))?;
                 let effective = db.effective_settings(&key).map_err(|e| refused(&e, &key))?;
-                Ok(settings_json(&key, &own, &effective))
+                Ok(settings_object(&key, &own, &effective))
             })
             .await?;
             Ok(answer(&id, "memory_stores.settings.retrieve", &out))
@@ -178,6 +186,11 @@ pub async fn retrieve_settings(
 
 /// `PATCH /v1/memory_stores/{memory_store_id}/settings` (admin): `{"max_files": 100, "ttl":
 /// "30d", "secrets": null, ...}`; a value sets, `null` resets to the default.
+#[utoipa::path(patch, path = SETTINGS, operation_id = "settings_update",
+    summary = "Change a store's settings",
+    description = "Admin key. Each field given with a value becomes the store's own; each given as `null` goes back to the server's default; the others stay. Every server of the database applies them within a second, this one at once.",
+    params(SettingsPath, Beta), request_body = SettingsPatch,
+    responses((status = 200, description = "The store's settings", body = SettingsObject), ApiErrors))]
 pub async fn update_settings(
     State(state): State<Arc<AppState>>,
     id: Result<Path<String>, PathRejection>,
@@ -196,7 +209,7 @@ pub async fn update_settings(
                     .update_store_settings(&key, &change, &reset)
                     .map_err(|e| refused(&e, &key))?;
                 let effective = db.effective_settings(&key).map_err(|e| refused(&e, &key))?;
-                Ok(settings_json(&key, &own, &effective))
+                Ok(settings_object(&key, &own, &effective))
             })
             .await?;
             Ok(answer(&id, "memory_stores.settings.update", &out))
@@ -208,6 +221,31 @@ pub async fn update_settings(
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::api::wire::duration;
+    use serde_json::json;
+
+    /// The documented patch, the store's own settings and the effective ones name exactly the
+    /// library's settings.
+    #[test]
+    fn every_setting_is_documented() {
+        use utoipa::PartialSchema;
+        let names = |schema: utoipa::openapi::RefOr<utoipa::openapi::schema::Schema>| {
+            let schema = serde_json::to_value(schema).unwrap();
+            let mut names: Vec<String> = schema["properties"]
+                .as_object()
+                .unwrap()
+                .keys()
+                .cloned()
+                .collect();
+            names.sort();
+            names
+        };
+        let mut settings: Vec<String> = memkv::SETTINGS.iter().map(|s| (*s).to_owned()).collect();
+        settings.sort();
+        assert_eq!(names(SettingsPatch::schema()), settings);
+        assert_eq!(names(OwnSettings::schema()), settings);
+        assert_eq!(names(EffectiveSettings::schema()), settings);
+    }
 
     #[test]
     fn durations_read_as_written() {

@@ -11,14 +11,17 @@ use axum::extract::{Path, State};
 use axum::http::{HeaderMap, Uri};
 use axum::response::Response;
 use serde::Deserialize;
-use serde_json::json;
+use utoipa::{IntoParams, ToSchema};
 
+use super::objects::{DeletedMemoryStore, MemoryStoreObject, MemoryStorePage};
 use super::{
     Query, admin, answer, bad_page, blocking, existing, failed, json_body, refused, respond,
-    scoped, scoped_write, store_id, wire,
+    scoped, scoped_write, store_id,
 };
 use crate::AppState;
 use crate::error::ApiError;
+use crate::routes::{ARCHIVE, STORE, STORES};
+use crate::spec::{ApiErrors, Beta, Paging, StorePath};
 
 /// Longest store name, in characters.
 pub const MAX_NAME_CHARS: usize = 255;
@@ -31,25 +34,63 @@ pub const MAX_METADATA_KEY_CHARS: usize = 64;
 /// Longest metadata value, in characters.
 pub const MAX_METADATA_VALUE_CHARS: usize = 512;
 
-#[derive(Deserialize)]
+/// A new memory store.
+#[derive(Deserialize, ToSchema)]
+#[schema(as = MemoryStoreCreate)]
 #[serde(deny_unknown_fields)]
 struct CreateStore {
+    /// 1 to 255 characters, no control characters.
+    #[schema(
+        min_length = 1,
+        max_length = 255,
+        pattern = "^[^\\u0000-\\u001f\\u007f-\\u009f]*$"
+    )]
     name: String,
+    /// At most 1,024 characters.
     #[serde(default)]
+    #[schema(value_type = String, max_length = 1024)]
     description: Option<String>,
+    /// At most 16 pairs: keys of 1 to 64 characters, values of at most 512.
     #[serde(default)]
+    #[schema(value_type = BTreeMap<String, String>)]
     metadata: Option<BTreeMap<String, String>>,
 }
 
-#[derive(Deserialize)]
+/// Changes to a memory store; what is not given stays.
+#[derive(Deserialize, ToSchema)]
+#[schema(as = MemoryStoreUpdate)]
 #[serde(deny_unknown_fields)]
 struct UpdateStore {
+    /// 1 to 255 characters, no control characters.
     #[serde(default)]
+    #[schema(
+        min_length = 1,
+        max_length = 255,
+        pattern = "^[^\\u0000-\\u001f\\u007f-\\u009f]*$"
+    )]
     name: Option<String>,
+    /// At most 1,024 characters.
     #[serde(default)]
+    #[schema(max_length = 1024)]
     description: Option<String>,
+    /// Pairs to set; a key set to `null` is removed. At most 16 pairs in all afterwards.
     #[serde(default)]
     metadata: Option<BTreeMap<String, Option<String>>>,
+}
+
+/// The filters of the store listing.
+#[derive(IntoParams)]
+#[into_params(parameter_in = Query)]
+#[allow(dead_code)]
+struct StoreFilter {
+    /// Include archived stores.
+    include_archived: Option<bool>,
+    /// Only stores created at or after this time.
+    #[param(rename = "created_at[gte]", format = DateTime)]
+    created_gte: Option<String>,
+    /// Only stores created at or before this time.
+    #[param(rename = "created_at[lte]", format = DateTime)]
+    created_lte: Option<String>,
 }
 
 fn check_name(name: &str) -> Result<(), ApiError> {
@@ -101,6 +142,11 @@ fn check_count(pairs: usize) -> Result<(), ApiError> {
 }
 
 /// `POST /v1/memory_stores`.
+#[utoipa::path(post, path = STORES, operation_id = "memory_stores_create",
+    summary = "Create a memory store",
+    description = "Admin key (or keyless on loopback). The store's id is a memkv user id: the tool route and MCP serve it at once.",
+    params(Beta), request_body = CreateStore,
+    responses((status = 200, description = "The new store", body = MemoryStoreObject), ApiErrors))]
 pub async fn create_store(
     State(state): State<Arc<AppState>>,
     headers: HeaderMap,
@@ -127,7 +173,7 @@ pub async fn create_store(
             Ok(answer(
                 &info.id,
                 "memory_stores.create",
-                &wire::store(&info),
+                &MemoryStoreObject::from(&info),
             ))
         }
         .await,
@@ -136,6 +182,11 @@ pub async fn create_store(
 
 /// `GET /v1/memory_stores`: by id, archived stores only with `include_archived=true`,
 /// `created_at[gte]`/`created_at[lte]` inclusive.
+#[utoipa::path(get, path = STORES, operation_id = "memory_stores_list",
+    summary = "List memory stores",
+    description = "Admin key (or keyless on loopback). In id order; archived stores only with `include_archived=true`.",
+    params(StoreFilter, Paging, Beta),
+    responses((status = 200, description = "A page of stores", body = MemoryStorePage), ApiErrors))]
 pub async fn list_stores(
     State(state): State<Arc<AppState>>,
     headers: HeaderMap,
@@ -175,12 +226,11 @@ pub async fn list_stores(
                 }
             })
             .await?;
-            let data = stores.iter().map(wire::store).collect();
-            Ok(answer(
-                "",
-                "memory_stores.list",
-                &wire::page(data, next.map(|id| encode_page(&id))),
-            ))
+            let page = MemoryStorePage {
+                data: stores.iter().map(MemoryStoreObject::from).collect(),
+                next_page: next.map(|id| encode_page(&id)),
+            };
+            Ok(answer("", "memory_stores.list", &page))
         }
         .await,
     )
@@ -206,6 +256,9 @@ fn decode_page(token: &str) -> Result<String, ApiError> {
 }
 
 /// `GET /v1/memory_stores/{memory_store_id}`.
+#[utoipa::path(get, path = STORE, operation_id = "memory_stores_retrieve",
+    summary = "Retrieve a memory store", params(StorePath, Beta),
+    responses((status = 200, description = "The store", body = MemoryStoreObject), ApiErrors))]
 pub async fn retrieve_store(
     State(state): State<Arc<AppState>>,
     id: Result<Path<String>, PathRejection>,
@@ -217,7 +270,11 @@ pub async fn retrieve_store(
             scoped(&state, &headers, &id)?;
             let key = id.clone();
             let info = blocking(&state, move |store| existing(store, &key)).await?;
-            Ok(answer(&id, "memory_stores.retrieve", &wire::store(&info)))
+            Ok(answer(
+                &id,
+                "memory_stores.retrieve",
+                &MemoryStoreObject::from(&info),
+            ))
         }
         .await,
     )
@@ -225,6 +282,11 @@ pub async fn retrieve_store(
 
 /// `POST /v1/memory_stores/{memory_store_id}`: name, description, metadata changes (a key
 /// set to `null` is removed). 400 on an archived store, as the SDK documents.
+#[utoipa::path(post, path = STORE, operation_id = "memory_stores_update",
+    summary = "Update a memory store",
+    description = "Name, description, and metadata changes (a key set to null is removed). 400 on an archived store.",
+    params(StorePath, Beta), request_body = UpdateStore,
+    responses((status = 200, description = "The store as changed", body = MemoryStoreObject), ApiErrors))]
 pub async fn update_store(
     State(state): State<Arc<AppState>>,
     id: Result<Path<String>, PathRejection>,
@@ -268,7 +330,11 @@ pub async fn update_store(
                     .map_err(|r| refused(&r, true))
             })
             .await?;
-            Ok(answer(&id, "memory_stores.update", &wire::store(&info)))
+            Ok(answer(
+                &id,
+                "memory_stores.update",
+                &MemoryStoreObject::from(&info),
+            ))
         }
         .await,
     )
@@ -277,6 +343,11 @@ pub async fn update_store(
 /// `POST /v1/memory_stores/{memory_store_id}/archive`: once archived, a store is read-only
 /// (its memories may still be deleted and its versions redacted); archiving again changes
 /// nothing.
+#[utoipa::path(post, path = ARCHIVE, operation_id = "memory_stores_archive",
+    summary = "Archive a memory store",
+    description = "Afterwards the store is read-only: its memories can still be read and deleted, its versions redacted, the store deleted. Archiving again changes nothing.",
+    params(StorePath, Beta),
+    responses((status = 200, description = "The archived store", body = MemoryStoreObject), ApiErrors))]
 pub async fn archive_store(
     State(state): State<Arc<AppState>>,
     id: Result<Path<String>, PathRejection>,
@@ -295,13 +366,22 @@ pub async fn archive_store(
                     .map_err(|r| refused(&r, false))
             })
             .await?;
-            Ok(answer(&id, "memory_stores.archive", &wire::store(&info)))
+            Ok(answer(
+                &id,
+                "memory_stores.archive",
+                &MemoryStoreObject::from(&info),
+            ))
         }
         .await,
     )
 }
 
 /// `DELETE /v1/memory_stores/{memory_store_id}`: the store, its memories and every version.
+#[utoipa::path(delete, path = STORE, operation_id = "memory_stores_delete",
+    summary = "Delete a memory store",
+    description = "The store, every memory and every version; it cannot be undone.",
+    params(StorePath, Beta),
+    responses((status = 200, description = "The store is deleted", body = DeletedMemoryStore), ApiErrors))]
 pub async fn delete_store(
     State(state): State<Arc<AppState>>,
     id: Result<Path<String>, PathRejection>,
@@ -324,7 +404,7 @@ pub async fn delete_store(
             Ok(answer(
                 &id,
                 "memory_stores.delete",
-                &json!({"type": "memory_store_deleted", "id": id}),
+                &DeletedMemoryStore::new(id.clone()),
             ))
         }
         .await,

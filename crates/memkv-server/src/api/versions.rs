@@ -10,11 +10,40 @@ use axum::http::{HeaderMap, Uri};
 use axum::response::Response;
 use memkv::{Actor, MemoryId, Operation, Page, VersionFilter};
 
+use utoipa::IntoParams;
+
+use super::objects::{MemoryVersionObject, MemoryVersionPage, Operation as VersionOperation};
 use super::{
-    Query, answer, failed, ids, on_store, refused, respond, scoped, scoped_write, store_id, wire,
+    Query, answer, failed, ids, on_store, refused, respond, scoped, scoped_write, store_id,
 };
 use crate::AppState;
 use crate::error::ApiError;
+use crate::routes::{REDACT, VERSION, VERSIONS};
+use crate::spec::{ApiErrors, Beta, Paging, StorePath, VersionPath, ViewBasic, ViewFull};
+
+/// The filters of the version listing.
+#[derive(IntoParams)]
+#[into_params(parameter_in = Query)]
+#[allow(dead_code)]
+struct VersionQuery {
+    /// Only this memory's versions (`mem_…`), deleted or not.
+    memory_id: Option<String>,
+    /// Only this kind of change.
+    #[param(inline)]
+    operation: Option<VersionOperation>,
+    /// Only changes made with this key (`key_…`).
+    api_key_id: Option<String>,
+    /// Only changes made by this session.
+    session_id: Option<String>,
+    /// Only changes made by this service account (memkv has none: no version matches).
+    service_account_id: Option<String>,
+    /// Only versions written at or after this time.
+    #[param(rename = "created_at[gte]", format = DateTime)]
+    created_gte: Option<String>,
+    /// Only versions written at or before this time.
+    #[param(rename = "created_at[lte]", format = DateTime)]
+    created_lte: Option<String>,
+}
 
 /// The filter of a version listing; `None` when no version can match (a service account, or
 /// two different authors).
@@ -64,6 +93,11 @@ fn filter(q: &Query) -> Result<Option<VersionFilter>, ApiError> {
 /// `memory_id` (a deleted memory's too), `operation`, `api_key_id`, `session_id`,
 /// `service_account_id`, `created_at[gte]`, `created_at[lte]`; `limit`, `page`, `view`
 /// (defaults to `basic`).
+#[utoipa::path(get, path = VERSIONS, operation_id = "memory_versions_list",
+    summary = "List memory versions",
+    description = "Oldest first. Every change to a memory, through this API or the memory tool, is a version; a deleted memory's versions stay.",
+    params(StorePath, VersionQuery, Paging, ViewBasic, Beta),
+    responses((status = 200, description = "A page of versions", body = MemoryVersionPage), ApiErrors))]
 pub async fn list_versions(
     State(state): State<Arc<AppState>>,
     id: Result<Path<String>, PathRejection>,
@@ -94,13 +128,13 @@ pub async fn list_versions(
             let data = page
                 .items
                 .iter()
-                .map(|v| wire::version(&id, v, full))
+                .map(|v| MemoryVersionObject::new(&id, v, full))
                 .collect();
-            Ok(answer(
-                &id,
-                "memory_versions.list",
-                &wire::page(data, page.next),
-            ))
+            let page = MemoryVersionPage {
+                data,
+                next_page: page.next,
+            };
+            Ok(answer(&id, "memory_versions.list", &page))
         }
         .await,
     )
@@ -108,6 +142,9 @@ pub async fn list_versions(
 
 /// `GET /v1/memory_stores/{memory_store_id}/memory_versions/{memory_version_id}` (`view`
 /// defaults to `full`).
+#[utoipa::path(get, path = VERSION, operation_id = "memory_versions_retrieve",
+    summary = "Retrieve a memory version", params(StorePath, VersionPath, ViewFull, Beta),
+    responses((status = 200, description = "The version", body = MemoryVersionObject), ApiErrors))]
 pub async fn retrieve_version(
     State(state): State<Arc<AppState>>,
     path: Result<Path<(String, String)>, PathRejection>,
@@ -128,7 +165,7 @@ pub async fn retrieve_version(
             Ok(answer(
                 &id,
                 "memory_versions.retrieve",
-                &wire::version(&id, &v, full),
+                &MemoryVersionObject::new(&id, &v, full),
             ))
         }
         .await,
@@ -138,6 +175,11 @@ pub async fn retrieve_version(
 /// `POST /v1/memory_stores/{memory_store_id}/memory_versions/{memory_version_id}/redact`:
 /// nulls the version's content, path, hash and size, and records when and by whom (allowed on
 /// an archived store).
+#[utoipa::path(post, path = REDACT, operation_id = "memory_versions_redact",
+    summary = "Redact a memory version",
+    description = "Nulls its content, path, hash and size and records when and by whom. Allowed on an archived store.",
+    params(StorePath, VersionPath, Beta),
+    responses((status = 200, description = "The redacted version", body = MemoryVersionObject), ApiErrors))]
 pub async fn redact_version(
     State(state): State<Arc<AppState>>,
     path: Result<Path<(String, String)>, PathRejection>,
@@ -156,7 +198,7 @@ pub async fn redact_version(
             Ok(answer(
                 &id,
                 "memory_versions.redact",
-                &wire::version(&id, &v, false),
+                &MemoryVersionObject::new(&id, &v, false),
             ))
         }
         .await,

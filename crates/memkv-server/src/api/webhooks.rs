@@ -9,38 +9,43 @@ use axum::extract::rejection::PathRejection;
 use axum::extract::{Path, State};
 use axum::http::HeaderMap;
 use axum::response::Response;
-use memkv::{Error, Webhook};
+use memkv::Error;
 use serde::Deserialize;
-use serde_json::{Value, json};
+use utoipa::{IntoParams, ToSchema};
 
-use super::{admin, answer, blocking, failed, json_body, respond, wire};
+use super::objects::{DeletedWebhook, WebhookCreated, WebhookList, WebhookObject};
+use super::{admin, answer, blocking, failed, json_body, respond};
 use crate::AppState;
 use crate::error::ApiError;
+use crate::routes::{WEBHOOK, WEBHOOKS};
+use crate::spec::{ApiErrors, Beta};
 
-#[derive(Deserialize)]
+/// A new webhook endpoint.
+#[derive(Deserialize, ToSchema)]
+#[schema(as = WebhookCreate)]
 #[serde(deny_unknown_fields)]
 struct CreateWebhook {
+    /// Where to POST the entries: `http://` or `https://`.
+    #[schema(pattern = "^https?://[^/\\s]", max_length = 2048)]
     url: String,
+    /// Only these stores' entries (empty: every store's).
     #[serde(default)]
+    #[schema(required = false)]
     stores: Vec<String>,
+    /// Only these kinds of entry (empty: every kind).
     #[serde(default)]
+    #[schema(required = false, value_type = Vec<memkv::ChangeKind>)]
     events: Vec<String>,
 }
 
-/// A `webhook` object: the endpoint and how its deliveries stand.
-pub fn webhook(w: &Webhook) -> Value {
-    json!({
-        "type": "webhook",
-        "id": w.id,
-        "url": w.url,
-        "stores": w.stores,
-        "events": w.events.iter().map(|k| k.event_type()).collect::<Vec<_>>(),
-        "created_at": wire::rfc3339(w.created_ms),
-        "delivered_seq": w.delivered,
-        "failures": w.failures,
-        "next_attempt_at": (w.next_attempt_ms > 0).then(|| wire::rfc3339(w.next_attempt_ms)),
-        "last_error": w.last_error,
-    })
+/// A webhook endpoint in the path.
+#[derive(IntoParams)]
+#[into_params(parameter_in = Path)]
+#[allow(dead_code)]
+struct WebhookPath {
+    /// The endpoint (`wh_…`).
+    #[param(min_length = 1)]
+    webhook_id: String,
 }
 
 fn refused(e: &Error) -> ApiError {
@@ -52,6 +57,11 @@ fn refused(e: &Error) -> ApiError {
 
 /// `POST /v1/webhooks`: `{"url", "stores"?, "events"?}`; the answer holds `secret` (`whsec_…`),
 /// shown only here.
+#[utoipa::path(post, path = WEBHOOKS, operation_id = "webhooks_create",
+    summary = "Register a webhook endpoint",
+    description = "Admin key. memkv serve POSTs each change-log entry committed from now on (of `stores`, of `events`; all when empty) to `url`, signed as the Standard Webhooks specification says. The answer's `secret` is shown only here.",
+    params(Beta), request_body = CreateWebhook,
+    responses((status = 200, description = "The endpoint and its signing secret", body = WebhookCreated), ApiErrors))]
 pub async fn create_webhook(
     State(state): State<Arc<AppState>>,
     headers: HeaderMap,
@@ -70,28 +80,41 @@ pub async fn create_webhook(
                     .map_err(|e| refused(&e))
             })
             .await?;
-            let mut out = webhook(&hook);
-            out["secret"] = json!(secret);
-            Ok(answer("", "webhooks.create", &out))
+            Ok(answer(
+                "",
+                "webhooks.create",
+                &WebhookCreated::new(&hook, secret),
+            ))
         }
         .await,
     )
 }
 
 /// `GET /v1/webhooks`: every endpoint, by id (no secrets).
+#[utoipa::path(get, path = WEBHOOKS, operation_id = "webhooks_list",
+    summary = "List webhook endpoints",
+    description = "Admin key. Each endpoint with the last seq delivered, failures in a row and the next attempt.",
+    params(Beta),
+    responses((status = 200, description = "Every endpoint", body = WebhookList), ApiErrors))]
 pub async fn list_webhooks(State(state): State<Arc<AppState>>, headers: HeaderMap) -> Response {
     respond(
         async {
             admin(&state, &headers, "listing webhooks")?;
             let hooks = blocking(&state, |db| db.webhooks().map_err(|e| refused(&e))).await?;
-            let data: Vec<Value> = hooks.iter().map(webhook).collect();
-            Ok(answer("", "webhooks.list", &json!({"data": data})))
+            let list = WebhookList {
+                data: hooks.iter().map(WebhookObject::from).collect(),
+            };
+            Ok(answer("", "webhooks.list", &list))
         }
         .await,
     )
 }
 
 /// `DELETE /v1/webhooks/{webhook_id}`.
+#[utoipa::path(delete, path = WEBHOOK, operation_id = "webhooks_delete",
+    summary = "Remove a webhook endpoint", description = "Admin key.",
+    params(WebhookPath, Beta),
+    responses((status = 200, description = "The endpoint is removed", body = DeletedWebhook), ApiErrors))]
 pub async fn delete_webhook(
     State(state): State<Arc<AppState>>,
     id: Result<Path<String>, PathRejection>,
@@ -112,7 +135,7 @@ pub async fn delete_webhook(
             Ok(answer(
                 "",
                 "webhooks.delete",
-                &json!({"type": "webhook_deleted", "id": id}),
+                &DeletedWebhook::new(id.clone()),
             ))
         }
         .await,

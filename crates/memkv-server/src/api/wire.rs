@@ -1,10 +1,8 @@
-//! The memory-stores API's wire format: the JSON objects of anthropic's beta `memory_stores`
-//! resources (`memory_store`, `memory`, `memory_prefix`, `memory_version`, actors, pages),
-//! RFC 3339 times, SHA-256 hex, and the conversion between the API's paths (relative to the
-//! store's root: `/notes.md`) and the model's (`/memories/notes.md`).
+//! The memory-stores API's wire format: RFC 3339 times, durations, SHA-256 hex, and the conversion between
+//! the API's paths (relative to the store's root: `/notes.md`) and the model's
+//! (`/memories/notes.md`). The objects themselves are types, in `objects`.
 
-use memkv::{Actor, ListItem, Memory, StoreInfo, Version};
-use serde_json::{Value, json};
+use std::time::Duration;
 
 /// The model's root directory, which the API's `/` stands for.
 const ROOT: &str = memkv::path::ROOT;
@@ -17,6 +15,22 @@ pub fn rfc3339(ms: i64) -> String {
 /// Milliseconds since the epoch from an RFC 3339 time ([`memkv::parse_rfc3339`]).
 pub fn parse_rfc3339(text: &str) -> Option<i64> {
     memkv::parse_rfc3339(text)
+}
+
+/// `30d`, `12h`, `15m`, `90s`, `250ms`: the largest unit that divides it.
+pub fn duration(d: Duration) -> String {
+    let ms = d.as_millis();
+    for (unit, size) in [
+        ("d", 86_400_000),
+        ("h", 3_600_000),
+        ("m", 60_000),
+        ("s", 1000),
+    ] {
+        if ms > 0 && ms.is_multiple_of(size) {
+            return format!("{}{unit}", ms / size);
+        }
+    }
+    format!("{ms}ms")
 }
 
 /// Lowercase hex of a SHA-256.
@@ -60,73 +74,6 @@ pub fn model_dir(prefix: &str) -> Option<String> {
         return None;
     }
     Some(format!("{ROOT}{}", &prefix[..prefix.len() - 1]))
-}
-
-/// An actor object (`api_actor`, `session_actor`, `user_actor`), or `null`.
-pub fn actor(actor: Option<&Actor>) -> Value {
-    actor.map_or(Value::Null, Actor::to_json)
-}
-
-/// A `memory_store` object.
-pub fn store(info: &StoreInfo) -> Value {
-    json!({
-        "type": "memory_store",
-        "id": info.id,
-        "name": info.name,
-        "description": info.description,
-        "metadata": info.metadata,
-        "created_at": rfc3339(info.created_ms),
-        "updated_at": rfc3339(info.updated_ms),
-        "archived_at": info.archived_ms.map(rfc3339),
-    })
-}
-
-/// A `memory` object; `content` only with `full`.
-pub fn memory(store: &str, m: &Memory, full: bool) -> Value {
-    json!({
-        "type": "memory",
-        "id": m.id.to_string(),
-        "memory_store_id": store,
-        "memory_version_id": m.version.to_string(),
-        "path": api_path(&m.path),
-        "content": if full { m.content.as_deref() } else { None },
-        "content_sha256": hex(&m.sha256),
-        "content_size_bytes": m.size,
-        "created_at": rfc3339(m.created_ms),
-        "updated_at": rfc3339(m.updated_ms),
-    })
-}
-
-/// An item of a memory listing: a `memory` or a `memory_prefix`.
-pub fn list_item(store: &str, item: &ListItem, full: bool) -> Value {
-    match item {
-        ListItem::Memory(m) => memory(store, m, full),
-        ListItem::Prefix(p) => json!({"type": "memory_prefix", "path": api_path(p)}),
-    }
-}
-
-/// A `memory_version` object; `content` only with `full`.
-pub fn version(store: &str, v: &Version, full: bool) -> Value {
-    json!({
-        "type": "memory_version",
-        "id": v.id.to_string(),
-        "memory_id": v.memory.to_string(),
-        "memory_store_id": store,
-        "operation": v.operation.as_str(),
-        "created_at": rfc3339(v.created_ms),
-        "created_by": actor(v.actor.as_ref()),
-        "path": v.path.as_deref().map(api_path),
-        "content": if full { v.content.as_deref() } else { None },
-        "content_sha256": v.sha256.as_ref().map(hex),
-        "content_size_bytes": v.size,
-        "redacted_at": v.redacted.as_ref().map(|r| rfc3339(r.at_ms)),
-        "redacted_by": actor(v.redacted.as_ref().and_then(|r| r.by.as_ref())),
-    })
-}
-
-/// A page: `{"data": [...], "next_page": token | null}`.
-pub fn page(data: Vec<Value>, next: Option<String>) -> Value {
-    json!({"data": data, "next_page": next})
 }
 
 #[cfg(test)]

@@ -1,0 +1,166 @@
+use super::*;
+use crate::error::ApiError;
+use crate::routes::ROUTES;
+
+#[test]
+fn every_operation_says_how_it_is_authenticated() {
+    let doc = document(64, 1 << 20);
+    assert_eq!(doc["servers"][0]["url"], "/");
+    assert_eq!(
+        doc["components"]["securitySchemes"]["apiKey"]["name"],
+        "x-api-key"
+    );
+    for (path, item) in doc["paths"].as_object().unwrap() {
+        for (method, op) in item.as_object().unwrap() {
+            let security = op["security"].as_array();
+            assert!(
+                security.is_some_and(|s| !s.is_empty()),
+                "{method} {path} has no security"
+            );
+            assert!(op["operationId"].is_string(), "{method} {path}");
+            assert!(op["summary"].is_string(), "{method} {path}");
+        }
+    }
+    // The health checks and the document itself need no key.
+    assert_eq!(doc["paths"]["/healthz"]["get"]["security"], json!([{}]));
+}
+
+#[test]
+fn the_document_lists_exactly_the_routes() {
+    let doc = document(64, 1000);
+    assert_eq!(doc["openapi"], "3.1.0");
+    let mut documented: Vec<(String, String)> = doc["paths"]
+        .as_object()
+        .unwrap()
+        .iter()
+        .flat_map(|(path, item)| {
+            item.as_object()
+                .unwrap()
+                .keys()
+                .map(move |m| (m.clone(), path.clone()))
+        })
+        .collect();
+    let mut routes: Vec<(String, String)> = ROUTES
+        .iter()
+        .map(|(m, p)| ((*m).to_owned(), (*p).to_owned()))
+        .collect();
+    documented.sort();
+    routes.sort();
+    assert_eq!(documented, routes);
+}
+
+#[test]
+fn every_reference_resolves() {
+    fn refs(v: &Value, out: &mut Vec<String>) {
+        match v {
+            Value::Object(map) => {
+                if let Some(Value::String(r)) = map.get("$ref") {
+                    out.push(r.clone());
+                }
+                map.values().for_each(|v| refs(v, out));
+            }
+            Value::Array(items) => items.iter().for_each(|v| refs(v, out)),
+            _ => {}
+        }
+    }
+    let doc = document(64, 1000);
+    let mut found = Vec::new();
+    refs(&doc, &mut found);
+    assert!(found.len() > 30);
+    for r in found {
+        let name = r.strip_prefix("#/components/schemas/").expect(&r);
+        assert!(doc["components"]["schemas"].get(name).is_some(), "{r}");
+    }
+}
+
+#[test]
+fn every_link_names_an_operation_and_its_parameters() {
+    let doc = document(64, 1000);
+    let ops: Vec<&Value> = doc["paths"]
+        .as_object()
+        .unwrap()
+        .values()
+        .flat_map(|item| item.as_object().unwrap().values())
+        .collect();
+    let mut links = 0;
+    for op in &ops {
+        for response in op["responses"].as_object().unwrap().values() {
+            let Some(found) = response.get("links") else {
+                continue;
+            };
+            for link in found.as_object().unwrap().values() {
+                links += 1;
+                let target = ops
+                    .iter()
+                    .find(|o| o["operationId"] == link["operationId"])
+                    .unwrap_or_else(|| panic!("{link}"));
+                for name in link["parameters"].as_object().unwrap().keys() {
+                    let params = target["parameters"].as_array().unwrap();
+                    assert!(params.iter().any(|p| p["name"] == **name), "{link}");
+                }
+            }
+        }
+    }
+    assert!(links >= 19, "{links}");
+}
+
+/// The tool route's limits are the server's.
+#[test]
+fn the_tool_route_carries_the_configured_limits() {
+    let doc = document(7, 12345);
+    let body = &doc["paths"][TOOL_ROUTE]["post"]["requestBody"];
+    assert_eq!(body["description"], "At most 12345 bytes.");
+    assert_eq!(body["required"], true);
+    let forms = doc["components"]["schemas"]["ToolMessage"]["oneOf"]
+        .as_array()
+        .unwrap();
+    assert_eq!(forms.len(), 3);
+    let array = forms.iter().find(|f| f["type"] == "array").unwrap();
+    assert_eq!(array["maxItems"], 7);
+    assert_eq!(array["minItems"], 1);
+}
+
+/// Each error type the server sends is one the `Error` schema lists.
+#[test]
+fn the_error_schema_names_every_error_type() {
+    let doc = document(64, 1000);
+    let types = &doc["components"]["schemas"]["Error"]["properties"]["error"];
+    let types = doc["components"]["schemas"]
+        .get("ErrorDetail")
+        .map_or(types, |detail| detail)["properties"]["type"]["enum"]
+        .as_array()
+        .unwrap_or_else(|| panic!("{}", doc["components"]["schemas"]["Error"]))
+        .clone();
+    for status in 400..600 {
+        let status = axum::http::StatusCode::from_u16(status).unwrap();
+        let kind = ApiError::error_type(status);
+        assert!(types.iter().any(|t| t == kind), "{kind}");
+    }
+}
+
+/// An object's schema lists what it sends: a memory serialized from its type has exactly the
+/// documented properties, each required one present.
+#[test]
+fn objects_send_what_their_schemas_say() {
+    let doc = document(64, 1000);
+    let schemas = &doc["components"]["schemas"];
+    let db = memkv::Database::in_memory().unwrap();
+    let store = db.user("alice").unwrap();
+    let m = store
+        .create_memory("/memories/a.md", "one\n")
+        .unwrap()
+        .unwrap();
+    let object =
+        serde_json::to_value(crate::api::objects::MemoryObject::new("alice", &m, true)).unwrap();
+    let schema = &schemas["Memory"];
+    let mut sent: Vec<&String> = object.as_object().unwrap().keys().collect();
+    let mut described: Vec<&String> = schema["properties"].as_object().unwrap().keys().collect();
+    sent.sort();
+    described.sort();
+    assert_eq!(sent, described);
+    assert_eq!(schema["additionalProperties"], false);
+    assert_eq!(
+        schema["required"].as_array().unwrap().len(),
+        described.len()
+    );
+}
