@@ -164,3 +164,62 @@ fn objects_send_what_their_schemas_say() {
         described.len()
     );
 }
+
+/// The query parameters each handler file reads (`Query::get`, `flag`, `time`, `all`, `view`,
+/// `limit`, `page`) are exactly those its operations document, and the other way round: the
+/// handlers parse the query themselves (for their own messages), so this holds the documented
+/// parameter types beside them to what they read.
+#[test]
+fn each_handler_reads_the_query_parameters_it_documents() {
+    let doc = document(64, 1000);
+    let api = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("src/api");
+    let mut files = 0;
+    for entry in std::fs::read_dir(&api).unwrap() {
+        let path = entry.unwrap().path();
+        if path.extension().is_none_or(|e| e != "rs") {
+            continue;
+        }
+        let code = std::fs::read_to_string(&path).unwrap();
+        let code = code.split("#[cfg(test)]").next().unwrap();
+        let operations: Vec<&str> = code
+            .split("operation_id = \"")
+            .skip(1)
+            .map(|rest| rest.split('"').next().unwrap())
+            .collect();
+        if operations.is_empty() {
+            continue;
+        }
+        files += 1;
+        let mut read = std::collections::BTreeSet::new();
+        for call in ["get", "flag", "time", "all"] {
+            for rest in code.split(&format!(".{call}(\"")).skip(1) {
+                read.insert(rest.split('"').next().unwrap().to_owned());
+            }
+        }
+        for (call, name) in [
+            (".view(", "view"),
+            (".limit(", "limit"),
+            (".limit_within(", "limit"),
+            (".page()", "page"),
+        ] {
+            if code.contains(call) {
+                read.insert(name.to_owned());
+            }
+        }
+        let mut documented = std::collections::BTreeSet::new();
+        for item in doc["paths"].as_object().unwrap().values() {
+            for op in item.as_object().unwrap().values() {
+                if !operations.iter().any(|id| op["operationId"] == *id) {
+                    continue;
+                }
+                for p in op["parameters"].as_array().into_iter().flatten() {
+                    if p["in"] == "query" {
+                        documented.insert(p["name"].as_str().unwrap().to_owned());
+                    }
+                }
+            }
+        }
+        assert_eq!(read, documented, "{path:?} ({operations:?})");
+    }
+    assert!(files >= 9, "{files}");
+}
