@@ -7,7 +7,7 @@
 use memkv::{Database, MemoryStore};
 use serde_json::{Value, json};
 
-use crate::util::{
+use super::util::{
     Backend, Face, Fresh, Session, current, each_backend, fresh, fresh_location, snapshot,
 };
 

@@ -1,7 +1,7 @@
 //! `memkv serve` as a process: started on a free loopback port, driven over real sockets.
 
 mod backup;
-#[path = "../../../../memkv-server/tests/client/mod.rs"]
+#[path = "../../../../memkv-server/tests/server/client/mod.rs"]
 pub(crate) mod client;
 mod keys;
 #[cfg(target_os = "linux")]

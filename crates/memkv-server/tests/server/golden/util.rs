@@ -11,10 +11,7 @@ use serde_json::Value;
 
 use crate::client::Client;
 
-/// The library's helpers, for their backend factory: every case runs on each backend.
-#[allow(dead_code, unused_imports)]
-#[path = "../../../../tests/it/util.rs"]
-mod library;
+use crate::library;
 
 pub use library::{Backend, Face, Fresh, current, each_backend, fresh, fresh_location, snapshot};
 

@@ -1,9 +1,7 @@
 //! PROTOCOL.md through HTTP: tests/it/golden.rs, the library's table of golden cases, compiled
 //! here with a `Session` that POSTs every message to a real server over loopback.
 
-mod client;
-#[path = "golden/util.rs"]
 mod util;
 
-#[path = "../../../tests/it/golden.rs"]
-mod golden;
+#[path = "../../../../tests/it/golden.rs"]
+mod table;

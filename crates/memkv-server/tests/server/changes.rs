@@ -3,22 +3,16 @@
 //! or empty when the wait runs out), a refused write that adds no entry, and the expired cursor;
 //! and its webhooks (`webhooks`). One test binary: each costs a link of the server.
 
-mod client;
-mod served;
-#[path = "changes/webhooks.rs"]
 mod webhooks;
-
-#[allow(dead_code, unused_imports)]
-#[path = "../../../tests/it/util.rs"]
-mod library;
 
 use std::time::{Duration, Instant};
 
 use memkv::{ChangeRetention, Database};
 use serde_json::{Value, json};
 
-use library::{Fresh, each_backend};
-use served::{Served, ok, refused, send};
+use crate::library::{Fresh, each_backend};
+use crate::served::{Served, ok, refused, send};
+use crate::{client, library};
 
 fn create(c: &mut client::Client, store: &str, path: &str) {
     let body = json!({"command": "create", "path": path, "file_text": "x"}).to_string();

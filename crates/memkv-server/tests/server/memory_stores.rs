@@ -4,23 +4,14 @@
 //! behaviour is tested with the real anthropic client in tests/memory_stores
 //! (tools/test-memory-stores.sh).
 
-mod client;
-#[allow(dead_code)]
-mod served;
-
-/// The library's helpers, for their backend factory.
-#[allow(dead_code, unused_imports)]
-#[path = "../../../tests/it/util.rs"]
-mod library;
-
 use std::sync::Arc;
 
-use client::Client;
+use crate::client::{self, Client};
 use memkv::Database;
 use serde_json::{Value, json};
 
-use library::{Fresh, Seen, each_backend};
-use served::{Served, ok, refused, send};
+use crate::library::{self, Fresh, Seen, each_backend};
+use crate::served::{Served, ok, refused, send};
 
 #[test]
 fn refusals_map_to_statuses_in_the_api_envelope() {

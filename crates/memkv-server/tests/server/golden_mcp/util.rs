@@ -15,10 +15,7 @@ use rmcp::transport::StreamableHttpClientTransport;
 use rmcp::transport::streamable_http_client::StreamableHttpClientTransportConfig;
 use serde_json::{Value, json};
 
-/// The library's helpers, for their backend factory: every case runs on each backend.
-#[allow(dead_code, unused_imports)]
-#[path = "../../../../tests/it/util.rs"]
-mod library;
+use crate::library;
 
 pub use library::{
     Backend, Face, Fresh, Seen, current, each_backend, fresh, fresh_location, snapshot,

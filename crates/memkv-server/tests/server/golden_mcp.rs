@@ -2,11 +2,10 @@
 //! here with a `Session` whose every command is a `tools/call` of rmcp's own client to `/mcp` on
 //! a real server over loopback (streamable HTTP).
 
-#[path = "golden_mcp/util.rs"]
 mod util;
 
-#[path = "../../../tests/it/golden.rs"]
-mod golden;
+#[path = "../../../../tests/it/golden.rs"]
+mod table;
 
 /// `memory_search` over MCP on both backends: every answer byte for byte the library's.
 #[test]
