@@ -27,15 +27,17 @@ pub enum Error {
         location: String,
     },
     /// The database kept aborting the transaction for the sake of concurrent writers
-    /// (serialization failures, deadlocks) and memkv gave up after a bounded number of retries.
-    /// Nothing was changed; the command may be sent again.
+    /// (serialization failures, deadlocks) and memkv gave up after a bounded number of retries,
+    /// or (`attempts` 0) no pooled connection became free in time. Nothing was changed; the
+    /// command may be sent again.
     #[error(
-        "{location}: the database is busy (the transaction was retried {attempts} times); nothing was changed, try again"
+        "{location}: the database is busy ({}); nothing was changed, try again",
+        busy_reason(*attempts)
     )]
     Busy {
         /// The database.
         location: String,
-        /// How many times the transaction ran.
+        /// How many times the transaction ran (0: it never started, no connection was free).
         attempts: u32,
     },
     /// The connection was lost while the database committed: the command may or may not have
@@ -211,4 +213,37 @@ pub struct DatabaseError {
     pub text: String,
     /// The server's SQLSTATE, when the server answered (not when the connection broke).
     pub sqlstate: Option<String>,
+}
+
+/// Why [`Error::Busy`] gave up: the transaction's retries, or no free connection.
+fn busy_reason(attempts: u32) -> String {
+    if attempts == 0 {
+        "no connection to it became free in time".to_owned()
+    } else {
+        format!("the transaction was retried {attempts} times")
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn busy_says_why() {
+        let busy = |attempts| {
+            Error::Busy {
+                location: "postgres://db".into(),
+                attempts,
+            }
+            .to_string()
+        };
+        assert_eq!(
+            busy(0),
+            "postgres://db: the database is busy (no connection to it became free in time); nothing was changed, try again"
+        );
+        assert_eq!(
+            busy(8),
+            "postgres://db: the database is busy (the transaction was retried 8 times); nothing was changed, try again"
+        );
+    }
 }
