@@ -280,6 +280,10 @@ pub struct ServeArgs {
     /// Time a client has to send a request's body
     #[arg(long, value_name = "DURATION", default_value = "30s", value_parser = parse_duration)]
     pub body_timeout: Duration,
+    /// Largest export `POST /v1/import` takes (it is spooled to a temporary file before it is
+    /// verified); a larger one is answered 413
+    #[arg(long, value_name = "BYTES", default_value_t = memkv_server::DEFAULT_MAX_IMPORT_BYTES)]
+    pub max_import_bytes: u64,
     /// On SIGTERM/SIGINT, how long to wait for requests in flight
     #[arg(long, value_name = "DURATION", default_value = "30s", value_parser = parse_duration)]
     pub shutdown_grace: Duration,

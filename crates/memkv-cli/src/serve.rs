@@ -43,6 +43,7 @@ pub fn serve(global: &Global, args: &ServeArgs) -> Result {
     config.max_blocks = args.max_blocks.max(1);
     config.header_timeout = args.header_timeout;
     config.body_timeout = args.body_timeout;
+    config.max_import_bytes = args.max_import_bytes;
     config.shutdown_grace = args.shutdown_grace;
     config.drain_delay = args.drain_delay;
     config.console_idle = args.console_idle;

@@ -101,6 +101,9 @@ pub struct Config {
     pub header_timeout: Duration,
     /// A client must send a request's body within this time (400 and the connection closed).
     pub body_timeout: Duration,
+    /// The largest body `POST /v1/import` takes (413 beyond): the export is spooled to a
+    /// temporary file before it is verified, and this bounds the file.
+    pub max_import_bytes: u64,
     /// How long a shutdown waits for requests in flight.
     pub shutdown_grace: Duration,
     /// How long, once shutdown is asked for, the server goes on serving with `/readyz` answering
@@ -126,6 +129,9 @@ pub struct Config {
     pub rate_limit_store: Option<rate::Rate>,
 }
 
+/// The default of [`Config::max_import_bytes`]: 4 GiB.
+pub const DEFAULT_MAX_IMPORT_BYTES: u64 = 4 << 30;
+
 impl Config {
     /// The defaults, listening on `listen`, with the keys file `keys` (if any).
     pub fn new(listen: SocketAddr, keys: Option<PathBuf>) -> Self {
@@ -137,6 +143,7 @@ impl Config {
             max_blocks: 64,
             header_timeout: Duration::from_secs(10),
             body_timeout: Duration::from_secs(30),
+            max_import_bytes: DEFAULT_MAX_IMPORT_BYTES,
             shutdown_grace: Duration::from_secs(30),
             drain_delay: Duration::ZERO,
             console_idle: console::session::IDLE,

@@ -351,13 +351,27 @@ pub async fn import(
             // The body, frame by frame, into the spool the import reads (a temporary file);
             // a client that sends nothing for the body timeout is cut off.
             let body_timeout = state.config.body_timeout;
+            let cap = state.config.max_import_bytes;
             let feeding = tokio::spawn(async move {
                 let mut body = body;
+                let mut received = 0u64;
                 loop {
                     let item = match tokio::time::timeout(body_timeout, body.frame()).await {
                         Ok(None) => break,
                         Ok(Some(Ok(frame))) => match frame.into_data() {
-                            Ok(data) => Ok(data),
+                            Ok(data) => {
+                                received = received.saturating_add(data.len() as u64);
+                                if received > cap {
+                                    Err(io::Error::new(
+                                        io::ErrorKind::FileTooLarge,
+                                        format!(
+                                            "the export is over the {cap} bytes an import may be (serve --max-import-bytes)"
+                                        ),
+                                    ))
+                                } else {
+                                    Ok(data)
+                                }
+                            }
                             Err(_) => continue,
                         },
                         Ok(Some(Err(e))) => Err(io::Error::other(e.to_string())),
@@ -380,6 +394,11 @@ pub async fn import(
                 let body = Path::new(BODY);
                 let mut source =
                     ImportSource::spool(reader, body, db.limits()).map_err(|e| match e {
+                        Error::Io { path, source }
+                            if path == body && source.kind() == io::ErrorKind::FileTooLarge =>
+                        {
+                            ApiError::too_large(source.to_string())
+                        }
                         Error::Io { path, source } if path == body => ApiError::invalid(format!(
                             "the request body could not be read: {source}"
                         )),

@@ -1131,6 +1131,41 @@ fn keys_and_stores_over_their_rate_limits_get_429() {
     }
 }
 
+/// An import over `--max-import-bytes` is answered 413 and changes nothing; one at the cap is
+/// applied.
+#[test]
+fn an_import_over_the_cap_is_413_and_changes_nothing() {
+    let source = Served::new();
+    let mut admin = source.client(&source.admin);
+    for i in 0..20 {
+        let body = format!(r#"{{"command":"create","path":"/memories/m{i}","file_text":"{i}\n"}}"#);
+        assert_eq!(admin.tool("alice", body.as_bytes()).status, 200);
+    }
+    let export = admin.send("GET", "/v1/export", &[], b"").unwrap();
+    assert_eq!(export.status, 200);
+    let bytes = export.body.len() as u64;
+
+    let tight = Served::configured(Database::in_memory().unwrap(), |c| {
+        c.max_import_bytes = bytes - 1;
+    });
+    let mut target = tight.client(&tight.admin);
+    let reply = target
+        .send("POST", "/v1/import", &[], export.body.as_slice())
+        .unwrap();
+    let message = refused(&reply, 413, "request_too_large");
+    assert!(message.contains("--max-import-bytes"), "{message}");
+    assert!(tight.db.users().unwrap().is_empty());
+
+    let exact = Served::configured(Database::in_memory().unwrap(), |c| {
+        c.max_import_bytes = bytes;
+    });
+    let mut target = exact.client(&exact.admin);
+    let reply = target
+        .send("POST", "/v1/import", &[], export.body.as_slice())
+        .unwrap();
+    assert_eq!(ok(&reply)["files"], 20, "{}", reply.text());
+}
+
 /// A request answered before its body was read (another store's tool route, a missing key)
 /// says `Connection: close`: hyper closes such a connection after the answer, and a client that
 /// sent its next request on it got no answer. A request whose body was read keeps the
