@@ -123,8 +123,7 @@ fn users(query: &Query) -> Vec<String> {
     params(ExportPath, Beta),
     responses((status = 200, description = "The export, streamed from one consistent snapshot (JSON Lines: header, stores, memories, versions, trailer with checksums)",
             body = String, content_type = "application/x-ndjson"),
-        (status = 410, description = "The change log no longer reaches back to `since`: take a full export (invalid_request_error)",
-            body = ErrorBody, headers(("x-should-retry" = inline(NoRetry)))), ApiErrors))]
+        ApiErrors))]
 pub async fn export_store(
     State(state): State<Arc<AppState>>,
     id: Result<UrlPath<String>, PathRejection>,

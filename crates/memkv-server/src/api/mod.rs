@@ -9,7 +9,8 @@
 //! room to run (503), then the library call on tokio's blocking pool, whose [`ApiRefusal`] is
 //! mapped to a status in [`refused`] and nowhere else.
 //!
-//! - [`wire`]: the JSON objects, times, hashes and the API ↔ model path conversion;
+//! - [`objects`]: the JSON objects as types (serialized by serde, described by utoipa);
+//!   [`wire`]: times, hashes, durations and the API ↔ model path conversion;
 //! - `stores`, `memories`, `versions`: the handlers of each resource; `search`: exact search
 //!   over a store; `changes`: the change feed; `webhooks`: the endpoints it is delivered to;
 //!   `keys`: the API keys (admin).

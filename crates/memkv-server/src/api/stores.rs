@@ -11,6 +11,7 @@ use axum::extract::{Path, State};
 use axum::http::{HeaderMap, Uri};
 use axum::response::Response;
 use serde::Deserialize;
+use utoipa::openapi::schema::{Object, ObjectBuilder, SchemaType, Type};
 use utoipa::{IntoParams, ToSchema};
 
 use super::objects::{DeletedMemoryStore, MemoryStoreObject, MemoryStorePage};
@@ -52,7 +53,7 @@ struct CreateStore {
     description: Option<String>,
     /// At most 16 pairs: keys of 1 to 64 characters, values of at most 512.
     #[serde(default)]
-    #[schema(value_type = BTreeMap<String, String>)]
+    #[schema(schema_with = metadata_to_create, required = false)]
     metadata: Option<BTreeMap<String, String>>,
 }
 
@@ -75,7 +76,44 @@ struct UpdateStore {
     description: Option<String>,
     /// Pairs to set; a key set to `null` is removed. At most 16 pairs in all afterwards.
     #[serde(default)]
+    #[schema(schema_with = metadata_to_update, required = false)]
     metadata: Option<BTreeMap<String, Option<String>>>,
+}
+
+/// A store's metadata as a request gives it: at most [`MAX_METADATA_PAIRS`] pairs, keys of 1 to
+/// [`MAX_METADATA_KEY_CHARS`] characters, values of `values`' type of at most
+/// [`MAX_METADATA_VALUE_CHARS`].
+fn metadata_schema(values: SchemaType) -> Object {
+    ObjectBuilder::new()
+        .schema_type(Type::Object)
+        .max_properties(Some(MAX_METADATA_PAIRS))
+        .property_names(Some(
+            ObjectBuilder::new()
+                .schema_type(Type::String)
+                .min_length(Some(1))
+                .max_length(Some(MAX_METADATA_KEY_CHARS)),
+        ))
+        .additional_properties(Some(
+            ObjectBuilder::new()
+                .schema_type(values)
+                .max_length(Some(MAX_METADATA_VALUE_CHARS)),
+        ))
+        .build()
+}
+
+fn metadata_to_create() -> Object {
+    metadata_schema(SchemaType::Type(Type::String))
+}
+
+/// An update's metadata: a value of `null` removes its key; the whole may be `null`.
+fn metadata_to_update() -> utoipa::openapi::RefOr<utoipa::openapi::schema::Schema> {
+    utoipa::openapi::schema::OneOfBuilder::new()
+        .item(metadata_schema(SchemaType::Array(vec![
+            Type::String,
+            Type::Null,
+        ])))
+        .item(ObjectBuilder::new().schema_type(Type::Null))
+        .into()
 }
 
 /// The filters of the store listing.

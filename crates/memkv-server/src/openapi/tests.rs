@@ -21,8 +21,25 @@ fn every_operation_says_how_it_is_authenticated() {
             assert!(op["summary"].is_string(), "{method} {path}");
         }
     }
-    // The health checks and the document itself need no key.
-    assert_eq!(doc["paths"]["/healthz"]["get"]["security"], json!([{}]));
+    // Exactly the health checks and the document itself need no key (their attributes say
+    // so); every other operation takes one.
+    let mut keyless: Vec<&str> = Vec::new();
+    for item in doc["paths"].as_object().unwrap().values() {
+        for op in item.as_object().unwrap().values() {
+            if op["security"] == json!([{}]) {
+                keyless.push(op["operationId"].as_str().unwrap());
+            } else {
+                assert_eq!(
+                    op["security"],
+                    json!([{"apiKey": []}, {"bearer": []}, {}]),
+                    "{}",
+                    op["operationId"]
+                );
+            }
+        }
+    }
+    keyless.sort_unstable();
+    assert_eq!(keyless, ["healthz", "openapi", "readyz"]);
 }
 
 #[test]
@@ -138,31 +155,168 @@ fn the_error_schema_names_every_error_type() {
     }
 }
 
-/// An object's schema lists what it sends: a memory serialized from its type has exactly the
-/// documented properties, each required one present.
+/// Whether `value` has only the properties schema `name` lists (when it allows no others) and
+/// every one it requires, recursing into objects given by reference.
+fn conforms(schemas: &Value, name: &str, value: &Value) {
+    let schema = &schemas[name];
+    let object = value
+        .as_object()
+        .unwrap_or_else(|| panic!("{name}: {value}"));
+    let properties = schema["properties"]
+        .as_object()
+        .unwrap_or_else(|| panic!("{name} has no properties: {schema}"));
+    if schema["additionalProperties"] == false {
+        for key in object.keys() {
+            assert!(
+                properties.contains_key(key),
+                "{name} does not list {key}: {value}"
+            );
+        }
+    }
+    for required in schema["required"].as_array().into_iter().flatten() {
+        let required = required.as_str().unwrap();
+        assert!(
+            object.contains_key(required),
+            "{name} requires {required}: {value}"
+        );
+    }
+    for (key, field) in object {
+        let described = &properties[key];
+        if field.is_null() {
+            let nullable = described["type"]
+                .as_array()
+                .is_some_and(|t| t.iter().any(|t| t == "null"))
+                || described["oneOf"]
+                    .as_array()
+                    .is_some_and(|o| o.iter().any(|s| s["type"] == "null"));
+            assert!(
+                nullable,
+                "{name}.{key} is null but not nullable: {described}"
+            );
+        }
+        if let Some(reference) = described["$ref"].as_str()
+            && field.is_object()
+        {
+            let inner = reference.trim_start_matches("#/components/schemas/");
+            if schemas[inner]["properties"].is_object() {
+                conforms(schemas, inner, field);
+            }
+        }
+    }
+}
+
+/// Each kind of object the API answers, made by the library and serialized by its type, has
+/// exactly what its schema says: no property it does not list, every one it requires, `null`
+/// only where it allows it.
 #[test]
 fn objects_send_what_their_schemas_say() {
+    use crate::api::objects::{
+        ApiKeyCreated, ApiKeyObject, MemoryItem, MemoryObject, MemoryStoreObject,
+        MemoryVersionObject, WebhookCreated, WebhookObject,
+    };
+    use memkv::wire::{ActorObject, ChangeObject};
     let doc = document(64, 1000);
     let schemas = &doc["components"]["schemas"];
+    let check = |name: &str, value: &dyn erased::Serialize| {
+        conforms(schemas, name, &value.to_value());
+    };
     let db = memkv::Database::in_memory().unwrap();
-    let store = db.user("alice").unwrap();
+    let info = db
+        .create_store("notes", "", &std::collections::BTreeMap::new())
+        .unwrap();
+    check("MemoryStore", &MemoryStoreObject::from(&info));
+    let (key, secret) = db
+        .add_key(&memkv::NewKey::new(memkv::KeyScope::Admin))
+        .unwrap();
+    check("ApiKey", &ApiKeyObject::from(&key));
+    check("ApiKeyCreated", &ApiKeyCreated::new(&key, secret));
+    let store = db
+        .user(&info.id)
+        .unwrap()
+        .with_actor(Some(memkv::Actor::ApiKey(key.id.clone())));
     let m = store
-        .create_memory("/memories/a.md", "one\n")
+        .create_memory("/memories/a/b.md", "one\n")
         .unwrap()
         .unwrap();
-    let object =
-        serde_json::to_value(crate::api::objects::MemoryObject::new("alice", &m, true)).unwrap();
-    let schema = &schemas["Memory"];
-    let mut sent: Vec<&String> = object.as_object().unwrap().keys().collect();
-    let mut described: Vec<&String> = schema["properties"].as_object().unwrap().keys().collect();
-    sent.sort();
-    described.sort();
-    assert_eq!(sent, described);
-    assert_eq!(schema["additionalProperties"], false);
-    assert_eq!(
-        schema["required"].as_array().unwrap().len(),
-        described.len()
+    for full in [false, true] {
+        check("Memory", &MemoryObject::new(&info.id, &m, full));
+    }
+    let moved = store
+        .update_memory(m.id, Some("two\n"), Some("/memories/c.md"), None)
+        .unwrap()
+        .unwrap();
+    let page = store
+        .list_memories("/memories", 1, None, 10, false)
+        .unwrap()
+        .unwrap();
+    for item in &page.items {
+        let item = serde_json::to_value(MemoryItem::new(&info.id, item, false)).unwrap();
+        let name = if item["type"] == "memory" {
+            "Memory"
+        } else {
+            "MemoryPrefix"
+        };
+        conforms(schemas, name, &item);
+    }
+    let versions = store
+        .versions(&Default::default(), None, 10, true)
+        .unwrap()
+        .unwrap()
+        .items;
+    assert!(versions.len() >= 2);
+    let redacted = store.redact(versions[0].id).unwrap().unwrap();
+    store.delete_memory(moved.id, None).unwrap().unwrap();
+    for v in store
+        .versions(&Default::default(), None, 10, true)
+        .unwrap()
+        .unwrap()
+        .items
+        .iter()
+        .chain([&redacted])
+    {
+        for full in [false, true] {
+            check(
+                "MemoryVersion",
+                &MemoryVersionObject::new(&info.id, v, full),
+            );
+        }
+    }
+    let entries = db.changes(0, 100, None).unwrap().entries;
+    let kinds: std::collections::BTreeSet<&str> =
+        entries.iter().map(|e| e.change.kind.event_type()).collect();
+    assert!(kinds.len() >= 5, "{kinds:?}");
+    for entry in &entries {
+        check("ChangeEntry", &ChangeObject::from(entry));
+    }
+    let actor = ActorObject::from(&memkv::Actor::Session("s".into()));
+    assert!(serde_json::to_value(actor).unwrap()["session_id"] == "s");
+    let hook = db
+        .add_webhook("https://example.com/hook", "whsec_c2VjcmV0", &[], &[])
+        .unwrap();
+    check("Webhook", &WebhookObject::from(&hook));
+    check(
+        "WebhookCreated",
+        &WebhookCreated::new(&hook, "whsec_c2VjcmV0".into()),
     );
+    let own = db.store_settings(&info.id).unwrap();
+    let effective = db.effective_settings(&info.id).unwrap();
+    check(
+        "StoreSettings",
+        &crate::api::settings::settings_object(&info.id, &own, &effective),
+    );
+}
+
+/// `serde::Serialize` as a trait object, for the checks above.
+mod erased {
+    pub trait Serialize {
+        fn to_value(&self) -> serde_json::Value;
+    }
+
+    impl<T: serde::Serialize> Serialize for T {
+        fn to_value(&self) -> serde_json::Value {
+            serde_json::to_value(self).expect("an object serializes")
+        }
+    }
 }
 
 /// The query parameters each handler file reads (`Query::get`, `flag`, `time`, `all`, `view`,

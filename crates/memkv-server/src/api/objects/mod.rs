@@ -2,7 +2,8 @@
 //! described by utoipa (`ToSchema`), so `/openapi.json`'s schemas are these types'. The
 //! library's objects (an actor, a change-log entry, search results) are in [`memkv::wire`].
 //!
-//! Every field is sent, `null` included, so each is `required`; a `type` field holds the
+//! Every field of these objects is sent, `null` included, so each is `required` (a store's own
+//! settings, which list only those it has, are the exception); a `type` field holds the
 //! object's one type name. The operator's objects (keys, webhooks, an import's summary, a
 //! store's settings) are in `operator`.
 

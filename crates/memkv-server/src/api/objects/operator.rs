@@ -292,10 +292,10 @@ impl From<SecretPolicy> for Secrets {
 #[serde(deny_unknown_fields)]
 pub struct OwnSettings {
     #[serde(skip_serializing_if = "Option::is_none")]
-    #[schema(minimum = 1)]
+    #[schema(value_type = u64, required = false, minimum = 1)]
     pub max_files: Option<u64>,
     #[serde(skip_serializing_if = "Option::is_none")]
-    #[schema(minimum = 1)]
+    #[schema(value_type = u64, required = false, minimum = 1)]
     pub max_bytes: Option<u64>,
     #[serde(skip_serializing_if = "Option::is_none")]
     #[schema(value_type = Period)]
