@@ -111,11 +111,11 @@ pub enum ToolErrors<'a> {
     Overloaded(ErrorBody<'a>),
 }
 
-/// 405 on the server's own routes.
+// 405 on the server's own routes (a comment, not a doc comment: utoipa would make it part of
+// the response's description).
 #[derive(IntoResponses)]
-#[response(status = 405, headers(("x-should-retry" = inline(NoRetry))))]
+#[response(status = 405, description = "Another method than GET", headers(("x-should-retry" = inline(NoRetry))))]
 #[allow(dead_code)]
-/// Another method than GET
 pub struct GetOnly<'a>(ErrorBody<'a>);
 
 /// The header the anthropic SDKs send with each request of the memory-stores API.

@@ -40,6 +40,10 @@ fn every_operation_says_how_it_is_authenticated() {
     }
     keyless.sort_unstable();
     assert_eq!(keyless, ["healthz", "openapi", "readyz"]);
+    assert_eq!(
+        doc["paths"]["/healthz"]["get"]["responses"]["405"]["description"],
+        "Another method than GET"
+    );
 }
 
 #[test]
@@ -217,7 +221,7 @@ fn objects_send_what_their_schemas_say() {
     use memkv::wire::{ActorObject, ChangeObject};
     let doc = document(64, 1000);
     let schemas = &doc["components"]["schemas"];
-    let check = |name: &str, value: &dyn erased::Serialize| {
+    let check = |name: &str, value: &dyn as_json::AsJson| {
         conforms(schemas, name, &value.to_value());
     };
     let db = memkv::Database::in_memory().unwrap();
@@ -288,8 +292,30 @@ fn objects_send_what_their_schemas_say() {
     for entry in &entries {
         check("ChangeEntry", &ChangeObject::from(entry));
     }
-    let actor = ActorObject::from(&memkv::Actor::Session("s".into()));
-    assert!(serde_json::to_value(actor).unwrap()["session_id"] == "s");
+    // An actor is one of three objects: each kind matches exactly one branch, by its type.
+    for actor in [
+        memkv::Actor::ApiKey("key_1".into()),
+        memkv::Actor::Session("s".into()),
+        memkv::Actor::User("u".into()),
+    ] {
+        let value = serde_json::to_value(ActorObject::from(&actor)).unwrap();
+        let branches: Vec<&Value> = schemas["Actor"]["oneOf"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .filter(|b| b["properties"]["type"]["enum"][0] == value["type"])
+            .collect();
+        assert_eq!(branches.len(), 1, "{value}");
+        let mut sent: Vec<&String> = value.as_object().unwrap().keys().collect();
+        let mut described: Vec<&String> = branches[0]["properties"]
+            .as_object()
+            .unwrap()
+            .keys()
+            .collect();
+        sent.sort();
+        described.sort();
+        assert_eq!(sent, described);
+    }
     let hook = db
         .add_webhook("https://example.com/hook", "whsec_c2VjcmV0", &[], &[])
         .unwrap();
@@ -306,13 +332,13 @@ fn objects_send_what_their_schemas_say() {
     );
 }
 
-/// `serde::Serialize` as a trait object, for the checks above.
-mod erased {
-    pub trait Serialize {
+/// Any `serde::Serialize` as a trait object, for the checks above.
+mod as_json {
+    pub trait AsJson {
         fn to_value(&self) -> serde_json::Value;
     }
 
-    impl<T: serde::Serialize> Serialize for T {
+    impl<T: serde::Serialize> AsJson for T {
         fn to_value(&self) -> serde_json::Value {
             serde_json::to_value(self).expect("an object serializes")
         }
