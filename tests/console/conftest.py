@@ -205,10 +205,16 @@ class Watch:
         page.on("pageerror", lambda e: self.events.append(f"page error: {e}"))
         page.on("console", self.console)
 
+    # What the browser itself logs: a page answered with an error status (a refusal the test
+    # asked for), and, on a loaded machine, the sign-in page's `autofocus` arriving after the
+    # test has already focused a field. Anything else on the console is the page's doing.
+    BROWSERS_OWN = (
+        ("error", "Failed to load resource: the server responded with a status of"),
+        ("info", "Autofocus processing was blocked because a document already has a focused element."),
+    )
+
     def console(self, message):
-        # A page answered with an error status (a refusal the test asked for) is logged by the
-        # browser itself; anything else on the console is the page's doing.
-        if not message.text.startswith("Failed to load resource: the server responded with a status of"):
+        if not any(message.type == kind and message.text.startswith(text) for kind, text in self.BROWSERS_OWN):
             self.events.append(f"console {message.type}: {message.text}")
 
     def request(self, request):

@@ -153,10 +153,10 @@ fn a_long_poll_answers_when_an_entry_commits_or_when_the_wait_runs_out() {
         );
         // Woken by the commit, not by the end of its 30 s: a few milliseconds on a quiet
         // machine; the bound leaves room for a loaded one (the CI runs three suites at once on
-        // two cores).
+        // two cores, and this binary runs the golden cases beside this test: 1.07 s seen).
         let late = answered.saturating_duration_since(committed);
         assert!(
-            late < Duration::from_secs(1),
+            late < Duration::from_secs(5),
             "answered {late:?} after the commit"
         );
     });
