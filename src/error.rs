@@ -40,14 +40,15 @@ pub enum Error {
         /// How many times the transaction ran (0: it never started, no connection was free).
         attempts: u32,
     },
-    /// The connection was lost while the database committed: the command may or may not have
-    /// been applied. memkv never re-runs it on its own; look (`view`) before sending it again.
-    #[error(
-        "{location}: the connection was lost during the commit; the command may or may not have been applied"
-    )]
+    /// The commit's outcome could not be learnt (a PostgreSQL connection lost while it
+    /// committed, a journal whose flush failed and could not be cut): the command may or may not
+    /// have been applied. memkv never re-runs it on its own; look (`view`) before sending it again.
+    #[error("{location}: {reason}; the command may or may not have been applied")]
     OutcomeUnknown {
-        /// The database.
+        /// The database (or its journal).
         location: String,
+        /// What happened, in words.
+        reason: String,
     },
     /// This build cannot open a database of that kind (a `postgres://` URL without the
     /// `postgres` feature).
@@ -110,6 +111,18 @@ pub enum Error {
         since: u64,
         /// The log's last `seq`.
         last: u64,
+    },
+    /// A read-only open found work that only a writer can do (redb's repair after a writer
+    /// died mid-write, or commits in the journal that the file does not hold yet), and this
+    /// process may not write the file or its directory. Nothing was changed.
+    #[error(
+        "{location}: {what}; that needs write access to the file and its directory, which this user lacks: run any memkv command on it once as a user who may write it (`memkv --db {location} check`, say)"
+    )]
+    NeedsWriter {
+        /// The database file.
+        location: String,
+        /// What must be done, in words.
+        what: String,
     },
     /// The database was opened read-only and the operation writes.
     #[error("the database was opened read-only")]

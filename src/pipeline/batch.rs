@@ -143,12 +143,13 @@ pub(crate) fn run(engine: &Engine, jobs: &mut [Box<dyn Job>]) -> Vec<Answer> {
         // The shared commit may have been applied: re-running a job (an `insert`, say) could
         // apply it twice. Every caller learns that the outcome is unknown. The notes are kept
         // (writing one twice changes nothing).
-        Err(Error::OutcomeUnknown { location }) => {
+        Err(Error::OutcomeUnknown { location, reason }) => {
             engine.access.restore(notes);
             jobs.iter()
                 .map(|_| {
                     Err(Error::OutcomeUnknown {
                         location: location.clone(),
+                        reason: reason.clone(),
                     })
                 })
                 .collect()

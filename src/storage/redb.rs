@@ -17,6 +17,7 @@
 //! `redb_format`). Both are written down in `docs/design.md`.
 
 mod create;
+pub mod files;
 mod health;
 mod journal;
 mod open;
@@ -24,6 +25,7 @@ pub(crate) mod reserve;
 mod txn;
 mod verify;
 
+pub use self::open::JournalLoss;
 pub use self::reserve::default_disk_reserve;
 pub use self::txn::{RedbRead, RedbWrite};
 
@@ -35,11 +37,12 @@ use redb::{
     TableHandle,
 };
 
+use self::files::{Files, OsFiles};
 use self::health::Health;
 use self::journal::Journal;
 use self::open::{
-    check_exists, check_redb_format, check_version, consolidate_legacy_tables, open_error,
-    open_read_only_db, open_writable,
+    Writable, check_exists, check_redb_format, check_version, consolidate_legacy_tables,
+    open_error, open_read_only_db, open_writable,
 };
 use self::reserve::Reserve;
 use self::txn::ReadTables;
@@ -139,7 +142,9 @@ pub struct RedbBackend {
     /// Space on the disk kept for writes that free space (a file database's; see `reserve`).
     reserve: Option<Reserve>,
     /// The journal through which commits are made durable (a file opened exclusively).
-    journal: Option<Mutex<Journal>>,
+    journal: Option<Box<Mutex<Journal>>>,
+    /// The filesystem of the journal and the reserve (see `files`).
+    files: Arc<dyn Files>,
 }
 
 /// The snapshot of the latest commit, and how many commits this process has made: a snapshot
@@ -179,7 +184,33 @@ impl RedbBackend {
         Self::ensure_and_open(path, shared, false)
     }
 
+    /// Opens (or creates) the database at `path` for writing, exclusively, with its journal
+    /// and reserve on `files`, and the file itself too if `files` gives redb a storage for it
+    /// ([`Files::database`]): a test's filesystem that crashes at any call.
+    pub fn open_with_files(path: &Path, files: Arc<dyn Files>) -> Result<Self, Error> {
+        if files.database(path).is_some() {
+            return Self::open_on(path, false, files);
+        }
+        Self::ensure(path, true)?;
+        Self::open_on(path, false, files)
+    }
+
+    /// Recovers the database at `path` from a damaged journal, which an open refuses: the
+    /// journal's intact records before the damage are replayed, and the journal is kept beside
+    /// the file as `DB.journal.damaged` (the commits in it from the damage on are given up).
+    /// A journal without damage is simply replayed. The operator's explicit choice
+    /// (`memkv check --accept-journal-loss`).
+    pub fn accept_journal_loss(path: &Path) -> Result<JournalLoss, Error> {
+        self::open::accept_journal_loss(path)
+    }
+
     fn ensure_and_open(path: &Path, shared: bool, create: bool) -> Result<Self, Error> {
+        Self::ensure(path, create)?;
+        Self::open_on(path, shared, Arc::new(OsFiles))
+    }
+
+    /// Creates the file at `path` if it is missing (and `create`) or holds no committed data.
+    fn ensure(path: &Path, create: bool) -> Result<(), Error> {
         let health = Arc::new(Health::new(&path.display().to_string()));
         create::ensure(path, create, |tmp| {
             let location = tmp.display().to_string();
@@ -191,16 +222,27 @@ impl RedbBackend {
             let backend = Self::init(db, Origin::Fixed, &location)?;
             backend.close();
             Ok(())
-        })?;
-        let (db, applied) = health.guard(|| open_writable(path, shared))?;
+        })
+    }
+
+    /// Opens the file at `path` for writing, replaying its journal, and starts a journal when
+    /// not `shared`.
+    fn open_on(path: &Path, shared: bool, files: Arc<dyn Files>) -> Result<Self, Error> {
+        let health = Health::new(&path.display().to_string());
+        let how = Writable {
+            shared,
+            ..Writable::plain(&*files)
+        };
+        let (db, applied) = health.guard(|| open_writable(path, &how))?;
         let origin = Origin::File {
             path: path.to_owned(),
             shared,
         };
         let mut backend = Self::init(db, origin, &path.display().to_string())?;
+        backend.files = Arc::clone(&files);
         if !shared {
-            let journal = Journal::open(path, backend.id()?, applied)?;
-            backend.journal = Some(Mutex::new(journal));
+            let journal = Journal::open(files, path, backend.id()?, applied)?;
+            backend.journal = Some(Box::new(Mutex::new(journal)));
         }
         Ok(backend)
     }
@@ -211,11 +253,7 @@ impl RedbBackend {
     pub fn open_read_only(path: &Path) -> Result<Self, Error> {
         check_exists(path)?;
         let location = path.display().to_string();
-        if journal::pending(path) {
-            // A writer died with commits in its journal: replay them (a brief writable open,
-            // refused while another process writes).
-            drop(open_writable(path, false)?);
-        }
+        Self::replay_for_reading(path)?;
         if create::holds_no_data(path).unwrap_or(false) {
             return Err(Error::NotMemkv {
                 location,
@@ -263,7 +301,46 @@ impl RedbBackend {
             location,
             reserve: None,
             journal: None,
+            files: Arc::new(OsFiles),
         })
+    }
+
+    /// Before a read-only open of `path`: a writer that died with commits in its journal that
+    /// the file does not hold yet leaves them to be replayed, by a brief writable open (refused
+    /// while another process writes). A journal whose records the file holds already (or an
+    /// empty one) needs nothing. Without write access to the file and its directory, the
+    /// open is refused with [`Error::NeedsWriter`], which says so.
+    fn replay_for_reading(path: &Path) -> Result<(), Error> {
+        let files = OsFiles;
+        let journal_path = journal::path_of(path);
+        if !files.exists(&journal_path).map_err(|source| Error::Io {
+            path: journal_path.clone(),
+            source,
+        })? {
+            return Ok(());
+        }
+        let health = Health::new(&path.display().to_string());
+        let (applied, id) = {
+            let db = health.guard(|| open_read_only_db(path))?;
+            let applied = txn::meta_value(&db, &health, journal::APPLIED_KEY)?;
+            let id = txn::meta_value(&db, &health, journal::ID_KEY)?;
+            health::quietly(|| drop(db.close()));
+            (applied, id)
+        };
+        let records = journal::pending(&files, path, id, applied)?;
+        if records == 0 {
+            return Ok(());
+        }
+        if !open::may_write(path) {
+            return Err(Error::NeedsWriter {
+                location: path.display().to_string(),
+                what: format!(
+                    "its journal holds {records} acknowledged commit(s) that the file does not hold yet (a writer stopped without closing it)"
+                ),
+            });
+        }
+        drop(open_writable(path, &Writable::plain(&files))?);
+        Ok(())
     }
 
     /// A database on any redb storage backend (an encrypted or remote block store, or a backend
@@ -356,6 +433,7 @@ impl RedbBackend {
             location: location.to_owned(),
             reserve: None,
             journal: None,
+            files: Arc::new(OsFiles),
         })
     }
 
@@ -366,10 +444,24 @@ impl RedbBackend {
     pub fn with_disk_reserve(mut self, bytes: u64) -> Self {
         if let Origin::File { path, .. } = &self.origin {
             if bytes > 0 {
-                self.reserve = Some(Reserve::keep(path, bytes));
+                self.reserve = Some(Reserve::keep(Arc::clone(&self.files), path, bytes));
             } else {
-                reserve::remove(path);
+                reserve::remove(&*self.files, path);
             }
+        }
+        self
+    }
+
+    /// A checkpoint every `records` journaled commits instead of every 2,048 (and 4 MiB), for
+    /// tests that cross many checkpoints in few commits.
+    #[doc(hidden)]
+    #[must_use]
+    pub fn checkpoint_every(self, records: u64) -> Self {
+        if let Some(journal) = &self.journal {
+            journal
+                .lock()
+                .unwrap_or_else(PoisonError::into_inner)
+                .checkpoint_every(records);
         }
         self
     }
@@ -388,7 +480,7 @@ impl RedbBackend {
         let Db::Write(redb) = &*db else {
             return Err(Error::ReadOnly);
         };
-        let result = txn::write(redb, &self.health, self.journal.as_ref(), f);
+        let result = txn::write(redb, &self.health, self.journal.as_deref(), f);
         // Before the caller answers anyone: reads from now on see this commit.
         let commits = self.committed();
         if let Ok(tables) = self.snapshot(&db) {
@@ -517,12 +609,21 @@ impl RedbBackend {
         }
         let db = self.health.guard(|| match writer {
             Some(shared) => {
-                let (db, applied) = open_writable(path, shared)?;
+                // On a full disk the reserve is given up through the backend's own handle,
+                // which then knows to take it back (`top_up`).
+                let release = || self.reserve.as_ref().is_some_and(Reserve::release);
+                let how = Writable {
+                    files: &*self.files,
+                    shared,
+                    release: &release,
+                };
+                let (db, applied) = open_writable(path, &how)?;
                 if let Some(journal) = &self.journal {
                     // The replay above applied every record of the old journal.
                     let id = txn::meta_value(&db, &self.health, journal::ID_KEY)?;
-                    *journal.lock().unwrap_or_else(PoisonError::into_inner) =
-                        Journal::open(path, id, applied)?;
+                    let mut journal = journal.lock().unwrap_or_else(PoisonError::into_inner);
+                    let fresh = Journal::open(Arc::clone(&self.files), path, id, applied)?;
+                    *journal = journal.succeeded_by(fresh);
                 }
                 Ok(Db::Write(db))
             }
@@ -546,6 +647,8 @@ impl Backend for RedbBackend {
         // The check reads the file, which holds journaled commits only after a checkpoint.
         self.checkpoint()?;
         match &self.origin {
+            // A file on the caller's storage (see `Files::database`): as for `Fixed`.
+            Origin::File { path, .. } if self.files.database(path).is_some() => Ok(Vec::new()),
             Origin::File { path, .. } | Origin::ReadOnlyFile { path } => verify::pages(path),
             Origin::Fixed => Ok(Vec::new()),
         }
@@ -610,6 +713,7 @@ impl Drop for RedbBackend {
     /// A clean close checkpoints (see `journal`): the file alone is then the whole database.
     fn drop(&mut self) {
         if let Some(journal) = &self.journal
+            && !self.health.failed()
             && self.checkpoint().is_ok()
         {
             journal

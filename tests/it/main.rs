@@ -5,6 +5,7 @@ mod backup;
 mod backup_history;
 mod changes;
 mod concurrency;
+mod crash;
 mod expiry;
 mod faults;
 mod format;

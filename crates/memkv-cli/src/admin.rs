@@ -4,7 +4,7 @@ use std::io::{self, Write};
 
 use memkv::Database;
 
-use crate::args::{CatArgs, Global, SettingsArgs, UserArg};
+use crate::args::{CatArgs, CheckArgs, Global, SettingsArgs, UserArg};
 
 type Result<T = ()> = std::result::Result<T, Box<dyn std::error::Error>>;
 
@@ -154,7 +154,27 @@ pub fn stats(global: &Global) -> Result {
     Ok(())
 }
 
-pub fn check(global: &Global) -> Result {
+pub fn check(global: &Global, args: &CheckArgs) -> Result {
+    if args.accept_journal_loss {
+        let path = global.db_path()?;
+        if memkv::storage::is_postgres_url(&path.to_string_lossy()) {
+            return Err(
+                "--accept-journal-loss is for a redb file; PostgreSQL keeps no journal".into(),
+            );
+        }
+        let loss = memkv::storage::redb::RedbBackend::accept_journal_loss(&path)?;
+        match (&loss.damaged_at, &loss.kept_as) {
+            (Some(offset), Some(kept)) => eprintln!(
+                "the journal was damaged at byte {offset}: {} intact commit(s) before it replayed, every commit from there on given up; the journal is kept as {}",
+                loss.replayed,
+                kept.display()
+            ),
+            _ => eprintln!(
+                "the journal was not damaged: {} commit(s) replayed, nothing given up",
+                loss.replayed
+            ),
+        }
+    }
     let store = open_read_only(global)?;
     let problems = store.check()?;
     let mut out = io::stdout().lock();

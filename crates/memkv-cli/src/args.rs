@@ -185,7 +185,7 @@ pub enum Commands {
     /// Create the database (a redb file, or memkv's tables in PostgreSQL) if it does not exist
     Init,
     /// Verify the database against memkv's invariants
-    Check,
+    Check(CheckArgs),
     /// Serve the memory tool over MCP on stdin/stdout (Claude Desktop, Claude Code, ...)
     ///
     /// One tool, `memory`, acting on --user's /memories. The database is opened by this process,
@@ -594,6 +594,15 @@ pub struct VersionArgs {
     pub user: String,
     /// The version's id, as `memkv history` shows it (memver_…)
     pub version: String,
+}
+
+#[derive(Debug, Args)]
+pub struct CheckArgs {
+    /// A redb database whose journal (DB.journal) is damaged before commits that were
+    /// acknowledged, which every open refuses: replay the intact records before the damage,
+    /// keep the journal as DB.journal.damaged, and give up the commits from the damage on
+    #[arg(long)]
+    pub accept_journal_loss: bool,
 }
 
 #[derive(Debug, Args)]

@@ -97,7 +97,7 @@ fn main() -> ExitCode {
         Commands::History(a) => history::history(&cli.global, a),
         Commands::Restore(a) => history::restore(&cli.global, a),
         Commands::Redact(a) => history::redact(&cli.global, a),
-        Commands::Check => admin::check(&cli.global),
+        Commands::Check(args) => admin::check(&cli.global, args),
         Commands::Init => admin::init(&cli.global),
         Commands::Export(a) => backup::export(&cli.global, a),
         Commands::Import(a) => backup::import(&cli.global, a),

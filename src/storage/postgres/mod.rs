@@ -569,6 +569,7 @@ impl Backend for PgBackend {
                     // The connection broke with the commit on its way: it may have happened.
                     return Err(Error::OutcomeUnknown {
                         location: self.location.clone(),
+                        reason: "the connection was lost during the commit".into(),
                     });
                 }
             } else {

@@ -14,13 +14,21 @@
 //!
 //! At open, the reserve's goal is its target, but at most half of what it holds and the disk's free
 //! space make together, so that a small disk still leaves room for the database. Given up, it takes
-//! back what it can, up to that goal, and nothing beyond it while the process runs.
+//! back what it can, up to that goal, and nothing beyond it while the process runs. A reopen after
+//! a failure that gives the reserve up does so through the same [`Reserve`], so that the next
+//! write takes it back (it once emptied the file behind the reserve's back, which then never
+//! filled again).
+//!
+//! The file is opened through [`Files`]: never through a symbolic link, and only if it is a
+//! regular file (a reserve that cannot be opened is not kept; nothing else is truncated).
+//! Its name is never flushed into its directory: a reserve lost in a crash is made again.
 
-use std::fs::{File, OpenOptions};
 use std::io;
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::{Mutex, PoisonError};
+use std::sync::{Arc, Mutex, PoisonError};
+
+use super::files::{Access, FileOps, Files};
 
 /// How much a reserve grows in one step; a step the disk refuses is halved, down to
 /// [`MIN_STEP`], so that little free space is left behind on a full disk.
@@ -42,6 +50,7 @@ pub fn default_disk_reserve(max_bytes: u64) -> u64 {
 /// The reserve file of one database.
 #[derive(Debug)]
 pub(super) struct Reserve {
+    files: Arc<dyn Files>,
     path: PathBuf,
     /// What it holds when it is not given up: the target, or less on a small disk.
     goal: u64,
@@ -62,10 +71,11 @@ impl Reserve {
     /// The reserve of the database at `db`, of `target` bytes (less on a small disk), filled
     /// now as far as the disk allows. A reserve that cannot be made at all leaves the database
     /// working without one.
-    pub(super) fn keep(db: &Path, target: u64) -> Reserve {
+    pub(super) fn keep(files: Arc<dyn Files>, db: &Path, target: u64) -> Reserve {
         let path = path_for(db);
-        let goal = goal(&path, target).unwrap_or(0);
+        let goal = goal(&*files, &path, target).unwrap_or(0);
         let reserve = Reserve {
+            files,
             path,
             goal,
             held: AtomicU64::new(0),
@@ -89,14 +99,14 @@ impl Reserve {
     pub(super) fn release(&self) -> bool {
         let _guard = self.lock.lock().unwrap_or_else(PoisonError::into_inner);
         self.held.store(0, Ordering::Release);
-        truncate(&self.path)
+        truncate(&*self.files, &self.path)
     }
 
     /// Grows the reserve towards its goal, step by step, until the disk refuses the smallest.
     pub(super) fn fill(&self) -> io::Result<()> {
         let _guard = self.lock.lock().unwrap_or_else(PoisonError::into_inner);
-        let file = open(&self.path)?;
-        let mut len = file.metadata()?.len();
+        let file = self.files.open(&self.path, Access::Create)?;
+        let mut len = file.len()?;
         let goal = self.goal;
         if len > goal {
             // A smaller reserve than a run before kept.
@@ -109,103 +119,53 @@ impl Reserve {
                 break Ok(());
             }
             let n = step.min(goal - len);
-            match allocate(&file, len, n) {
+            match allocate(file.as_ref(), len, n) {
                 Ok(()) => len += n,
                 Err(_) if step > MIN_STEP => step /= 2,
                 Err(e) => break Err(e),
             }
         };
         // What is held is what the file holds, whatever the last step did.
-        let len = file.metadata().map_or(len, |m| m.len());
+        let len = file.len().unwrap_or(len);
         let synced = file.sync_all();
         self.held.store(len.min(goal), Ordering::Release);
         result.and(synced)
     }
 }
 
-fn open(path: &Path) -> io::Result<File> {
-    OpenOptions::new()
-        .create(true)
-        .truncate(false)
-        .read(true)
-        .write(true)
-        .open(path)
-}
-
 /// `target`, but at most half of what the reserve and the disk's free space make together, so
 /// that the goal stays put from one open to the next instead of taking half again each time.
-fn goal(path: &Path, target: u64) -> io::Result<u64> {
-    let file = open(path)?;
-    let len = file.metadata()?.len();
-    Ok(target.min(len.saturating_add(available(&file)?) / 2))
+fn goal(files: &dyn Files, path: &Path, target: u64) -> io::Result<u64> {
+    let file = files.open(path, Access::Create)?;
+    let len = file.len()?;
+    Ok(target.min(len.saturating_add(file.available()?) / 2))
 }
 
 /// Gives the reserve of the database at `db` back to the disk, whoever keeps it (a read-only
 /// open that must repair the file, say); false if there was none, or it held nothing.
-pub(super) fn release(db: &Path) -> bool {
-    truncate(&path_for(db))
+pub(super) fn release(files: &dyn Files, db: &Path) -> bool {
+    truncate(files, &path_for(db))
 }
 
 /// Removes the reserve of the database at `db`, if any (a database that keeps none).
-pub(super) fn remove(db: &Path) {
-    let _ = std::fs::remove_file(path_for(db));
+pub(super) fn remove(files: &dyn Files, db: &Path) {
+    let _ = files.remove(&path_for(db));
 }
 
 /// Truncates the file at `path` to nothing; true if it held something and now holds nothing.
-fn truncate(path: &Path) -> bool {
-    let Ok(file) = OpenOptions::new().write(true).open(path) else {
+fn truncate(files: &dyn Files, path: &Path) -> bool {
+    let Ok(file) = files.open(path, Access::Write) else {
         return false;
     };
-    let held = file.metadata().is_ok_and(|m| m.len() > 0);
+    let held = file.len().is_ok_and(|len| len > 0);
     held && file.set_len(0).and_then(|()| file.sync_all()).is_ok()
 }
 
-/// Bytes free for this process on the disk holding `file`.
-#[cfg(unix)]
-pub(super) fn available(file: &File) -> io::Result<u64> {
-    let stat = rustix::fs::fstatvfs(file)?;
-    Ok(stat.f_bavail.saturating_mul(stat.f_frsize))
-}
-
-#[cfg(not(unix))]
-pub(super) fn available(_file: &File) -> io::Result<u64> {
-    Ok(u64::MAX)
-}
-
-/// Allocates `len` bytes of `file` at `offset` on the disk (blocks, not a sparse length).
-#[cfg(target_os = "linux")]
-fn allocate(file: &File, offset: u64, len: u64) -> io::Result<()> {
-    use rustix::io::Errno;
-    match rustix::fs::fallocate(file, rustix::fs::FallocateFlags::empty(), offset, len) {
-        Ok(()) => Ok(()),
-        // A filesystem without fallocate: write the bytes.
-        Err(Errno::OPNOTSUPP | Errno::INVAL) => write_bytes(file, offset, len),
-        Err(e) => Err(e.into()),
-    }
-}
-
-#[cfg(not(target_os = "linux"))]
-fn allocate(file: &File, offset: u64, len: u64) -> io::Result<()> {
-    write_bytes(file, offset, len)
-}
-
-/// Writes `len` bytes at `offset`, so that the disk allocates them.
-fn write_bytes(file: &File, offset: u64, len: u64) -> io::Result<()> {
-    use std::io::{Seek, SeekFrom, Write};
-    let mut file = file;
-    file.seek(SeekFrom::Start(offset))?;
-    let chunk = vec![0u8; 64 << 10];
-    let mut left = len;
-    while left > 0 {
-        let n = left.min(chunk.len() as u64) as usize;
-        if let Err(e) = file.write_all(&chunk[..n]) {
-            // Keep only whole steps: a partly written step is given back.
-            let _ = file.set_len(offset);
-            return Err(e);
-        }
-        left -= n as u64;
-    }
-    Ok(())
+/// Allocates `len` bytes at `offset`; a step only partly allocated is given back.
+fn allocate(file: &dyn FileOps, offset: u64, len: u64) -> io::Result<()> {
+    file.allocate(offset, len).inspect_err(|_| {
+        let _ = file.set_len(offset);
+    })
 }
 
 #[cfg(test)]
@@ -216,7 +176,8 @@ mod tests {
     fn a_reserve_fills_gives_up_and_takes_back_its_space() {
         let dir = tempfile::tempdir().unwrap();
         let db = dir.path().join("memkv.redb");
-        let reserve = Reserve::keep(&db, 3 * STEP + 5);
+        let files: Arc<dyn Files> = Arc::new(super::super::files::OsFiles);
+        let reserve = Reserve::keep(Arc::clone(&files), &db, 3 * STEP + 5);
         let file = path_for(&db);
         assert_eq!(reserve.held(), 3 * STEP + 5);
         assert_eq!(std::fs::metadata(&file).unwrap().len(), 3 * STEP + 5);
@@ -237,7 +198,7 @@ mod tests {
         reserve.fill().unwrap();
         assert_eq!(reserve.held(), 3 * STEP + 5);
         // A later open finds it full and leaves it so.
-        let again = Reserve::keep(&db, 3 * STEP + 5);
+        let again = Reserve::keep(files, &db, 3 * STEP + 5);
         assert_eq!(again.held(), 3 * STEP + 5);
         assert_eq!(std::fs::metadata(&file).unwrap().len(), 3 * STEP + 5);
     }

@@ -276,3 +276,61 @@ fn reads_share_the_latest_commit_and_never_miss_a_later_one() {
         Some(b"5".to_vec())
     );
 }
+
+/// The host's files, whose reads of the journal find the disk full once when armed (as a
+/// reopen's replay does on a full disk).
+#[derive(Debug, Default)]
+struct FullOnce(std::sync::atomic::AtomicBool);
+
+impl Files for FullOnce {
+    fn open(&self, path: &Path, access: files::Access) -> std::io::Result<Box<dyn files::FileOps>> {
+        let journal = path.to_string_lossy().ends_with(".journal");
+        if journal
+            && access == files::Access::Read
+            && self.0.swap(false, std::sync::atomic::Ordering::SeqCst)
+        {
+            return Err(std::io::ErrorKind::StorageFull.into());
+        }
+        OsFiles.open(path, access)
+    }
+    fn exists(&self, path: &Path) -> std::io::Result<bool> {
+        OsFiles.exists(path)
+    }
+    fn remove(&self, path: &Path) -> std::io::Result<()> {
+        OsFiles.remove(path)
+    }
+    fn rename_new(&self, from: &Path, to: &Path) -> std::io::Result<()> {
+        OsFiles.rename_new(from, to)
+    }
+    fn sync_dir(&self, dir: &Path) -> std::io::Result<()> {
+        OsFiles.sync_dir(dir)
+    }
+}
+
+#[test]
+fn a_reserve_given_up_by_a_reopen_is_taken_back_by_the_next_write() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("m.redb");
+    let files = Arc::new(FullOnce::default());
+    let b = RedbBackend::open_with_files(&path, Arc::clone(&files) as Arc<dyn Files>)
+        .unwrap()
+        .with_disk_reserve(1 << 20);
+    let reserve = reserve::path_for(&path);
+    let kept = b.disk_reserve();
+    assert_eq!(kept, 1 << 20);
+    commit(&b, |w| w.put(Space::Contents, "u", b"a", b"1").unwrap());
+    commit(&b, |w| w.put(Space::Contents, "u", b"b", b"2").unwrap());
+    // A failure forces a reopen, whose replay finds the disk full and gives the reserve up.
+    files.0.store(true, std::sync::atomic::Ordering::SeqCst);
+    b.health.force_reopen();
+    commit(&b, |w| w.put(Space::Contents, "u", b"c", b"3").unwrap());
+    assert!(
+        !files.0.load(std::sync::atomic::Ordering::SeqCst),
+        "not armed"
+    );
+    // Right after that write, the reserve holds its goal again, in the file too.
+    assert_eq!(b.disk_reserve(), kept);
+    assert_eq!(std::fs::metadata(&reserve).unwrap().len(), kept);
+    let read = b.begin_read().unwrap();
+    assert_eq!(collect(&read, Space::Contents, "u", b"", None).len(), 3);
+}

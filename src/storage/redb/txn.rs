@@ -561,7 +561,7 @@ fn open_tables<'t>(
 
 /// The value of `key` in `memkv_meta` in `db`'s latest commit (0: none), e.g. the number of the
 /// last journaled commit it holds.
-pub(super) fn meta_value(db: &Database, h: &Health, key: &str) -> Result<u64, Error> {
+pub(super) fn meta_value(db: &impl ReadableDatabase, h: &Health, key: &str) -> Result<u64, Error> {
     h.guard(|| {
         let txn = db.begin_read().map_err(|e| h.fail(e))?;
         let meta = match txn.open_table(META) {
@@ -656,13 +656,17 @@ pub(super) fn write<R>(
     }
     if checkpoint {
         h.guard(|| txn.commit().map_err(|e| h.fail(e)))?;
-        // Everything up to `number` is in the file; a journal that cannot be emptied now only
-        // holds records a replay skips, and the next commit is a checkpoint again.
-        let _ = journal.checkpointed(number);
+        // Everything up to `number` is in the file: the journal starts over.
+        journal.checkpointed(number);
         return Ok(value);
     }
     if let Err(e) = journal.append(number, ops) {
         let _ = txn.abort();
+        if matches!(e, Error::OutcomeUnknown { .. }) {
+            // Fail-stop: the journal's state is unknown; the reopen before the next
+            // transaction replays what the disk holds, and a new journal starts.
+            h.force_reopen();
+        }
         return Err(e);
     }
     // Durable from here on: a commit that redb fails now is applied by the replay of the
@@ -699,5 +703,6 @@ pub(super) fn checkpoint(db: &Database, h: &Health, journal: &Mutex<Journal>) ->
             .map_err(|e| h.fail(e))?;
         txn.commit().map_err(|e| h.fail(e))
     })?;
-    journal.checkpointed(last)
+    journal.checkpointed(last);
+    Ok(())
 }

@@ -159,6 +159,11 @@ fn after_a_full_disk_the_same_exec_process_goes_on_once_space_returns() {
 
     let mut exec = Exec::start(&db, "u");
     let text = "x".repeat(90_000) + "\n";
+    exec.call(json!({"command": "view", "path": "/memories"}));
+    let reserve = fs.path().join("memkv.redb.reserve");
+    let reserve_len = || std::fs::metadata(&reserve).unwrap().len();
+    let kept = reserve_len();
+    assert!(kept > 0, "no reserve was kept");
     let created = exec.fill("f");
     assert!(created > 0);
     // Still full: still refused, and nothing half-done is visible.
@@ -180,6 +185,20 @@ fn after_a_full_disk_the_same_exec_process_goes_on_once_space_returns() {
         out["content"],
         "Here's the content of /memories/after with line numbers:\n     1\tback"
     );
+    // The reserve given up on the way (the reopen after the failure) was taken back…
+    assert_eq!(reserve_len(), kept, "the reserve was not taken back");
+    // … so when the disk fills again, deletes still commit.
+    let refilled = exec.fill("g");
+    assert!(created > 3, "{created}");
+    for i in 1..=3 {
+        let path = format!("/memories/f{i}");
+        let out = exec.call(json!({"command": "delete", "path": path}));
+        assert_eq!(
+            out["content"],
+            format!("Successfully deleted {path}"),
+            "{out}"
+        );
+    }
 
     drop(exec.stdin);
     let mut stderr = String::new();
@@ -199,9 +218,9 @@ fn after_a_full_disk_the_same_exec_process_goes_on_once_space_returns() {
     );
     let out = crate::common::memkv(&db).args(["users"]).output().unwrap();
     let users = String::from_utf8(out.stdout).unwrap();
-    // f0 was deleted and `after` added.
+    // f0-f3 were deleted, `after` and the second filling added.
     let files: Vec<&str> = users.lines().nth(1).unwrap().split_whitespace().collect();
-    assert_eq!(files[0], created.to_string(), "{users}");
+    assert_eq!(files[0], (created + refilled - 3).to_string(), "{users}");
     assert_eq!(files[2], "u", "{users}");
 }
 

@@ -142,3 +142,190 @@ fn a_journal_beside_another_database_is_refused_and_replayed_beside_its_own() {
     assert_eq!(files(&moved).len(), 5);
     assert!(!journal_of(&moved).exists());
 }
+
+/// Where each record of the journal at `path` starts (format 2: a 40-byte header, then frames
+/// of a `u32` length, the salt and a checksum, 20 bytes, before the payload).
+fn record_offsets(path: &Path) -> Vec<u64> {
+    let bytes = std::fs::read(path).unwrap();
+    let salt = &bytes[24..32];
+    let mut at = 40;
+    let mut out = Vec::new();
+    while at + 20 <= bytes.len() && &bytes[at + 4..at + 12] == salt {
+        out.push(at as u64);
+        at += 20 + u32::from_le_bytes(bytes[at..at + 4].try_into().unwrap()) as usize;
+    }
+    out
+}
+
+/// Runs `command` with no input, and fails the test if it has not ended after 60 s (a command
+/// that waits on a FIFO would never end).
+fn bounded(command: &mut std::process::Command) -> std::process::Output {
+    let mut child = command
+        .stdin(std::process::Stdio::null())
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    let start = std::time::Instant::now();
+    while child.try_wait().unwrap().is_none() {
+        if start.elapsed() > std::time::Duration::from_secs(60) {
+            child.kill().unwrap();
+            panic!("{command:?} still runs after 60 s");
+        }
+        std::thread::sleep(std::time::Duration::from_millis(20));
+    }
+    child.wait_with_output().unwrap()
+}
+
+#[test]
+fn a_damaged_record_before_acknowledged_ones_is_refused_until_the_loss_is_accepted() {
+    let dir = tempfile::tempdir().unwrap();
+    let db = dir.path().join("j.redb");
+    // The first commit is a checkpoint; the nine after it are journaled.
+    acknowledge_then_kill(&db, &creates("acked", 10));
+    let journal = journal_of(&db);
+    let offsets = record_offsets(&journal);
+    assert_eq!(offsets.len(), 9, "{offsets:?}");
+    // One flipped byte inside record 6 of 9: records 7-9 were acknowledged and are intact.
+    let mut bytes = std::fs::read(&journal).unwrap();
+    bytes[offsets[5] as usize + 30] ^= 0x40;
+    std::fs::write(&journal, &bytes).unwrap();
+    for args in [&["tree", "-u", "u"][..], &["check"], &["init"]] {
+        let out = bounded(common::memkv(&db).args(args));
+        fails(&out, 1, &format!("(at byte {})", offsets[5]));
+        let message = common::stderr(&out);
+        assert!(
+            message.contains("j.redb.journal") && message.contains("--accept-journal-loss"),
+            "{message}"
+        );
+    }
+    assert_eq!(
+        std::fs::read(&journal).unwrap(),
+        bytes,
+        "the journal is kept"
+    );
+    // The operator accepts the loss: the five intact records are replayed, the rest given up.
+    let out = bounded(common::memkv(&db).args(["check", "--accept-journal-loss"]));
+    assert!(ok(&out).contains("every invariant holds"));
+    assert!(
+        common::stderr(&out).contains(&format!(
+            "damaged at byte {}: 5 intact commit(s)",
+            offsets[5]
+        )),
+        "{}",
+        common::stderr(&out)
+    );
+    assert!(!journal.exists());
+    assert_eq!(
+        std::fs::read(dir.path().join("j.redb.journal.damaged")).unwrap(),
+        bytes
+    );
+    let mut listed = files(&db);
+    listed.sort();
+    let mut expected: Vec<String> = (0..6).map(|i| format!("/memories/acked-{i}.md")).collect();
+    expected.sort();
+    assert_eq!(listed, expected);
+}
+
+#[cfg(unix)]
+#[test]
+fn a_fifo_or_a_link_beside_the_database_is_refused_at_once_and_never_followed() {
+    let dir = tempfile::tempdir().unwrap();
+    let db = dir.path().join("j.redb");
+    ok(&common::run_with_input(common::memkv(&db).arg("init"), b""));
+    let journal = journal_of(&db);
+    let create = format!(
+        "{}\n",
+        json!({"command": "create", "path": "/memories/a.md", "file_text": "x"})
+    );
+    // A FIFO: no command waits on it.
+    let name = std::ffi::CString::new(journal.as_os_str().as_encoded_bytes()).unwrap();
+    // SAFETY: `name` is a valid C string that lives through the call.
+    assert_eq!(unsafe { libc::mkfifo(name.as_ptr(), 0o600) }, 0);
+    for args in [&["check"][..], &["exec", "-u", "u"]] {
+        let out = bounded(common::memkv(&db).args(args));
+        fails(&out, 1, "a FIFO, not a regular file");
+    }
+    std::fs::remove_file(&journal).unwrap();
+    // A dangling link: its target is never created.
+    let target = dir.path().join("elsewhere");
+    std::os::unix::fs::symlink(&target, &journal).unwrap();
+    let out = bounded(common::memkv(&db).args(["exec", "-u", "u"]));
+    fails(&out, 1, "a symbolic link, not a regular file");
+    assert!(!target.exists());
+    std::fs::remove_file(&journal).unwrap();
+    // A link named like the reserve, to someone else's file: not followed, nothing cut.
+    let other = dir.path().join("other.bin");
+    std::fs::write(&other, vec![7u8; 5 << 20]).unwrap();
+    let reserve = dir.path().join("j.redb.reserve");
+    let _ = std::fs::remove_file(&reserve);
+    std::os::unix::fs::symlink(&other, &reserve).unwrap();
+    let out = common::run_with_input(
+        common::memkv(&db).args(["exec", "-u", "u"]),
+        create.as_bytes(),
+    );
+    assert!(ok(&out).contains("File created successfully"));
+    assert_eq!(std::fs::metadata(&other).unwrap().len(), 5 << 20);
+    assert!(std::fs::read(&other).unwrap().iter().all(|&b| b == 7));
+}
+
+#[cfg(unix)]
+#[test]
+fn a_reader_who_may_not_write_is_told_the_journal_needs_replaying_and_changes_nothing() {
+    // SAFETY: geteuid has no preconditions.
+    let root = unsafe { libc::geteuid() } == 0;
+    let dir = tempfile::tempdir().unwrap();
+    let db = dir.path().join("j.redb");
+    acknowledge_then_kill(&db, &creates("acked", 4));
+    let journal = journal_of(&db);
+    let before = (
+        std::fs::read(&db).unwrap(),
+        std::fs::read(&journal).unwrap(),
+    );
+    use std::os::unix::fs::PermissionsExt;
+    let set = |path: &Path, mode: u32| {
+        std::fs::set_permissions(path, std::fs::Permissions::from_mode(mode)).unwrap();
+    };
+    // Readable by anyone, writable by the owner (root here) only.
+    set(dir.path(), 0o755);
+    set(&db, 0o644);
+    set(&journal, 0o644);
+    let reader = |args: &[&str]| {
+        let mut c = if root {
+            // Another user than the files' owner.
+            let mut c = std::process::Command::new("setpriv");
+            c.args(["--reuid=nobody", "--regid=nogroup", "--clear-groups"])
+                .arg(env!("CARGO_BIN_EXE_memkv"));
+            c
+        } else {
+            set(dir.path(), 0o555);
+            set(&db, 0o444);
+            std::process::Command::new(env!("CARGO_BIN_EXE_memkv"))
+        };
+        c.arg("--db").arg(&db).args(args).env_remove("MEMKV_DB");
+        bounded(&mut c)
+    };
+    for args in [&["tree", "-u", "u"][..], &["check"], &["users"]] {
+        let out = reader(args);
+        // (A writer killed leaves redb's repair to do, before the journal's replay.)
+        fails(&out, 1, "a writer stopped mid-write");
+        assert!(
+            common::stderr(&out).contains("needs write access to the file and its directory"),
+            "{}",
+            common::stderr(&out)
+        );
+    }
+    set(dir.path(), 0o755);
+    set(&db, 0o644);
+    assert_eq!(
+        (
+            std::fs::read(&db).unwrap(),
+            std::fs::read(&journal).unwrap()
+        ),
+        before,
+        "nothing changed"
+    );
+    // The owner's read-only command replays it; then anyone may read.
+    assert_eq!(files(&db).len(), 4);
+    assert!(ok(&reader(&["tree", "-u", "u"])).contains("acked-3.md"));
+}
