@@ -637,7 +637,12 @@ impl Global {
         }
         let path = self.db_path()?;
         if let Some(parent) = path.parent().filter(|p| !p.as_os_str().is_empty()) {
-            std::fs::create_dir_all(parent)
+            // Only its owner may list or enter a directory of memories, whatever the umask.
+            let mut dir = std::fs::DirBuilder::new();
+            dir.recursive(true);
+            #[cfg(unix)]
+            std::os::unix::fs::DirBuilderExt::mode(&mut dir, 0o700);
+            dir.create(parent)
                 .map_err(|e| format!("cannot create {}: {e}", parent.display()))?;
         }
         Ok(())

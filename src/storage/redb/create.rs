@@ -77,12 +77,13 @@ pub(super) fn ensure(
         }
     };
     let tmp = temporary_name(path);
-    // Exclusive: never a file (or a link) that someone else put there.
-    OpenOptions::new()
-        .write(true)
-        .create_new(true)
-        .open(&tmp)
-        .map_err(|e| io_error(&tmp, e))?;
+    // Exclusive: never a file (or a link) that someone else put there. Its owner's alone,
+    // whatever the umask: memories are personal.
+    let mut options = OpenOptions::new();
+    options.write(true).create_new(true);
+    #[cfg(unix)]
+    std::os::unix::fs::OpenOptionsExt::mode(&mut options, 0o600);
+    options.open(&tmp).map_err(|e| io_error(&tmp, e))?;
     let placed = initialise(&tmp).and_then(|()| {
         File::open(&tmp)
             .and_then(|f| f.sync_all())

@@ -7,7 +7,7 @@
 //! [`OsFiles`], the real one, opens only regular files, never through a symbolic link
 //! (`O_NOFOLLOW`), and never waits on a FIFO or a device (`O_NONBLOCK`, then a check of what was
 //! opened): a file beside the database that something else put there is refused with its name,
-//! not followed, truncated or waited on.
+//! not followed, truncated or waited on. What it creates is readable by its owner alone (0600).
 
 use std::fmt;
 use std::fs::{File, OpenOptions};
@@ -104,7 +104,10 @@ impl Files for OsFiles {
         #[cfg(unix)]
         {
             use std::os::unix::fs::OpenOptionsExt;
-            options.custom_flags(libc::O_NOFOLLOW | libc::O_NONBLOCK);
+            // A file made here is its owner's alone, whatever the umask: it holds memories.
+            options
+                .custom_flags(libc::O_NOFOLLOW | libc::O_NONBLOCK)
+                .mode(0o600);
         }
         let file = match options.open(path) {
             Ok(file) => file,

@@ -329,3 +329,21 @@ fn a_reader_who_may_not_write_is_told_the_journal_needs_replaying_and_changes_no
     assert_eq!(files(&db).len(), 4);
     assert!(ok(&reader(&["tree", "-u", "u"])).contains("acked-3.md"));
 }
+
+#[cfg(unix)]
+#[test]
+fn the_database_its_journal_reserve_and_directory_are_its_owners_alone() {
+    use std::os::unix::fs::PermissionsExt;
+    // SAFETY: umask has no preconditions; 022 is the common default the files must not follow.
+    unsafe { libc::umask(0o022) };
+    let dir = tempfile::tempdir().unwrap();
+    let db = dir.path().join("data/memkv/j.redb");
+    let mode = |path: &Path| std::fs::metadata(path).unwrap().permissions().mode() & 0o777;
+    // A killed writer leaves its journal; every file was made for its owner alone.
+    acknowledge_then_kill(&db, &creates("private", 3));
+    assert_eq!(mode(&db), 0o600);
+    assert_eq!(mode(&journal_of(&db)), 0o600);
+    assert_eq!(mode(&dir.path().join("data/memkv/j.redb.reserve")), 0o600);
+    assert_eq!(mode(&dir.path().join("data/memkv")), 0o700);
+    assert_eq!(mode(&dir.path().join("data")), 0o700);
+}
