@@ -88,6 +88,9 @@ pub enum KeysError {
     Corrupt(PathBuf, usize, String),
     /// The database refused the keys (or failed).
     Database(memkv::Error),
+    /// The file is not one the server's user alone could have written (another owner, writable
+    /// by group or others, not a regular file): never imported, since it would grant keys.
+    Untrusted(PathBuf, String),
 }
 
 impl std::fmt::Display for KeysError {
@@ -102,6 +105,11 @@ impl std::fmt::Display for KeysError {
                 )
             }
             KeysError::Database(e) => write!(f, "{e}"),
+            KeysError::Untrusted(path, why) => write!(
+                f,
+                "{}: not imported: {why}; a keys file grants keys, so only one that the server's user owns and no one else may write is imported (`chmod go-w`, or remove it and add the keys again with `memkv keys add`)",
+                path.display()
+            ),
         }
     }
 }
@@ -151,6 +159,48 @@ impl KeyFile {
             Err(e) if e.kind() == io::ErrorKind::NotFound => return Ok(Vec::new()),
             Err(e) => return Err(self.io(e)),
         };
+        self.entries_of(file)
+    }
+
+    /// The file, opened to be imported: refused unless the server's user (or root) owns it,
+    /// no one else may write it, and it is a regular file reached without a symbolic link
+    /// (checked on the open file, so what is checked is what is read).
+    fn open_trusted(&self) -> Result<Option<File>, KeysError> {
+        use rustix::fs::{Mode, OFlags};
+        let flags = OFlags::RDONLY | OFlags::NOFOLLOW | OFlags::NONBLOCK | OFlags::CLOEXEC;
+        let file = match rustix::fs::open(&self.path, flags, Mode::empty()) {
+            Ok(fd) => File::from(fd),
+            Err(rustix::io::Errno::NOENT) => return Ok(None),
+            Err(rustix::io::Errno::LOOP) => {
+                return Err(self.untrusted("it is a symbolic link"));
+            }
+            Err(e) => return Err(self.io(e.into())),
+        };
+        let meta = file.metadata().map_err(|e| self.io(e))?;
+        let me = rustix::process::geteuid().as_raw();
+        if !meta.is_file() {
+            return Err(self.untrusted("it is not a regular file"));
+        }
+        if meta.uid() != me && meta.uid() != 0 {
+            return Err(self.untrusted(&format!(
+                "it belongs to user {}, not to the server's user ({me})",
+                meta.uid()
+            )));
+        }
+        if meta.mode() & 0o022 != 0 {
+            return Err(self.untrusted(&format!(
+                "its mode {:o} lets group or others write it",
+                meta.mode() & 0o777
+            )));
+        }
+        Ok(Some(file))
+    }
+
+    fn untrusted(&self, why: &str) -> KeysError {
+        KeysError::Untrusted(self.path.clone(), why.to_owned())
+    }
+
+    fn entries_of(&self, file: File) -> Result<Vec<FileEntry>, KeysError> {
         let mut out = Vec::new();
         for (i, line) in BufReader::new(file).lines().enumerate() {
             let line = line.map_err(|e| self.io(e))?;
@@ -204,19 +254,17 @@ impl KeyFile {
     /// `None` when there is no file.
     ///
     /// # Errors
-    /// The file cannot be read or renamed; a line is not an entry; the database refuses.
+    /// The file cannot be read or renamed; a line is not an entry; the database refuses; the
+    /// file is not one only the server's user could have written ([`KeysError::Untrusted`]).
     pub fn import_into(&self, db: &Database) -> Result<Option<Imported>, KeysError> {
-        if !self.path.exists() {
+        if fs::symlink_metadata(&self.path).is_err() {
             return Ok(None);
         }
         let _lock = self.lock()?;
-        let entries = match self.entries() {
-            Ok(e) if !self.path.exists() => {
-                debug_assert!(e.is_empty());
-                return Ok(None);
-            }
-            other => other?,
+        let Some(file) = self.open_trusted()? else {
+            return Ok(None);
         };
+        let entries = self.entries_of(file)?;
         let mut adds = Vec::new();
         let mut revokes = Vec::new();
         for (i, entry) in entries.iter().enumerate() {
@@ -296,10 +344,13 @@ impl KeyFile {
 
     /// What identifies the file's current version, or `None` if it does not exist.
     pub(super) fn stamp(&self) -> Option<Stamp> {
-        fs::metadata(&self.path).ok().map(|m| Stamp {
+        // The link itself (an untrusted one is refused, and tried again when it changes); its
+        // owner and mode too, so that a refused file is tried again once they are mended.
+        fs::symlink_metadata(&self.path).ok().map(|m| Stamp {
             inode: m.ino(),
             len: m.len(),
             modified: m.modified().ok(),
+            owner: (m.uid(), m.mode()),
         })
     }
 }
@@ -347,6 +398,7 @@ pub(super) struct Stamp {
     inode: u64,
     len: u64,
     modified: Option<SystemTime>,
+    owner: (u32, u32),
 }
 
 #[cfg(test)]

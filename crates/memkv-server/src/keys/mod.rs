@@ -101,7 +101,13 @@ impl Keys {
 
     fn load_here(db: Arc<Database>, file: Option<KeyFile>) -> Result<Keys, KeysError> {
         if let Some(f) = &file {
-            import_logged(f, &db)?;
+            match import_logged(f, &db) {
+                // A planted file never stops the server: it is refused, and said so.
+                Err(e @ KeysError::Untrusted(..)) => {
+                    tracing::warn!(error = %e, "refusing the keys file");
+                }
+                other => other?,
+            }
         }
         let changes = db.key_changes();
         let entries = entries(&db.api_keys()?);
@@ -235,6 +241,11 @@ impl Keys {
                     // A file that cannot be parsed is not tried again until it changes.
                     Err(e @ KeysError::Corrupt(..)) => {
                         tracing::error!(error = %e, "cannot import the keys file; it is left as it is");
+                        file_stamp = stamp;
+                    }
+                    // Nor is one that only another user could have written (said once).
+                    Err(e @ KeysError::Untrusted(..)) => {
+                        tracing::warn!(error = %e, "refusing the keys file");
                         file_stamp = stamp;
                     }
                     // The database's refusal or failure: tried again at the next reload.

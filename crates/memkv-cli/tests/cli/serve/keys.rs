@@ -420,3 +420,44 @@ fn a_drain_delay_serves_on_while_readyz_says_no() {
             .contains("still serving until the drain delay ends")
     );
 }
+
+#[test]
+fn a_keys_file_another_user_could_have_written_is_refused_and_said_so() {
+    use sha2::Digest;
+    use std::os::unix::fs::PermissionsExt;
+    let (_dir, db) = temp_db();
+    add_key(&db, &["--admin"]);
+    let server = Served::start(&db, &[]);
+    // Someone plants DB.keys, writable by everyone, with an admin key of their own.
+    let key = format!("mkv_{}", "ab".repeat(32));
+    let sha: String = sha2::Sha256::digest(key.as_bytes())
+        .iter()
+        .map(|b| format!("{b:02x}"))
+        .collect();
+    let planted = db.with_extension("redb.keys");
+    let line = serde_json::json!({
+        "id": "key_0000000000ff", "store": null, "sha256": sha, "created": "2026-12-05T00:00:00Z"
+    });
+    std::fs::write(&planted, format!("{line}\n")).unwrap();
+    std::fs::set_permissions(&planted, std::fs::Permissions::from_mode(0o666)).unwrap();
+    let log = server.log_with(|l| l.contains("refusing the keys file"));
+    assert!(
+        log.contains("its mode 666 lets group or others write it"),
+        "{log}"
+    );
+    let r = Client::with_key(server.addr, &key).get("/v1/keys");
+    assert_eq!(r.status, 401, "{r:?}");
+    assert!(planted.exists(), "a refused file is left where it is");
+    // Its owner mends the mode: then it is imported.
+    std::fs::set_permissions(&planted, std::fs::Permissions::from_mode(0o600)).unwrap();
+    let deadline = Instant::now() + Duration::from_secs(10);
+    while Client::with_key(server.addr, &key).get("/v1/keys").status != 200 {
+        assert!(
+            Instant::now() < deadline,
+            "never imported: {}",
+            server.log()
+        );
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    assert!(!planted.exists());
+}
