@@ -10,14 +10,32 @@ use std::net::{IpAddr, Ipv4Addr, Ipv6Addr, SocketAddr};
 
 use reqwest::dns::{Addrs, Name, Resolve, Resolving};
 
-/// Whether `ip` is a public unicast address.
+/// Whether `ip` is a public unicast address. An IPv6 address that carries an IPv4 address
+/// (mapped, compatible, NAT64, 6to4, SIIT, Teredo) is public only if that IPv4 address is: a
+/// translator or relay would deliver to it.
 pub fn is_public(ip: IpAddr) -> bool {
     match ip {
         IpAddr::V4(v4) => public_v4(v4),
-        IpAddr::V6(v6) => match v6.to_ipv4_mapped() {
-            Some(v4) => public_v4(v4),
-            None => public_v6(v6),
-        },
+        IpAddr::V6(v6) => public_v6(v6) && embedded_v4(v6).is_none_or(public_v4),
+    }
+}
+
+/// The IPv4 address an IPv6 address carries, where its prefix says it carries one.
+fn embedded_v4(ip: Ipv6Addr) -> Option<Ipv4Addr> {
+    let s = ip.segments();
+    let last32 = || Ipv4Addr::from(u128::from(ip) as u32);
+    match s {
+        // IPv4-mapped ::ffff:0:0/96, IPv4-compatible ::/96 (deprecated), SIIT's IPv4-translated
+        // ::ffff:0:0:0/96, NAT64's well-known 64:ff9b::/96: the last 32 bits.
+        [0, 0, 0, 0, 0, 0xffff, ..] | [0, 0, 0, 0, 0, 0, ..] | [0, 0, 0, 0, 0xffff, 0, ..] => {
+            Some(last32())
+        }
+        [0x64, 0xff9b, 0, 0, 0, 0, ..] => Some(last32()),
+        // 6to4 2002::/16: the 32 bits after the prefix.
+        [0x2002, hi, lo, ..] => Some(Ipv4Addr::from((u32::from(hi) << 16) | u32::from(lo))),
+        // Teredo 2001::/32: the client's address, inverted, in the last 32 bits.
+        [0x2001, 0, ..] => Some(Ipv4Addr::from(!(u128::from(ip) as u32))),
+        _ => None,
     }
 }
 
@@ -49,7 +67,11 @@ fn public_v6(ip: Ipv6Addr) -> bool {
         || (first & 0xfe00) == 0xfc00
         || (first & 0xffc0) == 0xfe80
         // documentation 2001:db8::/32
-        || (first == 0x2001 && second == 0x0db8))
+        || (first == 0x2001 && second == 0x0db8)
+        // local-use NAT64 64:ff9b:1::/48 (translates into a local network)
+        || (first == 0x64 && second == 0xff9b && ip.segments()[2] == 1)
+        // discard-only 100::/64
+        || ip.segments()[..4] == [0x100, 0, 0, 0])
 }
 
 /// The system's resolver, keeping only public addresses.
@@ -114,6 +136,18 @@ mod tests {
             "::ffff:127.0.0.1",
             "::ffff:10.0.0.1",
             "2001:db8::1",
+            // IPv6 forms that carry a private or loopback IPv4 address.
+            "::127.0.0.1",
+            "::10.0.0.1",
+            "64:ff9b::7f00:1",
+            "64:ff9b::a9fe:a9fe",
+            "64:ff9b:1::8.8.8.8",
+            "2002:7f00:1::",
+            "2002:c0a8:101::1",
+            "::ffff:0:127.0.0.1",
+            "::ffff:0:10.0.0.1",
+            "100::1",
+            "2001:0:4136:e378:8000:63bf:80ff:fffe", // Teredo, client 127.0.0.1
         ] {
             assert!(!is_public(private.parse().unwrap()), "{private}");
         }
@@ -123,6 +157,9 @@ mod tests {
             "203.0.114.1",
             "2606:4700::1111",
             "::ffff:8.8.4.4",
+            "64:ff9b::808:808",
+            "2002:808:808::1",
+            "::ffff:0:8.8.8.8",
         ] {
             assert!(is_public(public.parse().unwrap()), "{public}");
         }
