@@ -45,6 +45,7 @@ pub mod error;
 pub mod keys;
 pub mod metrics;
 pub mod openapi;
+pub mod polls;
 pub mod rate;
 pub mod remote;
 pub mod routes;
@@ -189,4 +190,6 @@ pub struct AppState {
     pub rates: rate::RateLimits,
     /// The web console's sessions ([`console`]).
     pub sessions: console::session::Sessions,
+    /// The bounds on long polls and sign-ins ([`polls`]).
+    pub waiters: polls::Waiters,
 }

@@ -58,6 +58,7 @@ impl Server {
             remote: crate::remote::RemoteCommits::default(),
             rates: crate::rate::RateLimits::new(config.rate_limit_key, config.rate_limit_store),
             sessions: crate::console::session::Sessions::new(config.console_idle),
+            waiters: crate::polls::Waiters::new(config.max_connections),
             ready: AtomicBool::new(false),
             instance: {
                 let mut bytes = [0u8; 4];

@@ -9,6 +9,7 @@
 //! [`memkv::protocol::answer`] runs on tokio's blocking pool.
 
 use std::sync::Arc;
+use std::time::Duration;
 
 use axum::body::Body;
 use axum::extract::rejection::PathRejection;
@@ -233,7 +234,16 @@ pub(crate) async fn read_body(
     headers: &HeaderMap,
     body: Body,
 ) -> Result<Vec<u8>, ApiError> {
-    let cap = state.max_body;
+    read_body_within(headers, body, state.max_body, state.config.body_timeout).await
+}
+
+/// As [`read_body`], at most `cap` bytes within `timeout`.
+pub(crate) async fn read_body_within(
+    headers: &HeaderMap,
+    body: Body,
+    cap: usize,
+    timeout: Duration,
+) -> Result<Vec<u8>, ApiError> {
     let too_large = || ApiError::too_large(format!("the request body is over {cap} bytes"));
     let declared = headers
         .get(header::CONTENT_LENGTH)
@@ -257,7 +267,6 @@ pub(crate) async fn read_body(
         }
         Ok(buf)
     };
-    let timeout = state.config.body_timeout;
     tokio::time::timeout(timeout, read).await.map_err(|_| {
         ApiError::invalid(format!(
             "the request body was not received within {} s",

@@ -67,11 +67,11 @@ pub async fn store_changes(
     respond(
         async {
             let id = store_id(id)?;
-            scoped(&state, &headers, &id)?;
+            let caller = scoped(&state, &headers, &id)?;
             if state.store.user(&id).is_err() {
                 return Err(ApiError::not_found());
             }
-            let answer = feed(&state, &uri, Some(id)).await?;
+            let answer = feed(&state, &uri, Some(id), caller.key_id.as_deref()).await?;
             crate::auth::still_valid(&state, &headers)?;
             Ok(answer)
         }
@@ -95,8 +95,8 @@ pub async fn all_changes(
 ) -> Response {
     respond(
         async {
-            admin(&state, &headers, "the change feed of every store")?;
-            let answer = feed(&state, &uri, None).await?;
+            let caller = admin(&state, &headers, "the change feed of every store")?;
+            let answer = feed(&state, &uri, None, caller.key_id.as_deref()).await?;
             crate::auth::still_valid(&state, &headers)?;
             Ok(answer)
         }
@@ -137,10 +137,13 @@ fn params(q: &Query) -> Result<Params, ApiError> {
     Ok(Params { after, limit, wait })
 }
 
+/// The feed of `store` (`None`: every store's) for the key `key`; a long poll waits only
+/// within the bounds of `crate::polls` (429 beyond them).
 async fn feed(
     state: &Arc<AppState>,
     uri: &Uri,
     store: Option<String>,
+    key: Option<&str>,
 ) -> Result<Response, ApiError> {
     let Params {
         mut after,
@@ -196,6 +199,10 @@ async fn feed(
         }
         after = page.next_after;
         let left = deadline - now;
+        let _place = state
+            .waiters
+            .wait(key.unwrap_or(""), &label)
+            .map_err(|full| ApiError::rate_limited(full.message(), 1))?;
         let waiting = Waiting::new(state);
         // A shutdown answers at once (with what the log holds) rather than hold the graceful
         // shutdown for the rest of the wait.

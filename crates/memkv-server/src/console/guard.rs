@@ -206,6 +206,16 @@ pub(super) async fn form(
     headers: &HeaderMap,
     body: Body,
 ) -> Result<Form, Problem> {
+    form_within(headers, body, state.max_body, state.config.body_timeout).await
+}
+
+/// As [`form`], at most `cap` bytes within `timeout`.
+pub(super) async fn form_within(
+    headers: &HeaderMap,
+    body: Body,
+    cap: usize,
+    timeout: std::time::Duration,
+) -> Result<Form, Problem> {
     let kind = headers
         .get(header::CONTENT_TYPE)
         .and_then(|v| v.to_str().ok())
@@ -214,7 +224,7 @@ pub(super) async fn form(
     if !kind.is_some_and(|k| k.eq_ignore_ascii_case("application/x-www-form-urlencoded")) {
         return Err(Problem::bad("the console takes only its own forms"));
     }
-    let bytes = crate::tool::read_body(state, headers, body).await?;
+    let bytes = crate::tool::read_body_within(headers, body, cap, timeout).await?;
     Ok(Form(form_urlencoded::parse(&bytes).into_owned().collect()))
 }
 

@@ -9,10 +9,11 @@ use axum::http::{HeaderMap, HeaderValue, StatusCode, header};
 use axum::response::{IntoResponse, Redirect, Response};
 use maud::{Markup, html};
 
-use super::guard::{form, posted, same_origin, session_cookie, set_cookie, visit};
+use super::guard::{form_within, posted, same_origin, session_cookie, set_cookie, visit};
 use super::{Problem, respond, view};
 use crate::AppState;
 use crate::auth::{self, Allowed};
+use crate::polls;
 
 pub(super) async fn home(State(state): State<Arc<AppState>>, headers: HeaderMap) -> Response {
     match visit(&state, &headers) {
@@ -61,7 +62,21 @@ pub(super) async fn login(
                     "This form was not sent from a page of this console.",
                 ));
             }
-            let form = form(&state, &headers, body).await?;
+            // The one form read before any key is known: few at once, small and quick, so that
+            // no one without a key can hold the server's connections (`crate::polls`).
+            let Some(_reading) = state.waiters.signin() else {
+                return Err(Problem::new(
+                    StatusCode::SERVICE_UNAVAILABLE,
+                    "Too many sign-ins are under way; try again in a moment.",
+                ));
+            };
+            let form = form_within(
+                &headers,
+                body,
+                polls::SIGNIN_MAX_BODY,
+                polls::SIGNIN_BODY_TIMEOUT,
+            )
+            .await?;
             let key = form.get("key").unwrap_or("").trim().to_owned();
             let mut asked = HeaderMap::new();
             if let Some(host) = headers.get(header::HOST) {

@@ -18,4 +18,5 @@ mod library;
 mod changes;
 mod golden;
 mod golden_mcp;
+mod limits;
 mod memory_stores;
