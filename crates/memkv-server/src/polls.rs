@@ -20,10 +20,11 @@ use std::time::Duration;
 
 use tokio::sync::{OwnedSemaphorePermit, Semaphore};
 
-/// Long polls one key may have waiting at once.
-pub const PER_KEY: usize = 8;
+/// Long polls one key may have waiting at once (an admin key following many stores follows
+/// the all-stores feed, one poll).
+pub const PER_KEY: usize = 16;
 /// Long polls of one store's feed (or of the all-stores feed) waiting at once.
-pub const PER_STORE: usize = 32;
+pub const PER_STORE: usize = 64;
 /// How long a sign-in's body may take to arrive.
 pub const SIGNIN_BODY_TIMEOUT: Duration = Duration::from_secs(5);
 /// The largest sign-in body (a key and the form's names are far below it).
@@ -148,7 +149,7 @@ mod tests {
 
     #[test]
     fn polls_are_bounded_per_key_per_store_and_in_all() {
-        let w = Waiters::new(256); // 64 in all
+        let w = Waiters::new(512); // 128 in all
         let mine: Vec<_> = (0..PER_KEY).map(|_| w.wait("k1", "s").unwrap()).collect();
         assert_eq!(w.wait("k1", "other").unwrap_err(), Full::Key);
         let theirs: Vec<_> = (2..PER_STORE / PER_KEY + 1)
@@ -157,7 +158,7 @@ mod tests {
             .collect();
         assert_eq!(mine.len() + theirs.len(), PER_STORE);
         assert_eq!(w.wait("k9", "s").unwrap_err(), Full::Store);
-        let elsewhere: Vec<_> = (0..64 - PER_STORE)
+        let elsewhere: Vec<_> = (0..128 - PER_STORE)
             .map(|i| w.wait(&format!("e{i}"), &format!("t{}", i % 3)).unwrap())
             .collect();
         assert_eq!(w.wait("e", "u").unwrap_err(), Full::Server);
@@ -165,7 +166,7 @@ mod tests {
         drop(mine);
         // Given back: the key, the store and the server have room again.
         assert!(w.wait("k1", "s").is_ok());
-        assert!(w.counts.lock().unwrap().by_key.len() <= 4);
+        assert!(w.counts.lock().unwrap().by_key.len() <= PER_STORE / PER_KEY + 1);
     }
 
     #[test]

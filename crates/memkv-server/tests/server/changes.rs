@@ -14,7 +14,7 @@ use crate::library::{Fresh, each_backend};
 use crate::served::{Served, ok, refused, send};
 use crate::{client, library};
 
-fn create(c: &mut client::Client, store: &str, path: &str) {
+pub(crate) fn create(c: &mut client::Client, store: &str, path: &str) {
     let body = json!({"command": "create", "path": path, "file_text": "x"}).to_string();
     let reply = c.tool(store, body.as_bytes());
     assert_eq!(reply.json()["is_error"], false, "{}", reply.text());
@@ -23,7 +23,7 @@ fn create(c: &mut client::Client, store: &str, path: &str) {
 /// Until `n` long polls wait (each made its first read and found nothing), at most 20 s (the
 /// polls wait 30 s; on a machine busy with other suites their threads may take seconds to
 /// start). Each look at `/metrics` counts every store, so the looks are 10 ms apart.
-fn wait_for_polls(admin: &mut client::Client, n: usize) {
+pub(crate) fn wait_for_polls(admin: &mut client::Client, n: usize) {
     let deadline = Instant::now() + Duration::from_secs(20);
     while !admin
         .get("/metrics")

@@ -9,30 +9,11 @@ use std::time::{Duration, Instant};
 
 use memkv::Database;
 use memkv_server::polls::{PER_KEY, SIGNIN_BODY_TIMEOUT};
-use serde_json::json;
 
+use crate::changes::{create, wait_for_polls};
 use crate::client::{self, read_reply};
 use crate::library::Fresh;
 use crate::served::{Served, ok, refused};
-
-fn create(c: &mut client::Client, store: &str, path: &str) {
-    let body = json!({"command": "create", "path": path, "file_text": "x"}).to_string();
-    let reply = c.tool(store, body.as_bytes());
-    assert_eq!(reply.json()["is_error"], false, "{}", reply.text());
-}
-
-/// Until `n` long polls wait, at most 20 s.
-fn wait_for_polls(admin: &mut client::Client, n: usize) {
-    let deadline = Instant::now() + Duration::from_secs(20);
-    while !admin
-        .get("/metrics")
-        .text()
-        .contains(&format!("memkv_feed_waiting {n}\n"))
-    {
-        assert!(Instant::now() < deadline, "{n} polls never waited");
-        std::thread::sleep(Duration::from_millis(10));
-    }
-}
 
 /// `n` threads, each a long poll of `u`'s feed (up to 30 s) with `key`.
 fn polls(s: &Served, key: &str, n: usize) -> Vec<std::thread::JoinHandle<client::Reply>> {
