@@ -237,3 +237,24 @@ def test_shutdown_ends_open_sessions(tmp_path):
         assert took < 10, took
     finally:
         served.stop()
+
+
+def test_ending_a_session_answers_204(served):
+    """The official client ends its session with DELETE /mcp and expects 200 or 204 (it logs
+    "Session termination failed" otherwise)."""
+    key = served.add_key("--store", "dana")
+    headers = {"x-api-key": key, "accept": "application/json, text/event-stream"}
+    r = httpx2.post(served.url + "/mcp", json=initialize_body(), headers=headers, timeout=TIMEOUT)
+    assert r.status_code == 200, r.text
+    sid = r.headers["mcp-session-id"]
+    r = httpx2.delete(served.url + "/mcp", headers={**headers, "mcp-session-id": sid}, timeout=TIMEOUT)
+    assert r.status_code == 204, (r.status_code, r.text)
+    assert r.content == b""
+    # The session is gone: a request on it is refused.
+    r = httpx2.post(
+        served.url + "/mcp",
+        json={"jsonrpc": "2.0", "id": 2, "method": "tools/list"},
+        headers={**headers, "mcp-session-id": sid},
+        timeout=TIMEOUT,
+    )
+    assert r.status_code in (400, 404), (r.status_code, r.text)

@@ -188,7 +188,15 @@ async fn grant(State(gate): State<Arc<Gate>>, mut request: Request, next: Next) 
             request
                 .extensions_mut()
                 .insert(Grant(user.with_actor(session).read_only(read_only)));
-            next.run(request).await
+            let ends_session = request.method() == axum::http::Method::DELETE;
+            let mut response = next.run(request).await;
+            // A session ended: rmcp answers 202, where the streamable-HTTP transport's clients
+            // (the official `mcp` package) expect 200 or 204 and log a failure otherwise.
+            if ends_session && response.status() == StatusCode::ACCEPTED {
+                *response.status_mut() = StatusCode::NO_CONTENT;
+                *response.body_mut() = axum::body::Body::empty();
+            }
+            response
         }
         Err(e) => gate
             .authorize
