@@ -3,7 +3,10 @@ when it cannot start."""
 
 from __future__ import annotations
 
+import os
 import socket
+import sys
+import sysconfig
 from pathlib import Path
 
 import httpx2
@@ -47,10 +50,26 @@ def test_binary_from_memkv_bin(db: Path, memkv_bin: str, monkeypatch: pytest.Mon
         memkv.find_binary()
     assert caught.value.type == "binary_not_found" and "/nonexistent/memkv" in str(caught.value)
     monkeypatch.delenv("MEMKV_BIN")
+    # The wheel's own binary, beside this interpreter, comes before any `memkv` on PATH,
+    # activated virtualenv or not.
+    scripts = Path(sysconfig.get_path("scripts"))
+    # The suite installs the wheel (tools/test-python.sh sets MEMKV_WHEEL): its binary is there.
+    assert (scripts / "memkv").is_file() or not os.environ.get("MEMKV_WHEEL")
+    if (scripts / "memkv").is_file():
+        impostor = db.parent / "bin"
+        impostor.mkdir()
+        (impostor / "memkv").write_text("#!/bin/sh\nexit 3\n")
+        (impostor / "memkv").chmod(0o755)
+        monkeypatch.setenv("PATH", str(impostor))
+        assert memkv.find_binary() == str(scripts / "memkv")
+    # With none beside the interpreter and none on PATH: a message that says where to put one.
+    monkeypatch.setattr(sysconfig, "get_path", lambda name: str(db.parent / "none"))
+    monkeypatch.setattr(sys, "executable", str(db.parent / "none" / "python"))
+    monkeypatch.setenv("PATH", "/nonexistent")
     with pytest.raises(MemkvServeError) as caught:
         with memkv.serve_local(db):
             pass
-    assert "MEMKV_BIN" in str(caught.value)
+    assert "MEMKV_BIN" in str(caught.value) and "wheel" in str(caught.value)
 
 
 def test_a_server_that_dies_at_start_is_reported_with_its_stderr(db: Path, memkv_bin: str) -> None:

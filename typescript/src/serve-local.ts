@@ -17,7 +17,7 @@ export interface LocalServer {
 
 /** Options of {@link serveLocal}. */
 export interface ServeLocalOptions {
-  /** The `memkv` binary. Default: `MEMKV_BIN`, else `memkv` on `PATH`. */
+  /** The `memkv` binary. Default: `MEMKV_BIN`, else `memkv` on `PATH` (a missing one is a `MemkvError` that says where to put it). */
   bin?: string | undefined;
   /** The address to listen on. Default: `127.0.0.1:0`, a free loopback port. */
   listen?: string | undefined;
@@ -85,6 +85,15 @@ function addAdminKey(bin: string, dbPath: string, extra: readonly string[], time
       ['--db', dbPath, ...extra, 'keys', 'add', '--admin'],
       { timeout, killSignal: 'SIGKILL' },
       (error, stdout, stderr) => {
+        if (error && (error as NodeJS.ErrnoException).code === 'ENOENT') {
+          reject(
+            new MemkvError(
+              `memkv: no \`${bin}\` binary to run: put memkv on PATH (\`cargo install --path crates/memkv-cli\` in memkv's repository), set MEMKV_BIN to its path, or pass { bin }`,
+              { cause: error },
+            ),
+          );
+          return;
+        }
         if (error) {
           reject(new MemkvError(`memkv: \`${bin} keys add --admin\` failed: ${error.message}\n${stderr}`, { cause: error }));
           return;

@@ -202,8 +202,13 @@ describe('MemkvClient', () => {
 });
 
 describe('serveLocal', () => {
-  test('a missing binary is a MemkvError', async () => {
-    await assert.rejects(serveLocal(dir.db('nobin'), { bin: '/nonexistent/memkv' }), MemkvError);
+  test('a missing binary is a MemkvError that says where to put one', async () => {
+    await assert.rejects(serveLocal(dir.db('nobin'), { bin: '/nonexistent/memkv' }), (e: unknown) => {
+      assert.ok(e instanceof MemkvError);
+      assert.match(e.message, /no `\/nonexistent\/memkv` binary to run: put memkv on PATH .*set MEMKV_BIN/);
+      assert.doesNotMatch(e.message, /spawn .* ENOENT/);
+      return true;
+    });
   });
 
   test('close stops the server: exit 0, and the port refuses connections', async () => {

@@ -16,6 +16,8 @@ import re
 import queue
 import shutil
 import subprocess
+import sys
+import sysconfig
 import threading
 import time
 from typing import IO, Iterator, Sequence
@@ -36,20 +38,43 @@ _STDERR_LINES = 200
 
 
 def find_binary(binary: str | os.PathLike[str] | None = None) -> str:
-    """The `memkv` executable: `binary`, else `$MEMKV_BIN`, else `memkv` on `PATH`."""
+    """The `memkv` executable: `binary`, else `$MEMKV_BIN`, else the one this package's wheel
+    installed beside the running interpreter (whether or not its virtualenv is activated, and
+    before any other `memkv` on `PATH`), else `memkv` on `PATH`."""
     candidate = os.fspath(binary) if binary is not None else os.environ.get("MEMKV_BIN")
     if candidate:
         found = shutil.which(candidate)
         if found is None:
             raise MemkvServeError(f"memkv binary {candidate!r} (MEMKV_BIN) is not an executable file", type="binary_not_found")
         return found
+    beside = _beside_interpreter()
+    if beside is not None:
+        return beside
     found = shutil.which("memkv")
     if found is None:
         raise MemkvServeError(
-            "no `memkv` binary: put it on PATH or set MEMKV_BIN (build it with `cargo build --release -p memkv-cli`)",
+            "no `memkv` binary: install the memkv wheel into this interpreter's environment, put memkv on PATH, "
+            "or set MEMKV_BIN (build it with `cargo build --release -p memkv-cli`)",
             type="binary_not_found",
         )
     return found
+
+
+def _beside_interpreter() -> str | None:
+    """The `memkv` in the scripts directory of the running interpreter's environment (where pip
+    puts the wheel's binary), if there is one."""
+    dirs = [os.path.dirname(sys.executable)]
+    try:
+        dirs.insert(0, sysconfig.get_path("scripts"))
+    except KeyError:
+        pass
+    for directory in dirs:
+        if not directory:
+            continue
+        path = os.path.join(directory, "memkv.exe" if os.name == "nt" else "memkv")
+        if os.path.isfile(path) and os.access(path, os.X_OK):
+            return path
+    return None
 
 
 class LocalServer:
