@@ -234,6 +234,10 @@ fn check_time(n: u64, what: &str, ms: i64, latest: i64) -> Result<(), Error> {
     }
 }
 
+/// The largest `next_seq` an import takes: far beyond any store's history, far below the end
+/// of the ids (2^53: exact in every JSON reader).
+const MAX_NEXT_SEQ: u64 = 1 << 53;
+
 impl Block {
     /// Checks the store line `n` of `user`; its times must lie within 0 ..= `latest`.
     pub fn store(n: u64, user: &str, line: &Line, latest: i64) -> Result<Block, Error> {
@@ -254,6 +258,15 @@ impl Block {
         }
         if *next_seq == 0 {
             return Err(import_error(n, "next_seq is 0; ids start at 1"));
+        }
+        if *next_seq > MAX_NEXT_SEQ {
+            // A store at the end of its ids could never be written again.
+            return Err(import_error(
+                n,
+                format!(
+                    "next_seq {next_seq} is beyond 2^53, more versions than any store makes (was the export edited?)"
+                ),
+            ));
         }
         Ok(Block {
             user: user.to_owned(),

@@ -473,6 +473,13 @@ fn damaged_history_lines_change_nothing() {
             4,
             "do not fit its store",
         );
+        // At the end of the ids, a store could never be written again.
+        refused(
+            |l| v(l, 1, "next_seq", json!(u64::MAX)),
+            true,
+            2,
+            "next_seq 18446744073709551615 is beyond 2^53",
+        );
         refused(
             |l| v(l, 1, "archived_ms", json!(i64::MAX)),
             true,
