@@ -525,15 +525,7 @@ fn open(sim: &Sim) -> Result<Database, Error> {
 type Contents = Vec<(String, String, String)>;
 
 fn state(store: &Database) -> Contents {
-    let mut out = Vec::new();
-    for u in store.users().unwrap() {
-        let h = store.user(&u.user).unwrap();
-        for f in h.files().unwrap() {
-            let c = h.read_file(&f.path.to_string()).unwrap().unwrap();
-            out.push((u.user.clone(), f.path.to_string(), c));
-        }
-    }
-    out
+    super::util::contents(store)
 }
 
 /// A step of the sequence.

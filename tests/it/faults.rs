@@ -106,17 +106,8 @@ fn open(backend: &Faulty) -> Database {
 /// Every user's files and contents: (user, path, content).
 type State = Vec<(String, String, String)>;
 
-/// Every user's files and contents.
 fn state(store: &Database) -> State {
-    let mut out = Vec::new();
-    for u in store.users().unwrap() {
-        let h = store.user(&u.user).unwrap();
-        for f in h.files().unwrap() {
-            let c = h.read_file(&f.path.to_string()).unwrap().unwrap();
-            out.push((u.user.clone(), f.path.to_string(), c));
-        }
-    }
-    out
+    super::util::contents(store)
 }
 
 fn commands() -> Vec<(String, Command)> {

@@ -341,3 +341,17 @@ impl Clock {
         self.0.load(std::sync::atomic::Ordering::SeqCst) as i64
     }
 }
+
+/// Every user's files and contents, (user, path, content), in order: what a crash test
+/// compares.
+pub fn contents(store: &Database) -> Vec<(String, String, String)> {
+    let mut out = Vec::new();
+    for u in store.users().unwrap() {
+        let h = store.user(&u.user).unwrap();
+        for f in h.files().unwrap() {
+            let c = h.read_file(&f.path.to_string()).unwrap().unwrap();
+            out.push((u.user.clone(), f.path.to_string(), c));
+        }
+    }
+    out
+}
