@@ -4,7 +4,7 @@
 //! against a virtual `/memories` tree. memkv executes them against a [redb] database in which
 //! every user's tree is its own key partition: no input reaches the host filesystem or another
 //! user's data, every command is one transaction, and every string the model reads is the
-//! byte-exact contract of `PROTOCOL.md`.
+//! byte-exact contract of the memory tool (docs/protocol.md in the repository).
 //!
 //! ```
 //! use memkv::Database;

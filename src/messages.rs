@@ -1,7 +1,7 @@
 //! Every string the model reads, and nothing else.
 //!
-//! These are the byte-exact strings of `PROTOCOL.md`; `tests/it/golden.rs` pins each one. `{path}`
-//! arguments are passed in as the model sent them unless the parameter says `canonical`.
+//! These are the byte-exact strings of docs/protocol.md; `tests/it/golden.rs` pins each one.
+//! `{path}` arguments are passed in as the model sent them unless the parameter says `canonical`.
 
 use std::fmt::Write as _;
 

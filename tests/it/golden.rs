@@ -1,4 +1,4 @@
-//! Golden tests: every string and rule of PROTOCOL.md, byte for byte.
+//! Golden tests: every string and rule of docs/protocol.md, byte for byte.
 //!
 //! Every case goes through `util::Session`. Here that is the library; crates/memkv-server's
 //! tests compile this same file with a `Session` that sends each message to a real server over

@@ -18,6 +18,7 @@ mod keys;
 mod lines;
 mod model;
 mod postgres;
+mod protocol_doc;
 mod search;
 mod search_ranked;
 mod secrets;
