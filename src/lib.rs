@@ -115,7 +115,7 @@ pub mod search;
 mod secrets;
 mod settings;
 pub mod storage;
-mod stores;
+pub mod stores;
 mod time;
 mod tree;
 mod user_id;

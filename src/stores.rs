@@ -13,6 +13,99 @@ use crate::pipeline::Engine;
 use crate::storage::{Backend, Finish, ReadTxn, Space};
 use crate::user_id::validate_user;
 
+/// Longest store name, in characters.
+pub const MAX_NAME_CHARS: usize = 255;
+/// Longest description, in characters.
+pub const MAX_DESCRIPTION_CHARS: usize = 1024;
+/// Most metadata pairs of a store.
+pub const MAX_METADATA_PAIRS: usize = 16;
+/// Longest metadata key, in characters.
+pub const MAX_METADATA_KEY_CHARS: usize = 64;
+/// Longest metadata value, in characters.
+pub const MAX_METADATA_VALUE_CHARS: usize = 512;
+
+/// What a store's name, description and metadata may hold: the one set of rules that the
+/// memory-stores API and an import both apply. Names and metadata keys hold no control
+/// characters; descriptions and metadata values none but line breaks and tabs (so that
+/// nothing stored can send escape sequences to an operator's terminal). Each function says
+/// why a value is refused, or `None`.
+pub mod fields {
+    use super::*;
+
+    /// A control character other than a line break or a tab.
+    fn escapes(text: &str) -> bool {
+        text.chars()
+            .any(|c| c.is_control() && c != '\n' && c != '\t')
+    }
+
+    /// Why `name` is refused.
+    pub fn name(name: &str) -> Option<String> {
+        let chars = name.chars().count();
+        if chars == 0 || chars > MAX_NAME_CHARS {
+            return Some(format!(
+                "name must be 1 to {MAX_NAME_CHARS} characters long"
+            ));
+        }
+        name.chars()
+            .any(char::is_control)
+            .then(|| "name must not contain control characters".to_owned())
+    }
+
+    /// Why `description` is refused.
+    pub fn description(description: &str) -> Option<String> {
+        if description.chars().count() > MAX_DESCRIPTION_CHARS {
+            return Some(format!(
+                "description must be at most {MAX_DESCRIPTION_CHARS} characters long"
+            ));
+        }
+        escapes(description).then(|| {
+            "description must not contain control characters other than line breaks and tabs"
+                .to_owned()
+        })
+    }
+
+    /// Why the metadata pair `key`, `value` (`None`: a key being removed) is refused.
+    pub fn pair(key: &str, value: Option<&str>) -> Option<String> {
+        let chars = key.chars().count();
+        if chars == 0 || chars > MAX_METADATA_KEY_CHARS {
+            return Some(format!(
+                "metadata keys must be 1 to {MAX_METADATA_KEY_CHARS} characters long"
+            ));
+        }
+        if key.chars().any(char::is_control) {
+            return Some("metadata keys must not contain control characters".to_owned());
+        }
+        let value = value?;
+        if value.chars().count() > MAX_METADATA_VALUE_CHARS {
+            return Some(format!(
+                "metadata values must be at most {MAX_METADATA_VALUE_CHARS} characters long"
+            ));
+        }
+        escapes(value).then(|| {
+            "metadata values must not contain control characters other than line breaks and tabs"
+                .to_owned()
+        })
+    }
+
+    /// Why `pairs` metadata pairs are refused.
+    pub fn count(pairs: usize) -> Option<String> {
+        (pairs > MAX_METADATA_PAIRS)
+            .then(|| format!("metadata can hold at most {MAX_METADATA_PAIRS} pairs"))
+    }
+
+    /// Why an actor's id (a key's, a session's, a user's) is refused: empty, over 256
+    /// characters, or holding a control character (only an import can bring one).
+    pub fn actor_id(id: &str) -> Option<String> {
+        let chars = id.chars().count();
+        if chars == 0 || chars > 256 {
+            return Some("an actor's id must be 1 to 256 characters long".to_owned());
+        }
+        id.chars()
+            .any(char::is_control)
+            .then(|| "an actor's id must not contain control characters".to_owned())
+    }
+}
+
 fn info_of(id: &str, r: StoreRecord) -> StoreInfo {
     StoreInfo {
         id: id.to_owned(),

@@ -11,6 +11,7 @@ use crate::history::body::Body;
 use crate::history::record::{StoreRecord, VersionRecord};
 use crate::history::{Actor, HistoryTotals, MemoryId, Operation, Redaction, VersionId};
 use crate::path::MemoryPath;
+use crate::stores::fields;
 
 /// Who made a change, as an export spells it: `{"type":"session","id":"exec:42"}`.
 #[derive(Debug, Clone, Serialize, Deserialize)]
@@ -24,6 +25,15 @@ pub(super) enum ActorLine {
     ApiKey(String),
     Session(String),
     User(String),
+}
+
+impl ActorLine {
+    /// The actor's id, whatever its kind.
+    fn id(&self) -> &str {
+        match self {
+            ActorLine::ApiKey(id) | ActorLine::Session(id) | ActorLine::User(id) => id,
+        }
+    }
 }
 
 impl From<&Actor> for ActorLine {
@@ -242,6 +252,9 @@ impl Block {
     /// Checks the store line `n` of `user`; its times must lie within 0 ..= `latest`.
     pub fn store(n: u64, user: &str, line: &Line, latest: i64) -> Result<Block, Error> {
         let Line::Store {
+            name,
+            description,
+            metadata,
             created_ms,
             updated_ms,
             archived_ms,
@@ -251,6 +264,18 @@ impl Block {
         else {
             return Err(import_error(n, "not a store line"));
         };
+        // What the memory-stores API refuses, an import refuses too.
+        let problem = fields::name(name)
+            .or_else(|| fields::description(description))
+            .or_else(|| fields::count(metadata.len()))
+            .or_else(|| {
+                metadata
+                    .iter()
+                    .find_map(|(k, v)| fields::pair(k, Some(v.as_str())))
+            });
+        if let Some(why) = problem {
+            return Err(import_error(n, why));
+        }
         check_time(n, "created_ms", *created_ms, latest)?;
         check_time(n, "updated_ms", *updated_ms, latest)?;
         if let Some(ms) = archived_ms {
@@ -347,6 +372,17 @@ impl Block {
             ));
         }
         check_time(n, "created_ms", v.created_ms, latest)?;
+        let actors = [
+            v.actor.as_ref(),
+            v.redacted.as_ref().and_then(|r| r.by.as_ref()),
+        ];
+        if let Some(why) = actors
+            .into_iter()
+            .flatten()
+            .find_map(|a| fields::actor_id(a.id()))
+        {
+            return fail(why);
+        }
         let what = (&v.path, &v.content, v.size, &v.sha256);
         match (&v.redacted, operation) {
             (Some(r), _) => {

@@ -473,6 +473,45 @@ fn damaged_history_lines_change_nothing() {
             4,
             "do not fit its store",
         );
+        // What the memory-stores API refuses, an import refuses too: nothing that could reach
+        // an operator's terminal as an escape sequence.
+        refused(
+            |l| v(l, 1, "name", json!("evil\u{1b}[2J")),
+            true,
+            2,
+            "name must not contain control characters",
+        );
+        refused(
+            |l| v(l, 1, "description", json!("bell\u{7}")),
+            true,
+            2,
+            "description must not contain control characters",
+        );
+        refused(
+            |l| v(l, 1, "metadata", json!({"k": "\u{1b}]0;title\u{7}"})),
+            true,
+            2,
+            "metadata values must not contain control characters",
+        );
+        refused(
+            |l| v(l, 1, "metadata", json!({"k\u{8}": "v"})),
+            true,
+            2,
+            "metadata keys must not contain control characters",
+        );
+        refused(
+            |l| {
+                v(
+                    l,
+                    6,
+                    "actor",
+                    json!({"type": "session", "id": "mcp:\u{1b}[31m"}),
+                )
+            },
+            true,
+            7,
+            "an actor's id must not contain control characters",
+        );
         // At the end of the ids, a store could never be written again.
         refused(
             |l| v(l, 1, "next_seq", json!(u64::MAX)),

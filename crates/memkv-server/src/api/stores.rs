@@ -24,16 +24,7 @@ use crate::error::ApiError;
 use crate::routes::{ARCHIVE, STORE, STORES};
 use crate::spec::{ApiErrors, Beta, Paging, StorePath};
 
-/// Longest store name, in characters.
-pub const MAX_NAME_CHARS: usize = 255;
-/// Longest description, in characters.
-pub const MAX_DESCRIPTION_CHARS: usize = 1024;
-/// Most metadata pairs of a store.
-pub const MAX_METADATA_PAIRS: usize = 16;
-/// Longest metadata key, in characters.
-pub const MAX_METADATA_KEY_CHARS: usize = 64;
-/// Longest metadata value, in characters.
-pub const MAX_METADATA_VALUE_CHARS: usize = 512;
+use memkv::stores::{MAX_METADATA_KEY_CHARS, MAX_METADATA_PAIRS, MAX_METADATA_VALUE_CHARS};
 
 /// A new memory store.
 #[derive(Deserialize, ToSchema)]
@@ -131,52 +122,26 @@ struct StoreFilter {
     created_lte: Option<String>,
 }
 
+// The rules are the library's (`memkv::stores::fields`), which an import applies too.
+
+fn check(problem: Option<String>) -> Result<(), ApiError> {
+    problem.map_or(Ok(()), |why| Err(ApiError::invalid(why)))
+}
+
 fn check_name(name: &str) -> Result<(), ApiError> {
-    let chars = name.chars().count();
-    if chars == 0 || chars > MAX_NAME_CHARS {
-        return Err(ApiError::invalid(format!(
-            "name must be 1 to {MAX_NAME_CHARS} characters long"
-        )));
-    }
-    if name.chars().any(char::is_control) {
-        return Err(ApiError::invalid(
-            "name must not contain control characters",
-        ));
-    }
-    Ok(())
+    check(memkv::stores::fields::name(name))
 }
 
 fn check_description(description: &str) -> Result<(), ApiError> {
-    if description.chars().count() > MAX_DESCRIPTION_CHARS {
-        return Err(ApiError::invalid(format!(
-            "description must be at most {MAX_DESCRIPTION_CHARS} characters long"
-        )));
-    }
-    Ok(())
+    check(memkv::stores::fields::description(description))
 }
 
 fn check_pair(key: &str, value: Option<&str>) -> Result<(), ApiError> {
-    let chars = key.chars().count();
-    if chars == 0 || chars > MAX_METADATA_KEY_CHARS {
-        return Err(ApiError::invalid(format!(
-            "metadata keys must be 1 to {MAX_METADATA_KEY_CHARS} characters long"
-        )));
-    }
-    if value.is_some_and(|v| v.chars().count() > MAX_METADATA_VALUE_CHARS) {
-        return Err(ApiError::invalid(format!(
-            "metadata values must be at most {MAX_METADATA_VALUE_CHARS} characters long"
-        )));
-    }
-    Ok(())
+    check(memkv::stores::fields::pair(key, value))
 }
 
 fn check_count(pairs: usize) -> Result<(), ApiError> {
-    if pairs > MAX_METADATA_PAIRS {
-        return Err(ApiError::invalid(format!(
-            "metadata can hold at most {MAX_METADATA_PAIRS} pairs"
-        )));
-    }
-    Ok(())
+    check(memkv::stores::fields::count(pairs))
 }
 
 /// `POST /v1/memory_stores`.
@@ -478,5 +443,12 @@ mod tests {
         assert!(check_pair(&"k".repeat(65), None).is_err());
         assert!(check_count(16).is_ok());
         assert!(check_count(17).is_err());
+        // Nothing that could reach a terminal as an escape sequence; line breaks and tabs
+        // where text is prose.
+        assert!(check_description("line one\n\tline two").is_ok());
+        assert!(check_description("red \u{1b}[31m").is_err());
+        assert!(check_pair("k", Some("a\nb")).is_ok());
+        assert!(check_pair("k", Some("\u{7}")).is_err());
+        assert!(check_pair("k\t", None).is_err());
     }
 }
