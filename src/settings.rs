@@ -23,6 +23,12 @@ use crate::secrets::SecretPolicy;
 use crate::storage::{Backend, Finish, ReadTxn, Space};
 use crate::time::millis;
 
+/// The shortest `ttl` or `history_max_age`: a second (0 would expire everything, or drop all
+/// history, at the next write; `off` is how to say "none").
+pub const MIN_PERIOD: Duration = Duration::from_secs(1);
+/// The longest: 100 years (36,500 days), so that every value is shown back as it can be sent.
+pub const MAX_PERIOD: Duration = Duration::from_secs(36_500 * 86_400);
+
 impl StoreSettings {
     fn check(&self) -> Result<(), Error> {
         let invalid = |what: &str| Err(Error::InvalidSettings(what.to_owned()));
@@ -32,8 +38,14 @@ impl StoreSettings {
         if self.max_bytes == Some(0) {
             return invalid("max_bytes must be at least 1");
         }
-        if self.ttl == Some(Some(Duration::ZERO)) {
-            return invalid("a ttl must be longer than zero (or off)");
+        for (name, period) in [("ttl", self.ttl), ("history_max_age", self.history_max_age)] {
+            if let Some(Some(d)) = period
+                && !(MIN_PERIOD..=MAX_PERIOD).contains(&d)
+            {
+                return Err(Error::InvalidSettings(format!(
+                    "{name} must be from 1s to 36500d (100 years), or off"
+                )));
+            }
         }
         Ok(())
     }

@@ -893,6 +893,11 @@ fn settings_api() {
         json!({"max_files": "many"}),
         json!({"ttl": "soon"}),
         json!({"ttl": "0s"}),
+        // The periods' bounds are the same for both: from 1 s to 100 years.
+        json!({"history_max_age": "0s"}),
+        json!({"ttl": "500ms"}),
+        json!({"ttl": "36501d"}),
+        json!({"history_max_age": "1000000000years"}),
         json!({"secrets": "maybe"}),
         json!({"colour": "blue"}),
         json!([1]),
@@ -901,6 +906,26 @@ fn settings_api() {
         refused(&reply, 400, "invalid_request_error");
     }
     assert_eq!(ok(&send(&mut admin, "GET", path, None)), reset);
+    // humantime's year is 365.25 days: 100 of them are beyond the bound, which says so.
+    let reply = send(&mut admin, "PATCH", path, Some(json!({"ttl": "100years"})));
+    let message = refused(&reply, 400, "invalid_request_error");
+    assert!(
+        message.contains("ttl must be from 1s to 36500d"),
+        "{message}"
+    );
+    // Every value is shown back as it can be sent again: the longest, the shortest, another.
+    for (sent, shown) in [("36500d", "36500d"), ("1s", "1s"), ("1h 30m", "90m")] {
+        let body = json!({"ttl": sent, "history_max_age": sent});
+        let got = ok(&send(&mut admin, "PATCH", path, Some(body)));
+        assert_eq!(got["own"]["ttl"], shown);
+        assert_eq!(got["own"]["history_max_age"], shown);
+        let again =
+            json!({"ttl": got["own"]["ttl"], "history_max_age": got["own"]["history_max_age"]});
+        assert_eq!(
+            ok(&send(&mut admin, "PATCH", path, Some(again)))["own"],
+            got["own"]
+        );
+    }
 }
 
 /// Backups over HTTP: an export taken while writes go on is one consistent snapshot that
