@@ -157,8 +157,25 @@ fn all(txn: &dyn ReadTxn) -> Result<Vec<Webhook>, Error> {
     })?;
     match failed {
         Some(e) => Err(e),
-        None => Ok(out),
+        None => {
+            // Ids are random (never one a removed endpoint had): in the order they were added.
+            out.sort_by(|a, b| (a.created_ms, &a.id).cmp(&(b.created_ms, &b.id)));
+            Ok(out)
+        }
     }
+}
+
+/// A new endpoint's id, `wh_` and 16 hex digits: random, so that no id of a removed endpoint
+/// (which a receiver or a log may still name) is ever given again.
+fn new_id(existing: &[Webhook]) -> Result<String, Error> {
+    for _ in 0..8 {
+        let n = getrandom::u64().map_err(|e| Error::storage(format!("no random bytes: {e}")))?;
+        let id = format!("wh_{n:016x}");
+        if !existing.iter().any(|w| w.id == id) {
+            return Ok(id);
+        }
+    }
+    Err(Error::storage("no new webhook id after 8 random draws"))
 }
 
 /// The body of [`crate::Database::add_webhook`].
@@ -178,13 +195,7 @@ pub(crate) fn add(
                 "a database keeps at most {MAX_WEBHOOKS} webhook endpoints"
             )));
         }
-        let next = existing
-            .iter()
-            .filter_map(|w| u64::from_str_radix(w.id.strip_prefix("wh_")?, 16).ok())
-            .max()
-            .unwrap_or(0)
-            + 1;
-        let id = format!("wh_{next:016x}");
+        let id = new_id(&existing)?;
         txn.log_settle()?;
         let mut stores = stores.to_vec();
         stores.sort();

@@ -241,7 +241,8 @@ pub enum WebhooksCommand {
         #[arg(long, value_name = "TYPE")]
         event: Vec<String>,
     },
-    /// List endpoints: id, last seq delivered, failures in a row, next attempt, URL, last error
+    /// List endpoints: id, the seq deliveries go on after, failures in a row, next attempt, URL;
+    /// then the stores and events each gets, and its last error
     List,
     /// Remove an endpoint by its id (wh_…)
     Remove {

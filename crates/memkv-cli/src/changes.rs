@@ -80,6 +80,22 @@ fn print(out: &mut impl Write, entry: &ChangeEntry, json: bool) -> Result {
     Ok(())
 }
 
+/// Which stores and events an endpoint gets, in words.
+fn scope(hook: &memkv::Webhook) -> String {
+    let stores = if hook.stores.is_empty() {
+        "every store".to_owned()
+    } else {
+        format!("stores {}", hook.stores.join(", "))
+    };
+    let events = if hook.events.is_empty() {
+        "every event".to_owned()
+    } else {
+        let names: Vec<&str> = hook.events.iter().map(|k| k.event_type()).collect();
+        format!("events {}", names.join(", "))
+    };
+    format!("{stores}, {events}")
+}
+
 pub fn webhooks(global: &Global, command: &WebhooksCommand) -> Result {
     let mut out = io::stdout().lock();
     match command {
@@ -89,15 +105,11 @@ pub fn webhooks(global: &Global, command: &WebhooksCommand) -> Result {
             let db = global.builder().open(global.db_path()?)?;
             let secret = memkv_server::webhooks::new_secret()?;
             let hook = db.add_webhook(url, &secret, store, &kinds)?;
-            let what = if hook.stores.is_empty() {
-                "every store".to_owned()
-            } else {
-                format!("stores {}", hook.stores.join(", "))
-            };
             writeln!(
                 out,
-                "added {} for {what}, from seq {} on; `memkv serve` delivers to {}. Its signing secret is shown only now:",
+                "added {} for {}, from seq {} on; `memkv serve` delivers to {}. Its signing secret is shown only now:",
                 hook.id,
+                scope(&hook),
                 hook.delivered + 1,
                 hook.url
             )?;
@@ -105,10 +117,12 @@ pub fn webhooks(global: &Global, command: &WebhooksCommand) -> Result {
         }
         WebhooksCommand::List => {
             let db = open_read_only(global)?;
+            // AFTER SEQ: deliveries go on after this entry of the change log (an endpoint added
+            // starts at the log's end; it is not a count of deliveries).
             writeln!(
                 out,
                 "{:<19}  {:>9}  {:>8}  {:<20}  URL",
-                "ID", "DELIVERED", "FAILURES", "NEXT ATTEMPT"
+                "ID", "AFTER SEQ", "FAILURES", "NEXT ATTEMPT"
             )?;
             for h in db.webhooks()? {
                 let next = if h.next_attempt_ms > 0 {
@@ -121,6 +135,7 @@ pub fn webhooks(global: &Global, command: &WebhooksCommand) -> Result {
                     "{:<19}  {:>9}  {:>8}  {:<20}  {}",
                     h.id, h.delivered, h.failures, next, h.url
                 )?;
+                writeln!(out, "{:<19}  {}", "", scope(&h))?;
                 if let Some(error) = &h.last_error {
                     writeln!(out, "{:<19}  last error: {error}", "")?;
                 }

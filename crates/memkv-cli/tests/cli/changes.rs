@@ -303,3 +303,74 @@ fn export_since_and_import_rebuild_a_copy_and_refuse_a_gap() {
         assert_eq!(body(&copied), body(&export(&[])));
     });
 }
+
+#[test]
+fn webhooks_say_what_each_endpoint_gets_and_never_give_an_id_again() {
+    let dir = tempfile::tempdir().unwrap();
+    let db = dir.path().join("w.redb");
+    let memkv = |args: &[&str]| ok(&common::run_with_input(common::memkv(&db).args(args), b""));
+    // Some changes before: a new endpoint starts at the log's end.
+    ok(&common::run_with_input(
+        common::memkv(&db).args(["exec", "-u", "alice"]),
+        create("/memories/a.md").as_bytes(),
+    ));
+    let added = memkv(&[
+        "webhooks",
+        "add",
+        "--url",
+        "https://hooks.example.com/a",
+        "--store",
+        "alice",
+        "--event",
+        "memory.created",
+        "--event",
+        "memory.deleted",
+    ]);
+    assert!(
+        added.starts_with("added wh_")
+            && added.contains("for stores alice, events memory.created, memory.deleted, from seq "),
+        "{added}"
+    );
+    let from: u64 = added
+        .split("from seq ")
+        .nth(1)
+        .and_then(|rest| rest.split_whitespace().next())
+        .and_then(|n| n.parse().ok())
+        .unwrap();
+    assert!(from > 1, "the log had entries: {added}");
+    let id = |out: &str| out.split_whitespace().nth(1).unwrap().to_owned();
+    let first = id(&added);
+    let second = id(&memkv(&[
+        "webhooks",
+        "add",
+        "--url",
+        "https://hooks.example.com/b",
+    ]));
+    let list = memkv(&["webhooks", "list"]);
+    let lines: Vec<&str> = list.lines().collect();
+    assert!(
+        lines[0].contains("AFTER SEQ") && !list.contains("DELIVERED"),
+        "{list}"
+    );
+    // In the order they were added, each with what it gets.
+    let columns: Vec<&str> = lines[1].split_whitespace().collect();
+    assert_eq!(columns[0], first, "{list}");
+    assert_eq!(columns[1], (from - 1).to_string(), "AFTER SEQ: {list}");
+    assert_eq!(
+        lines[2].trim(),
+        "stores alice, events memory.created, memory.deleted",
+        "{list}"
+    );
+    assert!(lines[3].starts_with(&second), "{list}");
+    assert_eq!(lines[4].trim(), "every store, every event", "{list}");
+    // A removed endpoint's id is never given again.
+    memkv(&["webhooks", "remove", &second]);
+    let third = id(&memkv(&[
+        "webhooks",
+        "add",
+        "--url",
+        "https://hooks.example.com/c",
+    ]));
+    assert_ne!(third, second);
+    assert_ne!(third, first);
+}
