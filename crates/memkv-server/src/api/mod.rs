@@ -157,8 +157,26 @@ pub async fn json_body<T: DeserializeOwned>(
         return Err(ApiError::invalid("the request needs a JSON body"));
     }
     tool::check_content_type(headers)?;
-    serde_json::from_slice(&bytes)
-        .map_err(|e| ApiError::invalid(format!("the request body is not valid: {e}")))
+    serde_json::from_slice(&bytes).map_err(|e| ApiError::invalid(body_refusal(&e)))
+}
+
+/// Why a JSON body was refused, in words a caller (or a model reading the error) can act on:
+/// not JSON at all, or JSON of the wrong shape; where, by line and column.
+fn body_refusal(e: &serde_json::Error) -> String {
+    use serde_json::error::Category;
+    let at = format!("line {} column {}", e.line(), e.column());
+    match e.classify() {
+        Category::Syntax | Category::Eof => format!(
+            "the request body is not JSON (at {at}); send a JSON object with content-type application/json"
+        ),
+        Category::Data => {
+            // serde's own words say which field and what it expected; drop its position.
+            let what = e.to_string();
+            let what = what.split(" at line ").next().unwrap_or(&what);
+            format!("the request body is JSON but not what this route takes: {what} (at {at})")
+        }
+        Category::Io => format!("the request body could not be read ({e})"),
+    }
 }
 
 /// A JSON answer, carrying the store and operation for the request's log line.
@@ -346,4 +364,43 @@ pub fn ids<I: std::str::FromStr>(
 /// A handler's outcome as the answer sent.
 pub fn respond(outcome: Result<Response, ApiError>) -> Response {
     outcome.unwrap_or_else(IntoResponse::into_response)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[derive(Debug, serde::Deserialize)]
+    #[serde(deny_unknown_fields)]
+    #[allow(dead_code)]
+    struct Shape {
+        name: String,
+    }
+
+    fn refusal(body: &str) -> String {
+        body_refusal(&serde_json::from_str::<Shape>(body).unwrap_err())
+    }
+
+    #[test]
+    fn a_refused_body_says_whether_it_was_json_and_where() {
+        assert_eq!(
+            refusal("name=x"),
+            "the request body is not JSON (at line 1 column 2); send a JSON object with content-type application/json"
+        );
+        assert_eq!(
+            refusal("{\"name\": "),
+            "the request body is not JSON (at line 1 column 9); send a JSON object with content-type application/json"
+        );
+        assert_eq!(
+            refusal("{\"name\": 5}"),
+            "the request body is JSON but not what this route takes: invalid type: integer `5`, expected a string (at line 1 column 10)"
+        );
+        assert!(
+            refusal("{\"colour\": \"blue\"}").starts_with(
+                "the request body is JSON but not what this route takes: unknown field `colour`"
+            ),
+            "{}",
+            refusal("{\"colour\": \"blue\"}")
+        );
+    }
 }
