@@ -253,7 +253,7 @@ impl RedbBackend {
     pub fn open_read_only(path: &Path) -> Result<Self, Error> {
         check_exists(path)?;
         let location = path.display().to_string();
-        Self::replay_for_reading(path)?;
+        self::open::replay_for_reading(path)?;
         if create::holds_no_data(path).unwrap_or(false) {
             return Err(Error::NotMemkv {
                 location,
@@ -303,44 +303,6 @@ impl RedbBackend {
             journal: None,
             files: Arc::new(OsFiles),
         })
-    }
-
-    /// Before a read-only open of `path`: a writer that died with commits in its journal that
-    /// the file does not hold yet leaves them to be replayed, by a brief writable open (refused
-    /// while another process writes). A journal whose records the file holds already (or an
-    /// empty one) needs nothing. Without write access to the file and its directory, the
-    /// open is refused with [`Error::NeedsWriter`], which says so.
-    fn replay_for_reading(path: &Path) -> Result<(), Error> {
-        let files = OsFiles;
-        let journal_path = journal::path_of(path);
-        if !files.exists(&journal_path).map_err(|source| Error::Io {
-            path: journal_path.clone(),
-            source,
-        })? {
-            return Ok(());
-        }
-        let health = Health::new(&path.display().to_string());
-        let (applied, id) = {
-            let db = health.guard(|| open_read_only_db(path))?;
-            let applied = txn::meta_value(&db, &health, journal::APPLIED_KEY)?;
-            let id = txn::meta_value(&db, &health, journal::ID_KEY)?;
-            health::quietly(|| drop(db.close()));
-            (applied, id)
-        };
-        let records = journal::pending(&files, path, id, applied)?;
-        if records == 0 {
-            return Ok(());
-        }
-        if !open::may_write(path) {
-            return Err(Error::NeedsWriter {
-                location: path.display().to_string(),
-                what: format!(
-                    "its journal holds {records} acknowledged commit(s) that the file does not hold yet (a writer stopped without closing it)"
-                ),
-            });
-        }
-        drop(open_writable(path, &Writable::plain(&files))?);
-        Ok(())
     }
 
     /// A database on any redb storage backend (an encrypted or remote block store, or a backend

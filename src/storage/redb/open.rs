@@ -158,6 +158,44 @@ fn open_and_replay(
     Ok((db, applied, found.damaged_at))
 }
 
+/// Before a read-only open of `path`: a writer that died with commits in its journal that
+/// the file does not hold yet leaves them to be replayed, by a brief writable open (refused
+/// while another process writes). A journal whose records the file holds already (or an
+/// empty one) needs nothing. Without write access to the file and its directory, the
+/// open is refused with [`Error::NeedsWriter`], which says so.
+pub(super) fn replay_for_reading(path: &Path) -> Result<(), Error> {
+    let files = OsFiles;
+    let journal_path = journal::path_of(path);
+    if !files.exists(&journal_path).map_err(|source| Error::Io {
+        path: journal_path.clone(),
+        source,
+    })? {
+        return Ok(());
+    }
+    let health = Health::new(&path.display().to_string());
+    let (applied, id) = {
+        let db = health.guard(|| open_read_only_db(path))?;
+        let applied = txn::meta_value(&db, &health, journal::APPLIED_KEY)?;
+        let id = txn::meta_value(&db, &health, journal::ID_KEY)?;
+        super::health::quietly(|| drop(db.close()));
+        (applied, id)
+    };
+    let records = journal::pending(&files, path, id, applied)?;
+    if records == 0 {
+        return Ok(());
+    }
+    if !may_write(path) {
+        return Err(Error::NeedsWriter {
+            location: path.display().to_string(),
+            what: format!(
+                "its journal holds {records} acknowledged commit(s) that the file does not hold yet (a writer stopped without closing it)"
+            ),
+        });
+    }
+    drop(open_writable(path, &Writable::plain(&files))?);
+    Ok(())
+}
+
 /// What [`accept_journal_loss`] did.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct JournalLoss {
