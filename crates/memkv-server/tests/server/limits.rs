@@ -114,43 +114,33 @@ fn slowly_sent_sign_ins_hold_a_few_connections_briefly() {
     let s = Served::configured(Database::builder().fresh().unwrap(), |c| {
         c.max_connections = 16;
     });
-    let mut slow: Vec<_> = (0..2).map(|_| slow_signin(&s)).collect();
-    // Until both are being read (the third is refused at once only then), at most 20 s.
-    let deadline = Instant::now() + Duration::from_secs(20);
-    let third = loop {
-        let mut third = slow_signin(&s);
-        let reply = read_reply(&mut third).unwrap();
-        if reply.status == 503 {
-            break reply;
-        }
-        assert!(
-            Instant::now() < deadline,
-            "a third sign-in was read: {reply:?}"
-        );
-        slow.push(third);
-    };
-    assert!(
-        third.text().contains("Too many sign-ins"),
-        "{}",
-        third.text()
-    );
+    // Six sign-ins whose body never comes, sent at once: whichever two are read first hold
+    // the share; the other four are refused at once, whatever the order they arrived in.
+    let slow: Vec<_> = (0..6).map(|_| slow_signin(&s)).collect();
     // Everyone else is served meanwhile.
     for _ in 0..24 {
         assert_eq!(client::Client::new(s.addr).get("/healthz").status, 200);
     }
-    // The slow ones are answered once their short deadline passes, not the 30 s of other
-    // bodies: 400, with the deadline said.
-    let started = Instant::now();
+    let (mut refused_at_once, mut read_briefly) = (0, 0);
     for mut conn in slow {
         let reply = read_reply(&mut conn).unwrap();
-        assert_eq!(reply.status, 400, "{reply:?}");
-        assert!(
-            reply
-                .text()
-                .contains(&format!("within {} s", SIGNIN_BODY_TIMEOUT.as_secs())),
-            "{}",
-            reply.text()
-        );
+        match reply.status {
+            503 => {
+                assert!(
+                    reply.text().contains("Too many sign-ins"),
+                    "{}",
+                    reply.text()
+                );
+                refused_at_once += 1;
+            }
+            // Answered once their short deadline passed, not the 30 s of other bodies.
+            400 => {
+                let deadline = format!("within {} s", SIGNIN_BODY_TIMEOUT.as_secs());
+                assert!(reply.text().contains(&deadline), "{}", reply.text());
+                read_briefly += 1;
+            }
+            _ => panic!("{reply:?}"),
+        }
     }
-    assert!(started.elapsed() < Duration::from_secs(25));
+    assert_eq!((read_briefly, refused_at_once), (2, 4));
 }
