@@ -91,6 +91,18 @@ pub enum Error {
         /// Every entry up to this `seq` is gone.
         trimmed: u64,
     },
+    /// A reader of the change log gave a cursor past its end: one from another database, or
+    /// from this one before it was restored from an older export. Following on from it would
+    /// skip changes; start again from a full export.
+    #[error(
+        "cursor ahead: the change log ends at seq {last}, so the cursor {after} comes from another database or from before a restore; start again from a full export"
+    )]
+    CursorAhead {
+        /// The cursor asked for.
+        after: u64,
+        /// The log's last `seq`.
+        last: u64,
+    },
     /// A webhook endpoint memkv does not accept (its URL, its secret, too many endpoints).
     #[error("webhook refused: {0}")]
     InvalidWebhook(String),

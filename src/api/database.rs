@@ -283,8 +283,9 @@ impl Database {
     /// the database.
     ///
     /// # Errors
-    /// [`Error::CursorExpired`] when retention removed entries after `after` (start again from
-    /// a full export); a storage failure.
+    /// [`Error::CursorExpired`] when retention removed entries after `after`, and
+    /// [`Error::CursorAhead`] for a cursor past the log's end (another database's, or one from
+    /// before a restore): start again from a full export. A storage failure.
     pub fn changes(
         &self,
         after: u64,

@@ -121,6 +121,7 @@ pub(crate) fn export(
             memkv_version: env!("CARGO_PKG_VERSION").into(),
             seq: Some(bounds.last),
             base_seq: since,
+            database: super::identity::of(&txn)?,
         },
     )?;
     let mut summary = Summary::default();

@@ -5,10 +5,10 @@ use std::path::Path;
 
 use sha2::{Digest, Sha256};
 
-use super::history;
 use super::source::{ImportSource, for_each_line};
 use super::verify::{guarded, selected};
 use super::{Conflict, Entry, Line, Progress, Summary, hex, import_error};
+use super::{history, identity};
 use crate::error::Error;
 use crate::exec;
 use crate::history::append;
@@ -66,6 +66,7 @@ pub(crate) fn import_from(
         txn.prefetch(&fetches, false)?;
         if let Some(base) = verified.base_seq {
             check_base(txn, base, verified.seq.unwrap_or(base))?;
+            check_origin(txn, verified.database.as_deref())?;
             for user in &verified.deleted {
                 remove_store(txn, changes, user, db.now_ms())?;
             }
@@ -218,8 +219,13 @@ pub(crate) fn import_from(
         if let Some(seq) = verified.seq {
             if summary.merged == 0 && users.is_empty() {
                 txn.put(Space::Database, "", RESTORED, &seq.to_be_bytes())?;
+                identity::set_restored_from(txn, verified.database.as_deref())?;
+                // The log is numbered on from where the exported database's stood: no cursor
+                // of its followers means a different change here.
+                crate::changes::skip(txn, seq)?;
             } else {
                 txn.remove(Space::Database, "", RESTORED)?;
+                identity::set_restored_from(txn, None)?;
             }
         }
         Ok((summary, Finish::Commit))
@@ -250,6 +256,28 @@ fn check_base(txn: &dyn WriteTxn, base: u64, seq: u64) -> Result<(), Error> {
         Some(_) => return Ok(()),
     };
     Err(import_error(0, why))
+}
+
+/// Whether an incremental export taken from database `from` follows the full export this
+/// database was restored from: refused when the two name different databases, or only one
+/// names any (exports before format version 4 name none, and are taken on trust as before).
+fn check_origin(txn: &dyn WriteTxn, from: Option<&str>) -> Result<(), Error> {
+    let restored = identity::restored_from(txn)?;
+    if restored.as_deref() == from {
+        return Ok(());
+    }
+    let name = |id: &Option<&str>| match id {
+        Some(id) => format!("database {id}"),
+        None => "a database not named (exports before format version 4 name none)".to_owned(),
+    };
+    Err(import_error(
+        0,
+        format!(
+            "this incremental export was taken from {}, and this database was restored from an export of {}; import a full export of the database it follows first",
+            name(&from),
+            name(&restored.as_deref())
+        ),
+    ))
 }
 
 /// Removes every entry of store `user`, if it has any (an incremental export replaces or

@@ -15,6 +15,7 @@
 pub(crate) mod dir;
 pub(crate) mod export;
 mod history;
+pub(crate) mod identity;
 pub(crate) mod import;
 mod source;
 pub(crate) mod verify;
@@ -38,14 +39,17 @@ use crate::path::MemoryPath;
 /// The `format` of an export's header line.
 pub const EXPORT_FORMAT: &str = "memkv-export";
 /// The version of the export format this build writes. It reads this one and every earlier
-/// one: version 1 (files only) and version 2 (stores, memory ids and versions too).
-pub const EXPORT_VERSION: u64 = 3;
+/// one: version 1 (files only), version 2 (stores, memory ids and versions too), version 3 (the
+/// change-log position, incremental exports) and version 4 (the database's identity).
+pub const EXPORT_VERSION: u64 = 4;
 
 /// The first version with store and version lines, and ids on file lines.
 const HISTORY_VERSION: u64 = 2;
 /// The version whose header says where in the change log it stands, and which has
 /// incremental exports.
 const INCREMENTAL_VERSION: u64 = 3;
+/// The version whose header names the database it was taken from.
+const IDENTITY_VERSION: u64 = 4;
 
 #[derive(Debug, Serialize, Deserialize)]
 #[serde(tag = "type", rename_all = "snake_case", deny_unknown_fields)]
@@ -64,6 +68,10 @@ enum Line {
         /// `base_seq + 1 ..= seq`).
         #[serde(default, skip_serializing_if = "Option::is_none")]
         base_seq: Option<u64>,
+        /// Version 4: the identity of the database it was taken from (`identity`), when it
+        /// has one.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        database: Option<String>,
     },
     /// Version 3, in an incremental export: a store deleted in its range.
     StoreDeleted { user: String },

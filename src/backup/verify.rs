@@ -8,8 +8,8 @@ use sha2::{Digest, Sha256};
 use super::history::{Block, VersionLine};
 use super::source::{ImportSource, NOT_A_HEADER, for_each_line};
 use super::{
-    EXPORT_FORMAT, EXPORT_VERSION, HISTORY_VERSION, INCREMENTAL_VERSION, Line, MAX_CLOCK_SKEW_MS,
-    Progress, Summary, hex, import_error, sha256_hex,
+    EXPORT_FORMAT, EXPORT_VERSION, HISTORY_VERSION, IDENTITY_VERSION, INCREMENTAL_VERSION, Line,
+    MAX_CLOCK_SKEW_MS, Progress, Summary, hex, import_error, sha256_hex,
 };
 use crate::error::Error;
 use crate::exec;
@@ -49,6 +49,7 @@ pub(super) fn verify(
     // seen, the version lines.
     let mut format_version = 0;
     let mut positions: (Option<u64>, Option<u64>) = (None, None);
+    let mut from: Option<String> = None;
     let mut deleted = Vec::new();
     let mut block: Option<Block> = None;
     let mut stores = BTreeSet::new();
@@ -65,6 +66,7 @@ pub(super) fn verify(
                 version,
                 seq,
                 base_seq,
+                database,
                 ..
             } => {
                 if n != 1 {
@@ -101,6 +103,21 @@ pub(super) fn verify(
                 if base_seq.is_some() && seq.is_none() {
                     return Err(import_error(n, "an incremental export without its seq"));
                 }
+                if version < IDENTITY_VERSION && database.is_some() {
+                    return Err(import_error(
+                        n,
+                        format!("a database identity in a version-{version} export"),
+                    ));
+                }
+                if let Some(id) = &database
+                    && (id.len() != 32 || !id.bytes().all(|b| b.is_ascii_hexdigit()))
+                {
+                    return Err(import_error(
+                        n,
+                        format!("database {id:?} is not an identity (32 hex digits)"),
+                    ));
+                }
+                from = database;
                 positions = (base_seq, seq);
                 format_version = version;
                 seen_header = true;
@@ -338,6 +355,7 @@ pub(super) fn verify(
     Ok(Verified {
         base_seq: positions.0,
         seq: positions.1,
+        database: from,
         deleted,
         files: selected_summary.files,
         files_digest: hex(&files_digest.finalize()),
@@ -351,6 +369,8 @@ pub(super) struct Verified {
     pub(super) base_seq: Option<u64>,
     /// The change-log position the export covers up to (version 3).
     pub(super) seq: Option<u64>,
+    /// The identity of the database it was taken from (version 4).
+    pub(super) database: Option<String>,
     /// The stores an incremental export deletes (of those selected).
     pub(super) deleted: Vec<String>,
     /// Files of the selected users.

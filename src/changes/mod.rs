@@ -8,7 +8,9 @@
 //!   numbers them in commit order on every backend), and, on an embedded backend, applies the
 //!   retention.
 //! - [`read()`] answers a page of entries after a cursor, for one store or all of them, or
-//!   [`Error::CursorExpired`] when retention removed entries the cursor has not seen.
+//!   [`Error::CursorExpired`] when retention removed entries the cursor has not seen, or
+//!   [`Error::CursorAhead`] for a cursor past the end (another database's, or one from before
+//!   a restore: [`skip`] numbers a restored log past every `seq` its export had given out).
 //! - [`trim()`] applies the retention on its own (`memkv prune`, and `memkv serve` from time to
 //!   time on PostgreSQL, where writers do not trim: reading the bounds would cost each a round
 //!   trip).
@@ -245,6 +247,12 @@ pub(crate) fn read(
             trimmed: bounds.trimmed,
         });
     }
+    if after > bounds.last {
+        return Err(Error::CursorAhead {
+            after,
+            last: bounds.last,
+        });
+    }
     let mut page = ChangePage {
         entries: Vec::new(),
         next_after: after,
@@ -276,6 +284,18 @@ pub(crate) fn read(
         }
     }
     Ok(page)
+}
+
+/// Inside the write transaction of a restore from an export taken at `seq`: the log moves on
+/// to `seq` if it is behind it, so that no number the exported database gave out is given again
+/// (a follower's cursor from it then either expires, below `seq`, or follows on from the
+/// restore). The entries of this transaction are numbered after it.
+pub(crate) fn skip(txn: &mut dyn WriteTxn, seq: u64) -> Result<(), Error> {
+    txn.log_settle()?;
+    if txn.log_bounds()?.last < seq {
+        txn.log_skip(seq)?;
+    }
+    Ok(())
 }
 
 /// The last `seq` committed (0: none yet): where a full export taken now stands in the log.

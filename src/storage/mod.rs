@@ -383,6 +383,11 @@ pub trait WriteTxn: ReadTxn {
 
     /// Removes every entry with `seq <= through` and records it in [`LogBounds::trimmed`].
     fn log_trim(&mut self, through: u64) -> Result<(), Error>;
+
+    /// Moves the log on to `to` (beyond its last `seq`, after [`Self::log_settle`]): every
+    /// entry is removed, [`LogBounds::last`] and [`LogBounds::trimmed`] become `to`, and the
+    /// next entry is numbered `to + 1` (a restore, `crate::changes::skip`).
+    fn log_skip(&mut self, to: u64) -> Result<(), Error>;
 }
 
 /// `url` without its password (in the user info or a `password=` parameter), for messages,

@@ -134,7 +134,8 @@ fn export_format_is_documented_shape() {
         assert_eq!(l.len(), 12);
         assert_eq!(l[0]["type"], "header");
         assert_eq!(l[0]["format"], "memkv-export");
-        assert_eq!(l[0]["version"], 3);
+        assert_eq!(l[0]["version"], 4);
+        assert_eq!(l[0]["database"].as_str().map(str::len), Some(32));
         assert_eq!(l[0]["seq"], store.last_change().unwrap());
         assert_eq!(
             (&l[1]["type"], &l[1]["user"]),
@@ -440,10 +441,10 @@ fn hostile_or_damaged_exports_change_nothing() {
         );
         refused(
             |l, _| {
-                l[0]["version"] = json!(4);
+                l[0]["version"] = json!(5);
             },
             1,
-            "export format version 4",
+            "export format version 5",
         );
         refused(
             |l, _| {

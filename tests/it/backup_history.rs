@@ -132,7 +132,9 @@ fn comparable(export: &[u8]) -> Vec<Value> {
         .map(|l| serde_json::from_str(l).unwrap())
         .collect();
     let n = lines.len();
+    // Where the log stands, and which database it is: each copy's own.
     lines[0].as_object_mut().unwrap().remove("seq");
+    lines[0].as_object_mut().unwrap().remove("database");
     lines[n - 1].as_object_mut().unwrap().remove("sha256");
     lines
 }
@@ -579,6 +581,7 @@ fn damaged_history_lines_change_nothing() {
             |l| {
                 v(l, 0, "version", json!(1));
                 l[0].as_object_mut().unwrap().remove("seq");
+                l[0].as_object_mut().unwrap().remove("database");
             },
             false,
             2,
@@ -589,6 +592,18 @@ fn damaged_history_lines_change_nothing() {
             false,
             1,
             "a change-log position in a version-2 export",
+        );
+        refused(
+            |l| v(l, 0, "version", json!(3)),
+            false,
+            1,
+            "a database identity in a version-3 export",
+        );
+        refused(
+            |l| v(l, 0, "database", json!("../etc")),
+            false,
+            1,
+            "is not an identity (32 hex digits)",
         );
     });
 }
@@ -872,5 +887,103 @@ fn a_full_export_and_its_incrementals_rebuild_the_source() {
             a.export_since(end + 1, &[], &mut sink, &mut |_| {}),
             Err(Error::InvalidSince { .. })
         ));
+    });
+}
+
+/// A restore numbers its change log on from the export's `seq`, so that no cursor of the
+/// exported database's followers means a different change in the copy (one below it expires,
+/// one past the copy's end is refused); and an incremental export of another database, whose
+/// `base_seq` happens to match, is refused: every export names the database it was taken from.
+#[test]
+fn a_restore_never_reuses_a_seq_and_refuses_another_databases_incremental() {
+    each_backend(|| {
+        let dir = tempfile::tempdir().unwrap();
+        let header = |bytes: &[u8]| -> Value {
+            serde_json::from_str(std::str::from_utf8(bytes).unwrap().lines().next().unwrap())
+                .unwrap()
+        };
+        let write = |db: &Database, path: &str| {
+            tool(
+                db,
+                "alice",
+                "s",
+                json!({"command": "create", "path": path, "file_text": "x"}),
+            );
+        };
+        // Two databases with the same number of changes: their exports stand at the same seq.
+        let (a, other) = (fixed().fresh().unwrap(), fixed().fresh().unwrap());
+        for db in [&a, &other] {
+            for i in 0..5 {
+                write(db, &format!("/memories/{i}.md"));
+            }
+        }
+        let full = export_bytes(&a);
+        let seq = header(&full)["seq"].as_u64().unwrap();
+        let other_full = export_bytes(&other);
+        assert_eq!(header(&other_full)["seq"].as_u64(), Some(seq));
+        let (id, other_id) = (
+            header(&full)["database"].clone(),
+            header(&other_full)["database"].clone(),
+        );
+        assert_eq!(id.as_str().map(str::len), Some(32), "{id}");
+        assert_ne!(id, other_id);
+        assert_eq!(header(&export_bytes(&a))["database"], id, "stable");
+
+        let path = dir.path().join("full");
+        std::fs::write(&path, &full).unwrap();
+        let b = fixed().fresh().unwrap();
+        tool(
+            &b,
+            "zed",
+            "s",
+            json!({"command": "create", "path": "/memories/own.md", "file_text": "z"}),
+        );
+        b.import(&path, Conflict::Refuse, &mut |_| {}).unwrap();
+        // Numbered after every seq `a` gave out; the cursors below it expired.
+        let last = b.last_change().unwrap();
+        assert!(last > seq, "{last} after {seq}");
+        let page = b.changes(seq, 1000, None).unwrap();
+        assert!(!page.entries.is_empty());
+        assert!(page.entries.iter().all(|e| e.seq > seq));
+        assert!(matches!(
+            b.changes(seq - 1, 10, None),
+            Err(Error::CursorExpired { trimmed, .. }) if trimmed == seq
+        ));
+        match b.changes(last + 1, 10, Some("alice")) {
+            Err(e @ Error::CursorAhead { .. }) => {
+                assert!(
+                    e.to_string().contains("start again from a full export"),
+                    "{e}"
+                )
+            }
+            other => panic!("{other:?}"),
+        }
+        // The copy is a database of its own.
+        assert_ne!(header(&export_bytes(&b))["database"], id);
+
+        // `other`'s incremental export starts after the same seq, and is refused.
+        write(&other, "/memories/later.md");
+        let mut inc = Vec::new();
+        other.export_since(seq, &[], &mut inc, &mut |_| {}).unwrap();
+        assert_eq!(header(&inc)["base_seq"].as_u64(), Some(seq));
+        let inc_path = dir.path().join("inc");
+        std::fs::write(&inc_path, &inc).unwrap();
+        let c = fixed().fresh().unwrap();
+        c.import(&path, Conflict::Refuse, &mut |_| {}).unwrap();
+        let before = everything(&c);
+        match c.import(&inc_path, Conflict::Refuse, &mut |_| {}) {
+            Err(Error::Import { reason, .. }) => {
+                assert!(reason.contains("taken from database"), "{reason}");
+                assert!(reason.contains(other_id.as_str().unwrap()), "{reason}");
+            }
+            other => panic!("{other:?}"),
+        }
+        assert_eq!(everything(&c), before);
+        // `a`'s own incremental applies.
+        write(&a, "/memories/later.md");
+        let mut inc = Vec::new();
+        a.export_since(seq, &[], &mut inc, &mut |_| {}).unwrap();
+        std::fs::write(&inc_path, &inc).unwrap();
+        c.import(&inc_path, Conflict::Refuse, &mut |_| {}).unwrap();
     });
 }

@@ -184,7 +184,7 @@ impl StoreIndex {
         loop {
             let page = match crate::admin::changes(scope.engine, after, PAGE, Some(scope.user)) {
                 Ok(page) => page,
-                Err(Error::CursorExpired { .. }) => return Ok(false),
+                Err(Error::CursorExpired { .. } | Error::CursorAhead { .. }) => return Ok(false),
                 Err(e) => return Err(e),
             };
             for ChangeEntry { change, .. } in &page.entries {

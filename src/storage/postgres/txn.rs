@@ -228,4 +228,15 @@ impl WriteTxn for PgWrite {
         ));
         Ok(())
     }
+
+    fn log_skip(&mut self, to: u64) -> Result<(), Error> {
+        // After `log_settle` in this transaction, which holds the row lock of `changes_last`:
+        // entries waiting in other transactions are numbered after `to`.
+        self.session.get_mut().pending.push_str(&format!(
+            "DELETE FROM memkv_changes WHERE seq <= {to};\n\
+             UPDATE memkv_meta SET value = greatest(value, {to}) \
+             WHERE name IN ('changes_last', 'changes_trimmed');\n"
+        ));
+        Ok(())
+    }
 }

@@ -539,6 +539,18 @@ impl WriteTxn for RedbWrite<'_> {
             value: through.min(bounds.last),
         })
     }
+
+    fn log_skip(&mut self, to: u64) -> Result<(), Error> {
+        let bounds = self.log_bounds()?;
+        if to <= bounds.last {
+            return Ok(());
+        }
+        self.apply(Op::LogTrim { through: to })?;
+        self.apply(Op::Meta {
+            key: TRIMMED_KEY.to_owned(),
+            value: to,
+        })
+    }
 }
 
 /// The tables of `txn`, recording what changes for a journal if `journaled`.

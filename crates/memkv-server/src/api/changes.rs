@@ -55,7 +55,7 @@ pub const MAX_WAIT_SECONDS: f64 = 60.0;
     description = "The store's entries of the change log, oldest first: one per committed change of any face (the memory tool, MCP, this API, imports, restores, redactions, expiry).",
     params(StorePath, FeedQuery, Beta),
     responses((status = 200, description = "A page of the change log", body = ChangePage),
-        (status = 410, description = "The cursor expired: retention removed entries after `after`; start again from a full export (invalid_request_error)",
+        (status = 410, description = "The cursor expired (retention removed entries after `after`) or is past the log's end (another database's, or from before a restore); start again from a full export (invalid_request_error)",
             body = ErrorBody, headers(("x-should-retry" = inline(NoRetry)))),
         ApiErrors))]
 pub async fn store_changes(
@@ -85,7 +85,7 @@ pub async fn store_changes(
     description = "Admin key. Every store's entries of the change log, oldest first.",
     params(FeedQuery, Beta),
     responses((status = 200, description = "A page of the change log", body = ChangePage),
-        (status = 410, description = "The cursor expired: retention removed entries after `after`; start again from a full export (invalid_request_error)",
+        (status = 410, description = "The cursor expired (retention removed entries after `after`) or is past the log's end (another database's, or from before a restore); start again from a full export (invalid_request_error)",
             body = ErrorBody, headers(("x-should-retry" = inline(NoRetry)))),
         ApiErrors))]
 pub async fn all_changes(
@@ -231,11 +231,14 @@ impl Drop for Waiting<'_> {
     }
 }
 
-/// A cursor behind the retention is 410 Gone (etcd's "required revision has been compacted"):
-/// following on would skip changes.
+/// A cursor behind the retention is 410 Gone (etcd's "required revision has been compacted"),
+/// and so is one past the log's end (another database's, or from before a restore): following
+/// on would skip changes.
 fn refused(e: &Error, store: &str) -> ApiError {
     match e {
-        Error::CursorExpired { .. } => ApiError::new(StatusCode::GONE, e.to_string()),
+        Error::CursorExpired { .. } | Error::CursorAhead { .. } => {
+            ApiError::new(StatusCode::GONE, e.to_string())
+        }
         Error::InvalidUser { .. } => ApiError::not_found(),
         _ => failed(e, store),
     }

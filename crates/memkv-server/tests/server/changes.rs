@@ -213,6 +213,18 @@ fn an_expired_cursor_is_gone() {
             410,
             "invalid_request_error",
         );
+        // A cursor past the end (another database's, or from before a restore) is gone too,
+        // on both feeds, rather than an empty page that would skip what comes before it.
+        for feed in ["/v1/changes", "/v1/memory_stores/u/changes"] {
+            let message = refused(
+                &admin.get(&format!("{feed}?after=71&wait=30")),
+                410,
+                "invalid_request_error",
+            );
+            assert!(message.contains("cursor ahead"), "{message}");
+            assert!(message.contains("ends at seq 70"), "{message}");
+        }
+        ok(&send(&mut admin, "GET", "/v1/changes?after=70", None));
     });
 }
 
