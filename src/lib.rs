@@ -130,7 +130,7 @@ pub struct ReadmeDoctests;
 
 pub use api::{
     Database, DatabaseBuilder, ExpiredFile, FileInfo, MAX_USER_ID_BYTES, MemoryStore,
-    OwnedMemoryStore, PrunedHistory, UserSummary,
+    OwnedMemoryStore, PrunedHistory, StoreAdmin, UserSummary,
 };
 
 /// The old name of [`Database`].

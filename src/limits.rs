@@ -64,8 +64,10 @@ impl Default for Limits {
 /// When unused files expire. Off unless a time-to-live is set.
 ///
 /// A file is *used* when it is created, written or viewed. Reads record their time coarsely:
-/// only when the stored time is older than `granularity`, so most reads stay read-only. A file
-/// therefore expires between `ttl` and `ttl + granularity` after its last use, never earlier.
+/// only when the stored time is older than `granularity` (at most a tenth of the store's `ttl`:
+/// a 1-minute `ttl` records reads 6 s stale), so most reads stay read-only. A file therefore
+/// expires between `ttl` and `ttl + granularity` after its last use, never earlier (but for
+/// reads made while a longer `ttl` applied, which were recorded at its coarser granularity).
 #[derive(Debug, Clone, PartialEq, Eq)]
 #[non_exhaustive]
 pub struct Expiry {
@@ -73,7 +75,8 @@ pub struct Expiry {
     pub ttl: Option<Duration>,
     /// Per-user overrides: `Some(ttl)`, or `None` to exempt that user.
     pub per_user: BTreeMap<String, Option<Duration>>,
-    /// How stale a recorded access time may get before a read refreshes it. Default = 1 hour.
+    /// How stale a recorded access time may get before a read refreshes it (at most a tenth of
+    /// the `ttl` that applies). Default = 1 hour.
     pub granularity: Duration,
 }
 

@@ -227,7 +227,7 @@ impl fmt::Debug for MemoryPath {
 
 /// C0, DEL, C1, category Cf (zero-width, bidi controls, BOM …), and the line/paragraph separators.
 /// Refused in paths and in user ids alike.
-pub(crate) fn is_forbidden_char(c: char) -> bool {
+pub fn is_forbidden_char(c: char) -> bool {
     if c.is_ascii() {
         return c.is_ascii_control();
     }

@@ -8,7 +8,7 @@ use std::ops::ControlFlow;
 use crate::error::Error;
 use crate::history::change::{Change, ChangeKind};
 use crate::history::record::{self, StoreRecord};
-use crate::history::{ApiRefusal, StoreInfo};
+use crate::history::{Actor, ApiRefusal, StoreInfo};
 use crate::pipeline::Engine;
 use crate::storage::{Backend, Finish, ReadTxn, Space};
 use crate::user_id::validate_user;
@@ -136,6 +136,7 @@ pub(crate) const ALL_KEYS_END: [u8; 17] = [0xFF; 17];
 /// The body of [`crate::Database::create_store`].
 pub(crate) fn create_store(
     db: &Engine,
+    actor: Option<&Actor>,
     name: &str,
     description: &str,
     metadata: &BTreeMap<String, String>,
@@ -151,7 +152,7 @@ pub(crate) fn create_store(
             return Err(Error::Corrupt(format!("store id {id} was drawn twice")));
         }
         record::put_store_record(txn, &id, &store)?;
-        changes.note(Change::of_store(ChangeKind::StoreCreated, &id, now));
+        changes.note(Change::of_store(ChangeKind::StoreCreated, &id, now).by(actor));
         Ok(((), Finish::Commit))
     })?;
     Ok(info_of(&id, store))
@@ -201,12 +202,13 @@ pub(crate) fn list_stores(
 /// The body of [`crate::Database::update_store`].
 pub(crate) fn update_store(
     db: &Engine,
+    actor: Option<&Actor>,
     id: &str,
     name: Option<&str>,
     description: Option<&str>,
     metadata: &BTreeMap<String, Option<String>>,
 ) -> Result<Result<StoreInfo, ApiRefusal>, Error> {
-    change_store(db, id, |r| {
+    change_store(db, actor, id, |r| {
         if r.archived_ms.is_some() {
             return Err(ApiRefusal::Archived);
         }
@@ -230,9 +232,13 @@ pub(crate) fn update_store(
 }
 
 /// The body of [`crate::Database::archive_store`].
-pub(crate) fn archive_store(db: &Engine, id: &str) -> Result<Result<StoreInfo, ApiRefusal>, Error> {
+pub(crate) fn archive_store(
+    db: &Engine,
+    actor: Option<&Actor>,
+    id: &str,
+) -> Result<Result<StoreInfo, ApiRefusal>, Error> {
     let now = db.now_ms();
-    change_store(db, id, |r| {
+    change_store(db, actor, id, |r| {
         if r.archived_ms.is_none() {
             r.archived_ms = Some(now);
         }
@@ -242,6 +248,7 @@ pub(crate) fn archive_store(db: &Engine, id: &str) -> Result<Result<StoreInfo, A
 
 fn change_store(
     db: &Engine,
+    actor: Option<&Actor>,
     id: &str,
     mut change: impl FnMut(&mut StoreRecord) -> Result<(), ApiRefusal>,
 ) -> Result<Result<StoreInfo, ApiRefusal>, Error> {
@@ -267,13 +274,13 @@ fn change_store(
         } else {
             ChangeKind::StoreUpdated
         };
-        changes.note(Change::of_store(kind, id, now));
+        changes.note(Change::of_store(kind, id, now).by(actor));
         Ok((Ok(info_of(id, r)), Finish::Commit))
     })
 }
 
 /// The body of [`crate::Database::delete_store`].
-pub(crate) fn delete_store(db: &Engine, id: &str) -> Result<bool, Error> {
+pub(crate) fn delete_store(db: &Engine, actor: Option<&Actor>, id: &str) -> Result<bool, Error> {
     if validate_user(id).is_err() {
         return Ok(false);
     }
@@ -287,7 +294,7 @@ pub(crate) fn delete_store(db: &Engine, id: &str) -> Result<bool, Error> {
         for space in Space::ALL {
             txn.remove_range(space, id, &[], &ALL_KEYS_END)?;
         }
-        changes.note(Change::of_store(ChangeKind::StoreDeleted, id, now));
+        changes.note(Change::of_store(ChangeKind::StoreDeleted, id, now).by(actor));
         Ok((true, Finish::Commit))
     })
     .inspect(|deleted| {

@@ -1,6 +1,6 @@
 //! [`Database`]: every method of the database handle, in one place.
 
-use super::{DatabaseBuilder, MemoryStore, OwnedMemoryStore};
+use super::{DatabaseBuilder, MemoryStore, OwnedMemoryStore, StoreAdmin};
 use crate::admin::{ExpiredFile, PrunedHistory, UserSummary};
 use crate::changes::ChangePage;
 use crate::keys::{self, ApiKey, ImportedKey, NewKey};
@@ -187,7 +187,15 @@ impl Database {
         description: &str,
         metadata: &BTreeMap<String, String>,
     ) -> Result<StoreInfo, Error> {
-        crate::stores::create_store(&self.engine, name, description, metadata)
+        self.acting_as(None)
+            .create_store(name, description, metadata)
+    }
+
+    /// The writes of memory-store records (create, update, archive, delete), each change
+    /// recorded in the change log as made by `actor` (the API key of a server's caller, say);
+    /// the methods of the same name on `Database` record none.
+    pub fn acting_as(&self, actor: Option<Actor>) -> StoreAdmin<'_> {
+        StoreAdmin { db: self, actor }
     }
 
     /// The store `id`'s record; `None` when there is no such store (a user that never wrote).
@@ -223,7 +231,8 @@ impl Database {
         description: Option<&str>,
         metadata: &BTreeMap<String, Option<String>>,
     ) -> Result<Result<StoreInfo, ApiRefusal>, Error> {
-        crate::stores::update_store(&self.engine, id, name, description, metadata)
+        self.acting_as(None)
+            .update_store(id, name, description, metadata)
     }
 
     /// Archives the store: from now on read-only (its memories can still be read and deleted,
@@ -232,7 +241,7 @@ impl Database {
     /// # Errors
     /// A storage failure. Refusal: [`ApiRefusal::NotFound`].
     pub fn archive_store(&self, id: &str) -> Result<Result<StoreInfo, ApiRefusal>, Error> {
-        crate::stores::archive_store(&self.engine, id)
+        self.acting_as(None).archive_store(id)
     }
 
     /// Deletes the store `id` with every memory and version. `false` when there was none.
@@ -240,7 +249,7 @@ impl Database {
     /// # Errors
     /// A storage failure.
     pub fn delete_store(&self, id: &str) -> Result<bool, Error> {
-        crate::stores::delete_store(&self.engine, id)
+        self.acting_as(None).delete_store(id)
     }
 
     // What operators ask of the whole database (`crate::admin`).

@@ -84,6 +84,12 @@ impl Change {
             at_ms,
         }
     }
+
+    /// This change, recorded as made by `actor`.
+    pub(crate) fn by(mut self, actor: Option<&Actor>) -> Change {
+        self.actor = actor.cloned();
+        self
+    }
 }
 
 /// Called by the write pipeline after each commit, with every change of the transaction in the

@@ -350,25 +350,27 @@ pub enum ApiRefusal {
 }
 
 impl ApiRefusal {
-    /// The reason, in a sentence, for the API's error envelope.
+    /// The reason, in a sentence without its closing period, for the API's error envelope: a
+    /// client may append its own sentence, as the SDK's sandbox sync does when it shows the agent
+    /// "<message>. Read the file again before you retry.".
     pub fn message(&self) -> String {
         match self {
-            ApiRefusal::NotFound => "Not found.".to_owned(),
+            ApiRefusal::NotFound => "Not found".to_owned(),
             ApiRefusal::PreconditionFailed { current } => format!(
-                "Precondition failed: the memory's content_sha256 is {}.",
+                "Precondition failed: the memory changed since it was read (its content_sha256 is now {})",
                 crate::layout::hex(current)
             ),
-            ApiRefusal::PathExists { path } => format!("{path} already exists."),
+            ApiRefusal::PathExists { path } => format!("{path} already exists"),
             ApiRefusal::ParentIsFile { path, parent } => {
-                format!("Cannot write {path}: {parent} is a file.")
+                format!("Cannot write {path}: {parent} is a file")
             }
-            ApiRefusal::Archived => "The memory store is archived and read-only.".to_owned(),
-            ApiRefusal::InvalidPath { reason, .. } => format!("{reason}."),
-            ApiRefusal::Limit(reason) => format!("{reason}."),
-            ApiRefusal::InvalidPage => "Invalid page token.".to_owned(),
-            ApiRefusal::NotRestorable(why) => format!("Cannot restore this version: {why}."),
+            ApiRefusal::Archived => "The memory store is archived and read-only".to_owned(),
+            ApiRefusal::InvalidPath { reason, .. } => reason.trim_end_matches('.').to_owned(),
+            ApiRefusal::Limit(reason) => reason.trim_end_matches('.').to_owned(),
+            ApiRefusal::InvalidPage => "Invalid page token".to_owned(),
+            ApiRefusal::NotRestorable(why) => format!("Cannot restore this version: {why}"),
             ApiRefusal::LiveVersion { memory } => format!(
-                "This version is the current content of memory {memory}, which still serves it: update the memory (a new version) or delete it first, then redact this version."
+                "This version is the current content of memory {memory}, which still serves it: update the memory (a new version) or delete it first, then redact this version"
             ),
         }
     }

@@ -109,6 +109,11 @@ impl Engine {
             retention: self.retention,
         };
         self.store_settings.apply(user, &mut settings);
+        // A short time-to-live is not held up by a coarse granularity: reads are recorded at
+        // least ten times per time-to-live, so a file expires within 110% of it.
+        if let Some(ttl) = settings.ttl_ms {
+            settings.granularity_ms = settings.granularity_ms.min(ttl / 10);
+        }
         settings
     }
 

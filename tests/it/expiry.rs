@@ -379,3 +379,30 @@ fn a_view_never_flushes_its_access_time_is_written_with_the_next_write() {
     assert_eq!(files[1].accessed_ms, last_view);
     assert!(reopened.check().unwrap().is_empty());
 }
+
+/// A short time-to-live expires promptly: the access granularity (1 hour by default) is at
+/// most a tenth of it, so a file unused for 10 minutes with a 10-minute ttl is gone after 11
+/// minutes, not after 70; and a read recorded at that finer granularity keeps it alive.
+#[test]
+fn a_short_ttl_is_not_held_up_by_the_hourly_granularity() {
+    const MINUTE: u64 = 60_000;
+    each_backend(|| {
+        let clock = Clock::new();
+        let store = clock
+            .builder()
+            .ttl(Duration::from_millis(10 * MINUTE))
+            .fresh()
+            .unwrap();
+        create(&store, "u", "/memories/read.md", "r");
+        create(&store, "u", "/memories/unread.md", "u");
+        clock.advance(5 * MINUTE);
+        let view = json!({"command": "view", "path": "/memories/read.md"});
+        assert!(!run(&store, "u", view.clone()).1);
+        store.flush_access_times().unwrap();
+        // 10 minutes and the granularity (1 minute) after its creation, unread.md is gone.
+        clock.advance(6 * MINUTE + 1);
+        let gone = json!({"command": "view", "path": "/memories/unread.md"});
+        assert!(run(&store, "u", gone).1, "expired");
+        assert!(!run(&store, "u", view).1, "read 6 minutes ago: alive");
+    });
+}

@@ -68,7 +68,8 @@ def test_streamable_http_with_a_store_key(served, tmp_path):
     got = run(body)
     assert got == exec_answers(tmp_path / "exec.redb", "dana", [c for c, _ in COMMANDS])
     assert exec_answers(tmp_path / "exec2.redb", "dana", None) == SESSION_EXPECTED
-    # Every change is recorded as made by its MCP session, as the memory-stores API shows.
+    # Every change is recorded as made by the key (whatever session carried it), as the
+    # memory-stores API shows.
     r = httpx2.get(
         served.url + "/v1/memory_stores/dana/memory_versions",
         params={"limit": 100},
@@ -76,10 +77,44 @@ def test_streamable_http_with_a_store_key(served, tmp_path):
         timeout=TIMEOUT,
     )
     assert r.status_code == 200, r.text
-    authors = {v["created_by"]["session_id"] for v in r.json()["data"] if v["created_by"]["type"] == "session_actor"}
     assert len(r.json()["data"]) > 0
-    assert all(v["created_by"]["type"] == "session_actor" for v in r.json()["data"])
-    assert len(authors) == 2 and all(a.startswith("mcp:") for a in authors), authors
+    authors = {tuple(sorted(v["created_by"].items())) for v in r.json()["data"]}
+    assert len(authors) == 1, authors
+    (author,) = authors
+    assert dict(author)["type"] == "api_actor" and dict(author)["api_key_id"].startswith("key_"), author
+
+
+def test_a_session_is_bound_to_the_key_that_opened_it(served):
+    """Another key, even of the same store, cannot use a session: 404 (start a new session), so
+    its writes never land under a session someone else opened."""
+    mine = served.add_key("--store", "dana")
+    other = served.add_key("--store", "dana")
+    admin = served.add_key("--admin")
+    accept = {"accept": "application/json, text/event-stream"}
+    r = httpx2.post(served.url + "/mcp", json=initialize_body(), headers={**accept, "x-api-key": mine}, timeout=TIMEOUT)
+    assert r.status_code == 200, r.text
+    sid = r.headers["mcp-session-id"]
+    initialized = {"jsonrpc": "2.0", "method": "notifications/initialized"}
+    listing = {"jsonrpc": "2.0", "id": 2, "method": "tools/list"}
+
+    def post(body, **headers):
+        return httpx2.post(served.url + "/mcp", json=body, headers={**accept, "mcp-session-id": sid, **headers}, timeout=TIMEOUT)
+
+    for stranger in [{"x-api-key": other}, {"x-api-key": admin, "x-memkv-store": "dana"}]:
+        r = post(listing, **stranger)
+        assert r.status_code == 404, (stranger, r.status_code, r.text)
+        assert '"not_found_error"' in r.text
+    assert post(initialized, **{"x-api-key": mine}).status_code == 202
+    r = post(listing, **{"x-api-key": mine})
+    assert r.status_code == 200 and '"memory"' in r.text, r.text
+    # A session id the server never gave out is refused the same way.
+    r = httpx2.post(
+        served.url + "/mcp",
+        json=listing,
+        headers={**accept, "x-api-key": mine, "mcp-session-id": "made-up"},
+        timeout=TIMEOUT,
+    )
+    assert r.status_code == 404, r.text
 
 
 def test_a_store_key_reaches_only_its_store(served):

@@ -180,9 +180,9 @@ pub fn check(global: &Global, args: &CheckArgs) -> Result {
     let mut out = io::stdout().lock();
     for (user, problem) in &problems {
         if user.is_empty() {
-            writeln!(out, "{problem}")?; // the file itself
+            writeln!(out, "{}", crate::text::safe(problem))?; // the file itself
         } else {
-            writeln!(out, "{user}: {problem}")?;
+            writeln!(out, "{user}: {}", crate::text::safe(problem))?;
         }
     }
     if problems.is_empty() {

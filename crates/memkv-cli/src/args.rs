@@ -69,7 +69,7 @@ pub struct Global {
     /// Per-user time-to-live, overriding --ttl: NAME=DURATION, or NAME=off to exempt a user
     #[arg(long, global = true, help_heading = "Store options", value_name = "NAME=DURATION", value_parser = parse_user_ttl)]
     pub user_ttl: Vec<(String, Option<Duration>)>,
-    /// How stale a recorded access time may get before a read refreshes it
+    /// How stale a recorded access time may get before a read refreshes it (at most a tenth of the ttl: a file expires between ttl and ttl + this after its last use)
     #[arg(long, global = true, help_heading = "Store options", value_name = "DURATION", default_value = "1h", value_parser = parse_duration)]
     pub access_granularity: Duration,
     /// Prune versions older than this, e.g. 30d, or `off` [default: 30d]

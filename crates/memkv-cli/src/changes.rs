@@ -68,15 +68,15 @@ fn print(out: &mut impl Write, entry: &ChangeEntry, json: bool) -> Result {
         (Some(path), None) => path.clone(),
         (None, _) => c.version.map(|v| v.to_string()).unwrap_or_default(),
     };
-    writeln!(
-        out,
+    let row = format!(
         "{:>8}  {}  {:<16}  {}  {}",
         entry.seq,
         memkv::utc(c.at_ms),
         c.kind.event_type(),
         c.store,
         path
-    )?;
+    );
+    writeln!(out, "{}", crate::text::safe(&row))?;
     Ok(())
 }
 
@@ -137,6 +137,7 @@ pub fn webhooks(global: &Global, command: &WebhooksCommand) -> Result {
                 )?;
                 writeln!(out, "{:<19}  {}", "", scope(&h))?;
                 if let Some(error) = &h.last_error {
+                    let error = crate::text::safe(error);
                     writeln!(out, "{:<19}  last error: {error}", "")?;
                 }
             }

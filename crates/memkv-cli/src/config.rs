@@ -62,6 +62,8 @@ pub fn command(args: &[OsString]) -> Result<(Command, Loaded), String> {
                 let id = option_id(command.find_subcommand(SERVE).expect("serve exists"), key)
                     .ok_or_else(|| unknown(&path, &format!("serve.{key}")))?;
                 let values = strings(&path, key, value)?;
+                let sub = command.find_subcommand(SERVE).expect("serve exists");
+                check_values(&path, &format!("serve.{key}"), sub, &id, &values)?;
                 command =
                     command.mut_subcommand(SERVE, |s| s.mut_arg(&id, |a| a.default_values(values)));
                 loaded.serve.push(id);
@@ -76,10 +78,46 @@ pub fn command(args: &[OsString]) -> Result<(Command, Loaded), String> {
             ));
         }
         let values = strings(&path, key, value)?;
+        check_values(&path, key, &command, &id, &values)?;
         command = command.mut_arg(&id, |a| a.default_values(values));
         loaded.global.push(id);
     }
     Ok((command, loaded))
+}
+
+/// Each of `values` as option `id` of `command` would parse it: a value it refuses is an error
+/// naming the file and the key (clap's own, once the values are defaults, names neither).
+fn check_values(
+    path: &Path,
+    key: &str,
+    command: &Command,
+    id: &str,
+    values: &[&str],
+) -> Result<(), String> {
+    let arg = command
+        .get_arguments()
+        .find(|a| a.get_id() == id)
+        .expect("the option was found by its name");
+    let Some(long) = arg.get_long() else {
+        return Ok(());
+    };
+    if !arg.get_action().takes_values() {
+        return Ok(());
+    }
+    // The option alone, given each value on a command line of its own.
+    let alone = Command::new("memkv").arg(arg.clone().global(false).required(false));
+    for value in values {
+        if let Err(e) = alone
+            .clone()
+            .try_get_matches_from(["memkv".to_owned(), format!("--{long}={value}")])
+        {
+            let why = e.to_string();
+            let why = why.trim().trim_start_matches("error: ");
+            let why = why.lines().next().unwrap_or_default();
+            return Err(format!("{}: {key} = {value:?}: {why}", path.display()));
+        }
+    }
+    Ok(())
 }
 
 fn unknown(path: &Path, key: &str) -> String {
@@ -208,7 +246,17 @@ fn section(out: &mut String, command: &Command, matches: &ArgMatches, from_file:
             continue;
         }
         let Ok(Some(raw)) = matches.try_get_raw(id) else {
-            let _ = std::fmt::Write::write_fmt(out, format_args!("# {long} (unset)\n"));
+            // memkv's own default, where the option's help states one.
+            let help = arg.get_help().map(ToString::to_string).unwrap_or_default();
+            let default = help
+                .split_once("[default: ")
+                .and_then(|(_, rest)| rest.split_once(']'))
+                .map(|(default, _)| default);
+            let line = match default {
+                Some(default) => format!("# {long} (not set: memkv's default, {default})\n"),
+                None => format!("# {long} (unset)\n"),
+            };
+            out.push_str(&line);
             continue;
         };
         let values: Vec<String> = raw

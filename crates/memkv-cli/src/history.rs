@@ -111,7 +111,7 @@ pub fn history(global: &Global, args: &HistoryArgs) -> Result {
             "VERSION", "TIME", "OP", "SIZE", "SHA256", "ACTOR"
         )?;
         for v in &versions {
-            writeln!(out, "{}", version_row(v))?;
+            writeln!(out, "{}", crate::text::safe(&version_row(v)))?;
         }
     }
     out.flush()?;

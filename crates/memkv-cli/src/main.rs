@@ -23,6 +23,7 @@ mod mcp;
 mod remote;
 mod search;
 mod serve;
+mod text;
 
 use std::io;
 use std::process::ExitCode;
@@ -124,10 +125,15 @@ fn main() -> ExitCode {
         Ok(()) => ExitCode::SUCCESS,
         Err(e) if is_broken_pipe(e.as_ref()) => ExitCode::from(EXIT_BROKEN_PIPE),
         Err(e) => {
-            note!("memkv: {e}");
+            note!("memkv: {}", text::safe_lines(&e.to_string()));
             if matches!(e.downcast_ref(), Some(memkv::Error::Locked { .. })) {
                 note!(
                     "hint: one process may write at a time; read-only commands (users, tree, cat, stats, history, check, export) can run beside a writer started with --shared"
+                );
+            }
+            if matches!(e.downcast_ref(), Some(memkv::Error::NotFound { .. })) {
+                note!(
+                    "hint: `memkv init` creates a database; so do exec, import, serve, mcp, keys add and webhooks add"
                 );
             }
             if e.downcast_ref::<Usage>().is_some() {

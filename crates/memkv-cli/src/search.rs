@@ -62,7 +62,7 @@ pub fn search(global: &Global, args: &SearchArgs) -> Result {
                 .unwrap_or(&output.content);
             return Err(Box::new(Usage(format!("search refused: {reason}"))));
         }
-        out.write_all(output.content.as_bytes())?;
+        out.write_all(crate::text::safe_lines(&output.content).as_bytes())?;
     }
     out.write_all(b"\n")?;
     out.flush()?;

@@ -6,7 +6,11 @@
 //! header (percent-encoded like the `{store}` path segment of the tool route). A store key that
 //! names another store in that header gets 404, like the tool route. Every request is checked
 //! on its own, so a session id carries no authority: each call acts on the store of the key that
-//! came with it.
+//! came with it. A session is also bound to the key and store that opened it ([`Sessions`]): a
+//! request naming a session another key opened, or one the gate does not know, is answered 404
+//! (the transport's "start a new session"), so one key's writes never land under another's
+//! session. Writes are recorded as made by the key ([`Actor::ApiKey`]), or by the session on a
+//! server without keys.
 //!
 //! rmcp then checks `Host` (DNS rebinding) and `Origin` (cross-site requests from a browser)
 //! against [`HttpOptions`] — both loopback by default — and refuses others with 403.
@@ -33,6 +37,15 @@ pub const STORE_HEADER: &str = "x-memkv-store";
 /// The path the MCP endpoint is served at.
 pub const PATH: &str = "/mcp";
 
+/// What a request's key is: whom it lets in, and its id (`None` on a server without keys).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Authorized {
+    /// Whom it lets in.
+    pub access: Access,
+    /// The key's id (`key_…`): the actor of its writes, and what its sessions are bound to.
+    pub key_id: Option<String>,
+}
+
 /// Whom a request's key lets in.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Access {
@@ -51,7 +64,7 @@ pub trait Authorize: Send + Sync + 'static {
     ///
     /// # Errors
     /// The response to send instead of serving the request.
-    fn authorize(&self, headers: &HeaderMap) -> Result<Access, Box<Response>>;
+    fn authorize(&self, headers: &HeaderMap) -> Result<Authorized, Box<Response>>;
 
     /// A refusal in the server's error format (400 or 404 here).
     fn refuse(&self, status: StatusCode, message: &str) -> Response;
@@ -111,6 +124,61 @@ const SESSION_HEADER: &str = "mcp-session-id";
 struct Gate {
     store: Arc<Database>,
     authorize: Box<dyn Authorize>,
+    sessions: Sessions,
+}
+
+/// The most sessions the gate keeps bound at once; opening one more forgets the oldest (whose
+/// client is then told to start a new session).
+pub const MAX_SESSIONS: usize = 4096;
+
+/// Who opened each live session: the key (its id) and the store. Bounded by [`MAX_SESSIONS`].
+#[derive(Default)]
+struct Sessions(std::sync::Mutex<SessionMap>);
+
+#[derive(Default)]
+struct SessionMap {
+    owners: std::collections::HashMap<String, Owner>,
+    /// Session ids, oldest first (some may have ended already).
+    order: std::collections::VecDeque<String>,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq)]
+struct Owner {
+    key_id: Option<String>,
+    store: String,
+}
+
+impl Sessions {
+    fn lock(&self) -> std::sync::MutexGuard<'_, SessionMap> {
+        self.0
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+    }
+
+    fn owned_by(&self, session: &str, owner: &Owner) -> bool {
+        self.lock().owners.get(session) == Some(owner)
+    }
+
+    fn open(&self, session: String, owner: Owner) {
+        let mut map = self.lock();
+        while map.owners.len() >= MAX_SESSIONS {
+            let Some(oldest) = map.order.pop_front() else {
+                break;
+            };
+            map.owners.remove(&oldest);
+        }
+        if map.order.len() >= 2 * MAX_SESSIONS {
+            // Ended sessions' ids, dropped from `owners` but not yet from `order`.
+            let SessionMap { owners, order } = &mut *map;
+            order.retain(|s| owners.contains_key(s));
+        }
+        map.order.push_back(session.clone());
+        map.owners.insert(session, owner);
+    }
+
+    fn end(&self, session: &str) {
+        self.lock().owners.remove(session);
+    }
 }
 
 /// The MCP endpoint at [`PATH`], to merge into the server's router.
@@ -133,6 +201,7 @@ pub fn router(store: Arc<Database>, options: HttpOptions, authorize: impl Author
     let gate = Arc::new(Gate {
         store,
         authorize: Box::new(authorize),
+        sessions: Sessions::default(),
     });
     Router::new()
         .route_service(PATH, service)
@@ -140,8 +209,8 @@ pub fn router(store: Arc<Database>, options: HttpOptions, authorize: impl Author
 }
 
 async fn grant(State(gate): State<Arc<Gate>>, mut request: Request, next: Next) -> Response {
-    let access = match gate.authorize.authorize(request.headers()) {
-        Ok(access) => access,
+    let Authorized { access, key_id } = match gate.authorize.authorize(request.headers()) {
+        Ok(authorized) => authorized,
         Err(refusal) => return *refusal,
     };
     let named = match request.headers().get(STORE_HEADER) {
@@ -174,12 +243,31 @@ async fn grant(State(gate): State<Arc<Gate>>, mut request: Request, next: Next) 
             );
         }
     };
-    // Writes are recorded as made by the MCP session (the id rmcp gave it at `initialize`).
     let session = request
         .headers()
         .get(SESSION_HEADER)
-        .and_then(|v| v.to_str().ok())
-        .map(|sid| Actor::Session(format!("mcp:{sid}")));
+        .map(|v| v.to_str().unwrap_or_default().to_owned());
+    let owner = Owner {
+        key_id: key_id.clone(),
+        store: id.clone(),
+    };
+    if let Some(session) = &session
+        && !gate.sessions.owned_by(session, &owner)
+    {
+        // Another key's session, or one this gate never opened or has ended: the transport's
+        // clients start a new session on 404.
+        return gate
+            .authorize
+            .refuse(StatusCode::NOT_FOUND, "no such MCP session");
+    }
+    // Writes are recorded as made by the key; on a server without keys, by the MCP session
+    // (the id rmcp gave it at `initialize`).
+    let actor = match &key_id {
+        Some(key) => Some(Actor::ApiKey(key.clone())),
+        None => session
+            .as_ref()
+            .map(|sid| Actor::Session(format!("mcp:{sid}"))),
+    };
     if let Err(refusal) = gate.authorize.admit(&id) {
         return *refusal;
     }
@@ -187,9 +275,21 @@ async fn grant(State(gate): State<Arc<Gate>>, mut request: Request, next: Next) 
         Ok(user) => {
             request
                 .extensions_mut()
-                .insert(Grant(user.with_actor(session).read_only(read_only)));
+                .insert(Grant(user.with_actor(actor).read_only(read_only)));
             let ends_session = request.method() == axum::http::Method::DELETE;
             let mut response = next.run(request).await;
+            match &session {
+                None => {
+                    let opened = response.headers().get(SESSION_HEADER);
+                    if let Some(opened) = opened.and_then(|v| v.to_str().ok()) {
+                        gate.sessions.open(opened.to_owned(), owner);
+                    }
+                }
+                Some(session) if ends_session && response.status().is_success() => {
+                    gate.sessions.end(session);
+                }
+                Some(_) => {}
+            }
             // A session ended: rmcp answers 202, where the streamable-HTTP transport's clients
             // (the official `mcp` package) expect 200 or 204 and log a failure otherwise.
             if ends_session && response.status() == StatusCode::ACCEPTED {

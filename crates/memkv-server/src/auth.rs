@@ -5,7 +5,7 @@ use std::sync::Arc;
 
 use axum::http::{HeaderMap, StatusCode, header};
 use axum::response::{IntoResponse, Response};
-use memkv_mcp::http::Access as McpAccess;
+use memkv_mcp::http::{Access as McpAccess, Authorized};
 
 use crate::AppState;
 use crate::error::ApiError;
@@ -155,24 +155,17 @@ fn loopback_host(headers: &HeaderMap) -> bool {
 pub struct McpKeys(pub Arc<AppState>);
 
 impl memkv_mcp::http::Authorize for McpKeys {
-    fn authorize(&self, headers: &HeaderMap) -> Result<McpAccess, Box<Response>> {
-        match identify(&self.0, headers) {
-            Ok(Caller {
-                allowed: Allowed::Open | Allowed::Admin,
-                ..
-            }) => Ok(McpAccess::Admin),
-            Ok(Caller {
-                allowed: Allowed::Store(store),
-                read_only: false,
-                ..
-            }) => Ok(McpAccess::Store(store)),
-            Ok(Caller {
-                allowed: Allowed::Store(store),
-                read_only: true,
-                ..
-            }) => Ok(McpAccess::ReadOnly(store)),
-            Err(e) => Err(Box::new(e.into_response())),
-        }
+    fn authorize(&self, headers: &HeaderMap) -> Result<Authorized, Box<Response>> {
+        let caller = identify(&self.0, headers).map_err(|e| Box::new(e.into_response()))?;
+        let access = match caller.allowed {
+            Allowed::Open | Allowed::Admin => McpAccess::Admin,
+            Allowed::Store(store) if caller.read_only => McpAccess::ReadOnly(store),
+            Allowed::Store(store) => McpAccess::Store(store),
+        };
+        Ok(Authorized {
+            access,
+            key_id: caller.key_id,
+        })
     }
 
     fn admit(&self, store: &str) -> Result<(), Box<Response>> {

@@ -251,6 +251,12 @@ fn operator_commands_never_create_a_database() {
                 Backend::Postgres => "memkv's tables do not exist here",
             };
             assert!(err.contains(why), "{args:?}: {err}");
+            if backend == Backend::Redb {
+                assert!(
+                    err.contains("hint: `memkv init` creates a database"),
+                    "{err}"
+                );
+            }
         }
         if let Some(file) = db.file() {
             assert!(!file.exists());

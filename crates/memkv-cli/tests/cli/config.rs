@@ -104,6 +104,7 @@ fn config_show_names_each_source_and_masks_passwords() {
         "listen = \"0.0.0.0:7437\"  # config file",
         "mcp-allow-host = [\"a.example\", \"b.example\"]  # config file",
         "max-in-flight = \"128\"  # default",
+        "# history-max-age (not set: memkv's default, 30d)",
     ] {
         assert!(text.lines().any(|l| l == line), "{line:?} not in:\n{text}");
     }
@@ -149,14 +150,26 @@ fn a_bad_config_file_is_refused_saying_why() {
         .output()
         .unwrap();
     fails(&out, 2, "/nonexistent/memkv.toml");
-    // A value the option refuses: clap's own error, naming the option.
+    // A value the option refuses: the file, the key, the value and why.
     let file = dir.path().join("bad.toml");
-    std::fs::write(&file, "max-files = \"many\"\n").unwrap();
-    let out = memkv()
-        .args(["--config", file.to_str().unwrap(), "users"])
-        .output()
-        .unwrap();
-    fails(&out, 2, "--max-files");
+    for (text, wanted) in [
+        (
+            "max-files = \"many\"\n",
+            "max-files = \"many\": invalid value 'many' for '--max-files <N>'",
+        ),
+        (
+            "[serve]\nmax-connections = \"x\"\n",
+            "serve.max-connections = \"x\": invalid value 'x'",
+        ),
+        ("ttl = \"soon\"\n", "ttl = \"soon\": invalid value 'soon'"),
+    ] {
+        std::fs::write(&file, text).unwrap();
+        let out = memkv()
+            .args(["--config", file.to_str().unwrap(), "users"])
+            .output()
+            .unwrap();
+        fails(&out, 2, &format!("{}: {wanted}", file.display()));
+    }
 }
 
 /// `serve` takes its options from the file's [serve] table too.

@@ -222,12 +222,12 @@ fn history_follows_a_memory_through_exec_restore_and_redact() {
         fails(
             &run(&db, &["restore", "-u", "u", "memver_0000000000000002"]),
             1,
-            "memver_0000000000000002: Cannot restore this version: it is redacted.",
+            "memver_0000000000000002: Cannot restore this version: it is redacted",
         );
         fails(
             &run(&db, &["restore", "-u", "u", "memver_0000000000000005"]),
             1,
-            "Cannot restore this version: it records a deletion.",
+            "Cannot restore this version: it records a deletion",
         );
         assert_eq!(history(&db, None).len(), 7);
         assert_eq!(ok(&run(&db, &["check"])), "ok: every invariant holds\n");

@@ -91,3 +91,33 @@ fn search_prints_what_memory_search_answers() {
         fails(&search(&["-e", "-F", "x"]), 2, "cannot be used with");
     });
 }
+
+/// A memory holding terminal escapes: `search` prints them escaped (`\u{1b}`), never raw, so a
+/// stored string cannot recolour or rewrite the operator's terminal; `cat` prints the content as
+/// stored, and `--json` escapes it by JSON's rules.
+#[test]
+fn terminal_escapes_in_a_memory_are_printed_escaped() {
+    each_backend(|backend| {
+        let dir = tempfile::tempdir().unwrap();
+        let db = Db::fresh(backend, dir.path(), "s.redb");
+        let text = "\u{1b}[2J\u{1b}[31mwiped\rfake\u{202e}txt.exe\n";
+        let input = json!({"command": "create", "path": "/memories/evil.md", "file_text": text});
+        ok(&common::run_with_input(
+            common::memkv(&db).args(["exec", "-u", "alice"]),
+            format!("{input}\n").as_bytes(),
+        ));
+        let out = ok(&common::run_with_input(
+            common::memkv(&db).args(["search", "-u", "alice", "-F", "wiped"]),
+            b"",
+        ));
+        assert_eq!(
+            out,
+            "/memories/evil.md:1: \\u{1b}[2J\\u{1b}[31mwiped\\u{d}fake\\u{202e}txt.exe\n"
+        );
+        let cat = common::run_with_input(
+            common::memkv(&db).args(["cat", "-u", "alice", "/memories/evil.md"]),
+            b"",
+        );
+        assert_eq!(cat.stdout, text.as_bytes());
+    });
+}

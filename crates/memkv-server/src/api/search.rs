@@ -21,7 +21,7 @@ use memkv::{Error, SearchMode, SearchRequest};
 use memkv::wire::SearchResultsObject;
 use utoipa::{IntoParams, ToSchema};
 
-use super::{Query, answer, failed, on_store, respond, scoped, store_id, wire};
+use super::{Query, answer, blocking, failed, respond, scoped, store_id, wire};
 use crate::AppState;
 use crate::error::ApiError;
 use crate::routes::SEARCH;
@@ -107,7 +107,7 @@ fn request(q: &Query) -> Result<SearchRequest, ApiError> {
 /// `GET /v1/memory_stores/{memory_store_id}/search`.
 #[utoipa::path(get, path = SEARCH, operation_id = "memories_search",
     summary = "Search a store's memories",
-    description = "Ranked (the default): the memories most about `q`'s words, best first. Literal and regex: the lines of the store's current memories that contain `q` (or match it), in path order. Either way from one snapshot of the store. Deleted, expired and other stores' memories are never searched; versions are not searched. Reads for at most 2 s; `unsearched` counts the memories left when that ran out.",
+    description = "Ranked (the default): the memories most about `q`'s words, best first. Literal and regex: the lines of the store's current memories that contain `q` (or match it), in path order. Either way from one snapshot of the store; a store never written (the tool route serves every store id) has no match. Deleted, expired and other stores' memories are never searched; versions are not searched. Reads for at most 2 s; `unsearched` counts the memories left when that ran out.",
     params(StorePath, SearchQuery, Beta),
     responses((status = 200, description = "The matching lines, by memory", body = SearchResultsObject), ApiErrors))]
 pub async fn search(
@@ -119,9 +119,13 @@ pub async fn search(
     respond(
         async {
             let id = store_id(id)?;
-            let caller = scoped(&state, &headers, &id)?;
+            scoped(&state, &headers, &id)?;
             let request = request(&Query::of(&uri))?;
-            on_store(&state, &id, caller, move |user, id| {
+            // Like the tool route's `memory_search`, a store never written is an empty store:
+            // no match, rather than 404.
+            blocking(&state, move |store| {
+                let user = store.user(&id).map_err(|_| ApiError::not_found())?;
+                let id = id.as_str();
                 match user.search(&request) {
                     Ok(results) => Ok(answer(
                         id,

@@ -157,7 +157,7 @@ pub async fn create_store(
 ) -> Response {
     respond(
         async {
-            admin(&state, &headers, "creating a memory store")?;
+            let actor = admin(&state, &headers, "creating a memory store")?.actor();
             let req: CreateStore = json_body(&state, &headers, body).await?;
             let description = req.description.unwrap_or_default();
             let metadata = req.metadata.unwrap_or_default();
@@ -169,6 +169,7 @@ pub async fn create_store(
             }
             let info = blocking(&state, move |store| {
                 store
+                    .acting_as(actor)
                     .create_store(&req.name, &description, &metadata)
                     .map_err(|e| failed(&e, ""))
             })
@@ -299,7 +300,7 @@ pub async fn update_store(
     respond(
         async {
             let id = store_id(id)?;
-            scoped_write(&state, &headers, &id)?;
+            let actor = scoped_write(&state, &headers, &id)?.actor();
             let req: UpdateStore = json_body(&state, &headers, body).await?;
             if let Some(name) = &req.name {
                 check_name(name)?;
@@ -323,6 +324,7 @@ pub async fn update_store(
                 }
                 check_count(merged.len())?;
                 store
+                    .acting_as(actor)
                     .update_store(
                         &key,
                         req.name.as_deref(),
@@ -359,11 +361,12 @@ pub async fn archive_store(
     respond(
         async {
             let id = store_id(id)?;
-            scoped_write(&state, &headers, &id)?;
+            let actor = scoped_write(&state, &headers, &id)?.actor();
             let key = id.clone();
             let info = blocking(&state, move |store| {
                 existing(store, &key)?;
                 store
+                    .acting_as(actor)
                     .archive_store(&key)
                     .map_err(|e| failed(&e, &key))?
                     .map_err(|r| refused(&r, false))
@@ -393,11 +396,12 @@ pub async fn delete_store(
     respond(
         async {
             let id = store_id(id)?;
-            scoped_write(&state, &headers, &id)?;
+            let actor = scoped_write(&state, &headers, &id)?.actor();
             let key = id.clone();
             blocking(&state, move |store| {
                 existing(store, &key)?;
-                if store.delete_store(&key).map_err(|e| failed(&e, &key))? {
+                let deleted = store.acting_as(actor).delete_store(&key);
+                if deleted.map_err(|e| failed(&e, &key))? {
                     Ok(())
                 } else {
                     Err(ApiError::not_found())

@@ -284,7 +284,8 @@ pub async fn archive(
             let key = store.clone();
             blocking(&state, move |db| {
                 handle(db, &key, &caller)?;
-                db.archive_store(&key)
+                db.acting_as(caller.actor())
+                    .archive_store(&key)
                     .map_err(|e| failed(&e, &key))?
                     .map_err(|r| refused(&r, false))
             })

@@ -321,7 +321,14 @@ pub async fn store(
                     }
                 }
             };
-            Ok(v.page(&info.name, body))
+            // Names need not be unique (a store made through the API may share a name with a
+            // memory tool's store id): the title says which store this is.
+            let title = if info.name == info.id {
+                info.name.clone()
+            } else {
+                format!("{} ({})", info.name, info.id)
+            };
+            Ok(v.page(&title, body))
         }
         .await,
     )

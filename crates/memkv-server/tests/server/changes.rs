@@ -84,6 +84,9 @@ fn the_feed_pages_the_log_and_keys_see_their_own_store() {
         assert_eq!(all["next_after"], 3);
         assert_eq!(all["data"][1]["path"], "/a.md");
         assert_eq!(all["data"][1]["created_by"]["type"], "api_actor");
+        // A store's own changes (created, archived) are recorded as the key's too.
+        let admin_id = all["data"][1]["created_by"]["api_key_id"].clone();
+        assert_eq!(all["data"][0]["created_by"]["api_key_id"], admin_id);
         // Pages, from a cursor.
         let page = ok(&admin.get("/v1/changes?after=1&limit=1"));
         assert_eq!(types(&page), [(2, "memory.created".to_owned(), id.clone())]);
@@ -91,7 +94,7 @@ fn the_feed_pages_the_log_and_keys_see_their_own_store() {
         let end = ok(&admin.get("/v1/changes?after=3"));
         assert_eq!(end, json!({"data": [], "next_after": 3}));
         // A store key: its store's feed; another store's is 404, every store's 403.
-        let (_, key) = s.store_key(&id, false);
+        let (own_key, key) = s.store_key(&id, false);
         let mut own = s.client(&key);
         let mine = ok(&own.get(&format!("/v1/memory_stores/{id}/changes")));
         assert_eq!(types(&mine).len(), 2);
@@ -102,6 +105,16 @@ fn the_feed_pages_the_log_and_keys_see_their_own_store() {
             "not_found_error",
         );
         refused(&own.get("/v1/changes"), 403, "permission_error");
+        ok(&send(
+            &mut own,
+            "POST",
+            &format!("/v1/memory_stores/{id}/archive"),
+            None,
+        ));
+        let archived = ok(&admin.get("/v1/changes?after=3"));
+        assert_eq!(archived["data"][0]["type"], "store.archived");
+        assert_eq!(archived["data"][0]["created_by"]["type"], "api_actor");
+        assert_eq!(archived["data"][0]["created_by"]["api_key_id"], own_key.id);
         let mut anonymous = client::Client::new(s.addr);
         refused(&anonymous.get("/v1/changes"), 401, "authentication_error");
         // Bad parameters.

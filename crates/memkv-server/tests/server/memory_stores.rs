@@ -497,6 +497,13 @@ fn search_answers_the_librarys_json_and_the_tool_route_the_models_text() {
             404,
             "not_found_error",
         );
+        // A store never written is empty, as the tool route's `memory_search` finds it: no
+        // match, not 404.
+        let (_, fresh) = s.store_key("never-written", false);
+        let empty = ok(&s
+            .client(&fresh)
+            .get("/v1/memory_stores/never-written/search?q=Paris"));
+        assert_eq!(empty["data"], json!([]));
         for (query, message) in [
             ("", "q, the text to search for, is required"),
             ("q=", "search refused: the query is empty"),
