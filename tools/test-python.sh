@@ -6,8 +6,8 @@
 #   in MEMKV_PY_VENV (default .venv): the whole suite.
 # - current: anthropic 2.17.0 (python/requirements-test-current.txt), in MEMKV_PY_VENV_CURRENT
 #   (default .venv-sdk-current): the tests of what the SDK's classes and runner touch, the tool,
-#   the search tool, the tool runner and the examples ($CURRENT_TESTS below, about 55 s of the
-#   suite's 130 s); the whole suite when MEMKV_FULL_TESTS=1. What is left out there (the
+#   the search tool, the tool runner and the examples ($CURRENT_TESTS below: about 70 s, the
+#   whole suite 85 s); the whole suite when MEMKV_FULL_TESTS=1. What is left out there (the
 #   transport limits, the wheel, webhooks, replay) goes through httpx2 and memkv, not the SDK.
 #
 # MEMKV_SDK=pinned or MEMKV_SDK=current runs one of the two. Extra arguments go to pytest, in both

@@ -13,7 +13,7 @@
 # - current: @anthropic-ai/sdk 1.17.0 (typescript/sdk-current/package-lock.json), loaded in place
 #   of 1.14.0 by a module-resolution hook (sdk-current/register.mjs, through NODE_OPTIONS, so the
 #   example's own process loads it too): every test but install.test.ts, which already installs
-#   the newest 1.x. About 15 s, as the first run without install.test.ts.
+#   the newest 1.x. About 15 to 30 s, as the first run without install.test.ts.
 #
 # MEMKV_SDK=pinned or MEMKV_SDK=current runs one of the two. MEMKV_PREPARE_ONLY=1 stops after
 # `npm ci` (tools/test.sh, while cargo builds).

@@ -13,7 +13,8 @@
 # The Python, TypeScript and memory-stores suites run against two versions of the anthropic SDKs:
 # the pinned ones (anthropic 2.14.0, @anthropic-ai/sdk 1.14.0, the oldest the packages declare)
 # and the current ones (2.17.0, 1.17.0), each pinned exactly in a second requirements file or
-# lock; each script's header says what its second run covers (about 80 s more in all).
+# lock; each script's header says what its second run covers (about 2 minutes more in all,
+# spread over the lanes below).
 #
 # MEMKV_FULL_TESTS=1 adds the heavy suites: the fuzz smoke (cargo-fuzz installed and every target
 # built and run, about 6 minutes on a fresh 2-core machine), a longer schemathesis run and the
