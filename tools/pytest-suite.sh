@@ -3,7 +3,9 @@
 # Creates target/DIR-venv from tests/DIR/requirements.txt (pinned) when it is missing or stale;
 # the binary under test is $MEMKV_BIN (tools/test.sh sets it), else the debug build, built now.
 # MEMKV_PREPARE_ONLY=1 stops once the virtualenv is ready (tools/test.sh, while cargo builds).
-# Extra arguments go to pytest. tools/test-mcp.sh and tools/test-memory-stores.sh call it.
+# MEMKV_SDK=current uses tests/DIR/requirements-current.txt (the current anthropic SDK) and
+# target/DIR-current-venv instead. Extra arguments go to pytest. tools/test-mcp.sh and
+# tools/test-memory-stores.sh call it.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -12,6 +14,10 @@ shift
 target="${CARGO_TARGET_DIR:-target}"
 venv="$target/${suite//_/-}-venv"
 req="tests/$suite/requirements.txt"
+if [ "${MEMKV_SDK:-}" = current ]; then
+    venv="$target/${suite//_/-}-current-venv"
+    req="tests/$suite/requirements-current.txt"
+fi
 if ! cmp -s "$req" "$venv/requirements.txt"; then
     rm -rf "$venv"
     python3 -m venv "$venv"

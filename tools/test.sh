@@ -10,9 +10,15 @@
 # lane of their own): each mostly waits on the processes it starts. A suite's output goes to
 # target/test-logs/NAME.log; its last lines are shown when it passes, all of it when it fails.
 #
+# The Python, TypeScript and memory-stores suites run against two versions of the anthropic SDKs:
+# the pinned ones (anthropic 2.14.0, @anthropic-ai/sdk 1.14.0, the oldest the packages declare)
+# and the current ones (2.17.0, 1.17.0), each pinned exactly in a second requirements file or
+# lock; each script's header says what its second run covers (about 2 minutes more in all,
+# spread over the lanes below).
+#
 # MEMKV_FULL_TESTS=1 adds the heavy suites: the fuzz smoke (cargo-fuzz installed and every target
 # built and run, about 6 minutes on a fresh 2-core machine), a longer schemathesis run and the
-# heaviest Rust cases at full size.
+# heaviest Rust cases at full size; and the whole Python suite against the current SDK too.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -55,7 +61,7 @@ set -m
     tools/test-python.sh
     tools/test-typescript.sh
     tools/pytest-suite.sh mcp
-    tools/pytest-suite.sh memory_stores
+    tools/test-memory-stores.sh
     tools/pytest-suite.sh console
     tools/test-schemathesis.sh
     tools/test-fleet.sh

@@ -1,9 +1,10 @@
 """A scripted Messages API on loopback: the real SDK talks HTTP to it, it answers from a script.
 
-Each `POST /v1/messages` is recorded (the JSON body the SDK sent) and answered with the next
-assistant turn of the script, as JSON or, for `"stream": true`, as server-sent events. A request beyond the script gets a 500 (the client is built with
-`max_retries=0`, so the run fails instead of looping). The Messages API itself is not reachable
-here; memkv, on the other side of the tool, always is the real server.
+Each `POST /v1/messages` is recorded (the JSON body the SDK sent, and its headers) and answered
+with the next assistant turn of the script, as JSON or, for `"stream": true`, as server-sent
+events. A request beyond the script gets a 500 (the client is built with `max_retries=0`, so the
+run fails instead of looping). The Messages API itself is not reachable here; memkv, on the
+other side of the tool, always is the real server.
 """
 
 from __future__ import annotations
@@ -46,14 +47,16 @@ class ScriptedAPI:
     def __init__(self, turns: Sequence[Sequence[dict[str, Any]]]) -> None:
         self.turns = [assistant(content, i + 1) for i, content in enumerate(turns)]
         self.requests: list[dict[str, Any]] = []
+        self.headers: list[dict[str, str]] = []
         self.paths: list[str] = []
         self.base_url = ""
         self._lock = threading.Lock()
 
-    def answer(self, path: str, body: dict[str, Any]) -> dict[str, Any] | None:
+    def answer(self, path: str, body: dict[str, Any], headers: dict[str, str]) -> dict[str, Any] | None:
         with self._lock:
             self.paths.append(path)
             self.requests.append(body)
+            self.headers.append(headers)
             n = len(self.requests)
             return self.turns[n - 1] if n <= len(self.turns) else None
 
@@ -105,7 +108,8 @@ def _handler(api: ScriptedAPI) -> type[BaseHTTPRequestHandler]:
         def do_POST(self) -> None:  # noqa: N802
             length = int(self.headers.get("content-length", "0"))
             body = json.loads(self.rfile.read(length))
-            reply = api.answer(self.path, body) if self.path.split("?")[0] == "/v1/messages" else None
+            headers = {name.lower(): value for name, value in self.headers.items()}
+            reply = api.answer(self.path, body, headers) if self.path.split("?")[0] == "/v1/messages" else None
             if reply is None:
                 status = 500
                 reply = {"type": "error", "error": {"type": "api_error", "message": f"unscripted request {self.path}"}}

@@ -6,8 +6,10 @@
  * ends as the SDK documents (the server's version wins), and memkv's 409 and 400 answers are
  * never retried (counted in the server's request log).
  *
- * The sync's cadence and its delete window read `Date.now()`, which the test moves forward with
- * node:test's mock timers instead of waiting; timers themselves stay real.
+ * The sync's cadence and its delete window read the clock (`Date.now()` up to SDK 1.14,
+ * `performance.now()` from 1.16 on), which the test moves forward instead of waiting: both clocks,
+ * so that the test runs the same against either SDK (tools/test-typescript.sh runs both). Timers
+ * themselves stay real.
  */
 import assert from 'node:assert/strict';
 import { execFile, spawn } from 'node:child_process';
@@ -62,6 +64,24 @@ async function serveLogged(db: string): Promise<{ baseURL: string; stop: () => P
   };
 }
 
+/** `Date.now()` and `performance.now()`, both moved forward by `tick`; `reset` puts both back. */
+function clock(): { tick: (ms: number) => void; reset: () => void } {
+  mock.timers.enable({ apis: ['Date'], now: 1_000_000 });
+  const realNow = performance.now.bind(performance);
+  let ahead = 0;
+  mock.method(performance, 'now', () => realNow() + ahead);
+  return {
+    tick(ms) {
+      mock.timers.tick(ms);
+      ahead += ms;
+    },
+    reset() {
+      mock.timers.reset();
+      mock.restoreAll();
+    },
+  };
+}
+
 /** The session the worker would fetch from the sessions API, which memkv does not serve. */
 function session(storeId: string, mount: string): BetaManagedAgentsSession {
   return {
@@ -77,7 +97,7 @@ test('a sandbox directory and a memkv store stay in step through the SDK memory 
   const warnings: string[] = [];
   const quiet = () => {};
   const logger = { debug: quiet, info: quiet, warn: (message: string) => warnings.push(message), error: quiet };
-  mock.timers.enable({ apis: ['Date'], now: 1_000_000 });
+  const time = clock();
   let requests: string[] = [];
   try {
     const api = new Anthropic({ apiKey: admin.key, baseURL: server.baseURL, maxRetries: 0 });
@@ -112,7 +132,7 @@ test('a sandbox directory and a memkv store stay in step through the SDK memory 
     const client = new Anthropic({ apiKey: worker.key, baseURL: server.baseURL, fetch: racing, logger });
     const sync = new SessionMemoryStores(client, { workdir: join(dir.path, 'work') });
     const syncNow = async () => {
-      mock.timers.tick(15_000);
+      time.tick(15_000);
       await sync.syncIfDue();
     };
 
@@ -177,14 +197,14 @@ test('a sandbox directory and a memkv store stay in step through the SDK memory 
     await unlink(join(mount, 'notes/tomorrow.md'));
     await syncNow();
     assert.ok('/notes/tomorrow.md' in (await remote()));
-    mock.timers.tick(30_000);
+    time.tick(30_000);
     await syncNow();
     assert.ok(!('/notes/tomorrow.md' in (await remote())));
 
     await sync.finish();
     await sync.dispose();
   } finally {
-    mock.timers.reset();
+    time.reset();
     requests = await server.stop();
     await dir.cleanup();
   }

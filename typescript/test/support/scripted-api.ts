@@ -3,7 +3,13 @@
  * with the next assistant turn of a script, and records every request the SDK sends, so a test
  * can read the `tool_result` blocks the tool runner posted back.
  */
-import { createServer, type IncomingMessage, type Server, type ServerResponse } from 'node:http';
+import {
+  createServer,
+  type IncomingHttpHeaders,
+  type IncomingMessage,
+  type Server,
+  type ServerResponse,
+} from 'node:http';
 import type { AddressInfo } from 'node:net';
 import type {
   BetaContentBlock,
@@ -16,12 +22,14 @@ import type {
 /** The request body fields the tests read. */
 export interface RecordedRequest {
   url: string;
+  headers: IncomingHttpHeaders;
   body: {
     model: string;
     messages: BetaMessageParam[];
     tools?: Array<{ type?: string; name?: string }>;
     thread?: { type: string; previous_message_id?: string };
     stream?: boolean;
+    context_management?: { edits: Array<Record<string, unknown>> };
   };
 }
 
@@ -32,6 +40,8 @@ export const FINAL_TEXT = 'All done.';
 
 export class ScriptedMessagesAPI {
   readonly requests: RecordedRequest[] = [];
+  /** More fields of the final message (the one after the scripted turns), e.g. `context_management`. */
+  finalFields: Record<string, unknown> = {};
   readonly #turns: Turn[];
   readonly #server: Server;
   #baseURL = '';
@@ -86,7 +96,7 @@ export class ScriptedMessagesAPI {
       return;
     }
     const body = JSON.parse(raw) as RecordedRequest['body'];
-    this.requests.push({ url: req.url ?? '', body });
+    this.requests.push({ url: req.url ?? '', headers: req.headers, body });
     const index = this.requests.length - 1;
     // Bounded: one request per scripted turn, one for the final answer, and nothing after it.
     if (index > this.#turns.length) {
@@ -106,6 +116,7 @@ export class ScriptedMessagesAPI {
       stop_reason: content.some((b) => b.type === 'tool_use') ? 'tool_use' : 'end_turn',
       stop_sequence: null,
       usage: { input_tokens: 10, output_tokens: 10 },
+      ...(index === this.#turns.length ? this.finalFields : {}),
     } as unknown as BetaMessage;
     if (body.stream) {
       stream(res, message);
