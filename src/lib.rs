@@ -128,6 +128,11 @@ pub mod wire;
 #[cfg(doctest)]
 pub struct ReadmeDoctests;
 
+/// So do those of docs/library.md, where the README's library section leads.
+#[doc = include_str!("../docs/library.md")]
+#[cfg(doctest)]
+pub struct LibraryDocDoctests;
+
 pub use api::{
     Database, DatabaseBuilder, ExpiredFile, FileInfo, MAX_USER_ID_BYTES, MemoryStore,
     OwnedMemoryStore, PrunedHistory, StoreAdmin, UserSummary,

@@ -23,7 +23,7 @@ import pytest
 
 from fleetlib import Load, files_of, percentile, run_memkv, wait_until
 
-# Every change must reach every server within this many seconds (the README's promise).
+# Every change must reach every server within this many seconds (docs/server.md's promise).
 PROPAGATION = 1.0
 # How long a propagation is watched for before the test gives up (to measure it even when late).
 WATCH = 5.0

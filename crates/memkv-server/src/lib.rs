@@ -31,7 +31,7 @@
 //!   `GET /openapi.json`, derived from the handlers' `#[utoipa::path]` and the types they answer
 //!   (`api::objects`, `memkv::wire`); `spec`: what those attributes share.
 //!
-//! The wire contract (routes, bodies, statuses) is in the README and `GET /openapi.json`.
+//! The wire contract (routes, bodies, statuses) is in docs/server.md and `GET /openapi.json`.
 
 #![forbid(unsafe_code)]
 #![warn(missing_docs)]
