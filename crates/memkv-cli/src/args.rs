@@ -192,7 +192,7 @@ pub enum Commands {
     /// or, with --url and --api-key, calls are forwarded to a running `memkv serve` (a database
     /// has one owner). Standard output carries the protocol; logs go to standard error.
     Mcp(McpArgs),
-    /// Serve the memory tool over HTTP: POST /v1/memory_stores/{store}/tool (see the README)
+    /// Serve the memory tool over HTTP: POST /v1/memory_stores/{store}/tool (docs/server.md)
     Serve(ServeArgs),
     /// API keys for `memkv serve`: add, list, revoke (a running server sees changes at once)
     #[command(subcommand)]
@@ -305,7 +305,7 @@ pub struct ServeArgs {
     #[arg(long, value_name = "ORIGIN")]
     pub mcp_allow_origin: Vec<String>,
     /// One async worker per CPU, each pinned to its own (Linux): lower `view` latency under
-    /// load on a machine given to memkv, less throughput; not for shared hosts (see the README)
+    /// load on a machine given to memkv, less throughput; not for shared hosts (docs/server.md)
     #[arg(long)]
     pub pin_workers: bool,
     /// Serve without API keys: any local process may use every store. Only on a loopback
