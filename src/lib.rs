@@ -183,4 +183,4 @@ pub use secrets::SecretPolicy;
 pub use settings::{EffectiveSettings, FIELDS as SETTINGS, StoreSettings};
 pub use time::{parse_rfc3339, rfc3339_ms, utc};
 pub use versions::VersionFilter;
-pub use webhooks::{Attempt as WebhookAttempt, MAX_WEBHOOKS, Webhook};
+pub use webhooks::{Attempt as WebhookAttempt, MAX_WEBHOOKS, Webhook, WebhookFormat};

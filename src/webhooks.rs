@@ -23,6 +23,69 @@ const MAX_URL: usize = 2048;
 /// The longest error kept of a failed delivery.
 const MAX_ERROR: usize = 500;
 
+/// How an endpoint's deliveries are shaped.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum WebhookFormat {
+    /// memkv's own: `{"type", "timestamp", "data": entry}`, every kind of entry.
+    #[default]
+    Memkv,
+    /// The hosted memory-stores API's webhook events, `{"type": "event", "id", "created_at",
+    /// "data": {"type": "memory_store.created", "id", …}}`, so that an application written for
+    /// them (the SDKs' `client.beta.webhooks.unwrap()`) works unchanged: only the kinds the
+    /// hosted API has ([`WebhookFormat::hosted_type`]).
+    Hosted,
+}
+
+impl WebhookFormat {
+    /// `memkv` or `hosted`.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            WebhookFormat::Memkv => "memkv",
+            WebhookFormat::Hosted => "hosted",
+        }
+    }
+
+    /// The format named `name` (`memkv`, `hosted`).
+    pub fn parse(name: &str) -> Option<WebhookFormat> {
+        match name {
+            "memkv" => Some(WebhookFormat::Memkv),
+            "hosted" => Some(WebhookFormat::Hosted),
+            _ => None,
+        }
+    }
+
+    /// The hosted API's event type of entries of kind `kind` (`memory_store.created`,
+    /// `memory_store.archived`, `memory_store.deleted`); `None` for a kind it has none of.
+    pub fn hosted_type(kind: ChangeKind) -> Option<&'static str> {
+        match kind {
+            ChangeKind::StoreCreated => Some("memory_store.created"),
+            ChangeKind::StoreArchived => Some("memory_store.archived"),
+            ChangeKind::StoreDeleted => Some("memory_store.deleted"),
+            _ => None,
+        }
+    }
+
+    /// Whether entries of kind `kind` can be delivered in this format.
+    pub fn carries(self, kind: ChangeKind) -> bool {
+        self == WebhookFormat::Memkv || WebhookFormat::hosted_type(kind).is_some()
+    }
+
+    fn number(self) -> u8 {
+        match self {
+            WebhookFormat::Memkv => 0,
+            WebhookFormat::Hosted => 1,
+        }
+    }
+
+    fn of_number(n: u8) -> Result<WebhookFormat, Error> {
+        match n {
+            0 => Ok(WebhookFormat::Memkv),
+            1 => Ok(WebhookFormat::Hosted),
+            other => Err(Error::Corrupt(format!("unknown webhook format {other}"))),
+        }
+    }
+}
+
 /// One endpoint and how its deliveries stand.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Webhook {
@@ -45,6 +108,8 @@ pub struct Webhook {
     pub next_attempt_ms: i64,
     /// Why the last attempt failed.
     pub last_error: Option<String>,
+    /// How its deliveries are shaped.
+    pub format: WebhookFormat,
     secret: String,
 }
 
@@ -55,16 +120,35 @@ impl Webhook {
         &self.secret
     }
 
-    /// Whether the endpoint wants entries of `store` and of kind `kind`.
+    /// Whether the endpoint wants entries of `store` and of kind `kind` (and its format can
+    /// carry them).
     pub fn wants(&self, store: &str, kind: ChangeKind) -> bool {
         (self.stores.is_empty() || self.stores.iter().any(|s| s == store))
             && (self.events.is_empty() || self.events.contains(&kind))
+            && self.format.carries(kind)
     }
 }
 
-/// The stored record (postcard, field order as listed; `docs/design.md`).
+/// The stored record (postcard, field order as listed; `docs/design.md`). `format` came last,
+/// after the others: a record written before it ([`RecordV1`]) reads as memkv's format, and a
+/// build before it reads this one's first fields and ignores the last.
 #[derive(Debug, Clone, Serialize, Deserialize)]
 struct Record {
+    url: String,
+    secret: String,
+    stores: Vec<String>,
+    events: Vec<u8>,
+    created_ms: i64,
+    delivered: u64,
+    failures: u32,
+    next_attempt_ms: i64,
+    last_error: Option<String>,
+    format: u8,
+}
+
+/// [`Record`] as written before endpoints had a format.
+#[derive(Debug, Clone, Deserialize)]
+struct RecordV1 {
     url: String,
     secret: String,
     stores: Vec<String>,
@@ -77,6 +161,25 @@ struct Record {
 }
 
 impl Record {
+    fn decode(bytes: &[u8]) -> Result<Record, Error> {
+        if let Ok(record) = postcard::from_bytes::<Record>(bytes) {
+            return Ok(record);
+        }
+        let v1: RecordV1 = layout::decode(bytes, "webhook")?;
+        Ok(Record {
+            url: v1.url,
+            secret: v1.secret,
+            stores: v1.stores,
+            events: v1.events,
+            created_ms: v1.created_ms,
+            delivered: v1.delivered,
+            failures: v1.failures,
+            next_attempt_ms: v1.next_attempt_ms,
+            last_error: v1.last_error,
+            format: WebhookFormat::Memkv.number(),
+        })
+    }
+
     fn webhook(self, id: &[u8]) -> Result<Webhook, Error> {
         let id = String::from_utf8(id.to_vec())
             .map_err(|_| Error::Corrupt("a webhook id is not UTF-8".into()))?;
@@ -99,6 +202,7 @@ impl Record {
             failures: self.failures,
             next_attempt_ms: self.next_attempt_ms,
             last_error: self.last_error,
+            format: WebhookFormat::of_number(self.format)?,
             secret: self.secret,
         })
     }
@@ -146,7 +250,7 @@ fn all(txn: &dyn ReadTxn) -> Result<Vec<Webhook>, Error> {
     let mut out = Vec::new();
     let mut failed = None;
     txn.scan(Space::Webhooks, OWNER, &[], None, &mut |key, value| {
-        match layout::decode::<Record>(value, "webhook").and_then(|r| r.webhook(key)) {
+        match Record::decode(value).and_then(|r| r.webhook(key)) {
             Ok(w) => out.push(w),
             Err(e) => {
                 failed = Some(e);
@@ -185,8 +289,15 @@ pub(crate) fn add(
     secret: &str,
     stores: &[String],
     events: &[ChangeKind],
+    format: WebhookFormat,
 ) -> Result<Webhook, Error> {
     check(url, secret, stores)?;
+    if let Some(kind) = events.iter().find(|k| !format.carries(**k)) {
+        return Err(invalid(format!(
+            "the hosted format has no {} event (it carries memory_store.created, memory_store.archived and memory_store.deleted: store.created, store.archived and store.deleted)",
+            kind.event_type()
+        )));
+    }
     let now_ms = db.now_ms();
     db.transact(&[OWNER], false, |txn, _| {
         let existing = all(txn)?;
@@ -214,6 +325,7 @@ pub(crate) fn add(
             failures: 0,
             next_attempt_ms: 0,
             last_error: None,
+            format: format.number(),
         };
         txn.put(
             Space::Webhooks,
@@ -269,7 +381,7 @@ pub(crate) fn record(db: &Engine, id: &str, attempt: &Attempt) -> Result<bool, E
         let Some(bytes) = txn.get(Space::Webhooks, OWNER, id.as_bytes())? else {
             return Ok((false, Finish::Abort));
         };
-        let mut r: Record = layout::decode(&bytes, "webhook")?;
+        let mut r = Record::decode(&bytes)?;
         match attempt {
             Attempt::Delivered { seq } => {
                 r.delivered = r.delivered.max(*seq);

@@ -139,3 +139,69 @@ def test_deliveries_are_signed_ordered_retried_and_resumed(tmp_path: Path, memkv
             assert call(server, "GET", "/v1/webhooks")["data"] == []
     finally:
         receiver.close()
+
+
+def test_the_hosted_format_is_what_the_sdks_unwrap_reads(tmp_path: Path, memkv_bin: str) -> None:
+    """An endpoint in the hosted API's format gets `memory_store.*` events that the SDK's own
+    `client.beta.webhooks.unwrap()` verifies and parses, as an application written against the
+    hosted API's webhooks would; memkv's finer entries (memory.*) are not sent to it."""
+    import anthropic
+
+    received: list[object] = []
+    failures: list[str] = []
+    cond = threading.Condition()
+    secret: dict[str, str] = {}
+
+    class Handler(BaseHTTPRequestHandler):
+        def do_POST(self) -> None:  # noqa: N802 (http.server's name)
+            body = self.rfile.read(int(self.headers["content-length"])).decode()
+            client = anthropic.Anthropic(api_key="unused", webhook_key=secret["key"])
+            try:
+                event = client.beta.webhooks.unwrap(body, headers=dict(self.headers.items()))
+            except Exception as exc:  # a bad signature or shape: the test fails
+                with cond:
+                    failures.append(repr(exc))
+                    cond.notify_all()
+                self.send_response(400)
+                self.end_headers()
+                return
+            with cond:
+                received.append(event)
+                cond.notify_all()
+            self.send_response(204)
+            self.end_headers()
+
+        def log_message(self, *args: object) -> None:
+            pass
+
+    http = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+    threading.Thread(target=http.serve_forever, daemon=True).start()
+    url = f"http://127.0.0.1:{http.server_address[1]}/hook"
+    try:
+        with memkv.serve_local(tmp_path / "h.redb", binary=memkv_bin, serve_options=["--webhook-allow-private"]) as server:
+            # The hosted format has no memory.* events: refused, naming the ones it has.
+            try:
+                call(server, "POST", "/v1/webhooks", {"url": url, "format": "hosted", "events": ["memory.created"]})
+                raise AssertionError("a hosted endpoint for memory.created was accepted")
+            except urllib.error.HTTPError as e:
+                assert e.code == 400 and "memory_store.created" in e.read().decode()
+            hook = call(server, "POST", "/v1/webhooks", {"url": url, "format": "hosted"})
+            assert hook["format"] == "hosted"
+            secret["key"] = hook["secret"]
+            store = call(server, "POST", "/v1/memory_stores", {"name": "notes"})["id"]
+            create(server, store, "/memories/a.md")
+            call(server, "POST", f"/v1/memory_stores/{store}/archive")
+            call(server, "DELETE", f"/v1/memory_stores/{store}")
+            with cond:
+                assert cond.wait_for(lambda: len(received) >= 3 or failures, timeout=WAIT), received
+            assert not failures, failures
+            assert [(e.type, e.data.type, e.data.id) for e in received] == [
+                ("event", "memory_store.created", store),
+                ("event", "memory_store.archived", store),
+                ("event", "memory_store.deleted", store),
+            ]
+            assert all(e.id.startswith("msg_") and e.created_at.year >= 2026 for e in received)
+            assert call(server, "GET", "/v1/webhooks")["data"][0]["format"] == "hosted"
+    finally:
+        http.shutdown()
+        http.server_close()

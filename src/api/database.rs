@@ -334,7 +334,8 @@ impl Database {
 
     /// Adds an endpoint that `memkv serve` delivers the change log's entries to (every store's
     /// unless `stores` names some, every kind unless `events` does), signed with `secret`
-    /// (`whsec_` and base64; the server makes one). It gets the entries committed from now on.
+    /// (`whsec_` and base64; the server makes one), in `format`. It gets the entries committed
+    /// from now on.
     ///
     /// # Errors
     /// [`Error::InvalidWebhook`] for a URL that is not `http://` or `https://`, a malformed
@@ -346,8 +347,9 @@ impl Database {
         secret: &str,
         stores: &[String],
         events: &[crate::ChangeKind],
+        format: crate::WebhookFormat,
     ) -> Result<crate::Webhook, Error> {
-        crate::webhooks::add(&self.engine, url, secret, stores, events)
+        crate::webhooks::add(&self.engine, url, secret, stores, events, format)
     }
 
     /// Every webhook endpoint, by id, with how its deliveries stand.

@@ -240,6 +240,10 @@ pub enum WebhooksCommand {
         /// Only this type of change, e.g. memory.created (repeatable; default: every type)
         #[arg(long, value_name = "TYPE")]
         event: Vec<String>,
+        /// How deliveries are shaped: memkv (every type of change) or hosted (the hosted
+        /// memory-stores API's memory_store.* events, for applications written against them)
+        #[arg(long, value_name = "FORMAT", default_value = "memkv")]
+        format: String,
     },
     /// List endpoints: id, the seq deliveries go on after, failures in a row, next attempt, URL;
     /// then the stores and events each gets, and its last error

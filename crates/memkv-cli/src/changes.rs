@@ -93,18 +93,28 @@ fn scope(hook: &memkv::Webhook) -> String {
         let names: Vec<&str> = hook.events.iter().map(|k| k.event_type()).collect();
         format!("events {}", names.join(", "))
     };
-    format!("{stores}, {events}")
+    let format = match hook.format {
+        memkv::WebhookFormat::Memkv => "",
+        memkv::WebhookFormat::Hosted => ", in the hosted API's format",
+    };
+    format!("{stores}, {events}{format}")
 }
 
 pub fn webhooks(global: &Global, command: &WebhooksCommand) -> Result {
     let mut out = io::stdout().lock();
     match command {
-        WebhooksCommand::Add { url, store, event } => {
+        WebhooksCommand::Add {
+            url,
+            store,
+            event,
+            format,
+        } => {
             let kinds = memkv_server::webhooks::events(event).map_err(Usage)?;
+            let format = memkv_server::webhooks::format(format).map_err(Usage)?;
             global.create_db_dir()?;
             let db = global.builder().open(global.db_path()?)?;
             let secret = memkv_server::webhooks::new_secret()?;
-            let hook = db.add_webhook(url, &secret, store, &kinds)?;
+            let hook = db.add_webhook(url, &secret, store, &kinds, format)?;
             writeln!(
                 out,
                 "added {} for {}, from seq {} on; `memkv serve` delivers to {}. Its signing secret is shown only now:",

@@ -17,7 +17,7 @@ use std::time::{Duration, SystemTime, UNIX_EPOCH};
 use base64::Engine as _;
 use base64::engine::general_purpose::STANDARD;
 use hmac::{KeyInit, Mac};
-use memkv::{ChangeEntry, ChangeKind, Database, Error, Webhook, WebhookAttempt};
+use memkv::{ChangeEntry, ChangeKind, Database, Error, Webhook, WebhookAttempt, WebhookFormat};
 use serde_json::json;
 
 use crate::AppState;
@@ -73,6 +73,12 @@ pub fn events(names: &[String]) -> Result<Vec<ChangeKind>, String> {
         .collect()
 }
 
+/// The format named `name`, or a sentence naming the ones there are.
+pub fn format(name: &str) -> Result<WebhookFormat, String> {
+    WebhookFormat::parse(name)
+        .ok_or_else(|| format!("unknown webhook format {name:?} (known: memkv, hosted)"))
+}
+
 /// A new signing secret: `whsec_` and the base64 of 24 bytes from the OS's random source.
 pub fn new_secret() -> std::io::Result<String> {
     let mut bytes = [0u8; 24];
@@ -98,12 +104,27 @@ pub fn message_id(hook: &str, seq: u64) -> String {
     format!("msg_{}_{seq}", hook.trim_start_matches("wh_"))
 }
 
-/// The body of a delivery: `{"type", "timestamp", "data": entry}`.
-pub fn payload(entry: &ChangeEntry) -> Vec<u8> {
+/// The body of a delivery, `id` being its `webhook-id`: in memkv's format `{"type",
+/// "timestamp", "data": entry}`; in the hosted API's, `{"type": "event", "id", "created_at",
+/// "data": {"type", "id": store, "organization_id": "", "workspace_id": ""}}` (memkv has no
+/// organisations or workspaces: both are empty).
+pub fn payload(entry: &ChangeEntry, format: WebhookFormat, id: &str) -> Vec<u8> {
     let data = entry.to_json();
-    json!({"type": data["type"], "timestamp": data["created_at"], "data": data})
-        .to_string()
-        .into_bytes()
+    let body = match (format, WebhookFormat::hosted_type(entry.change.kind)) {
+        (WebhookFormat::Hosted, Some(event_type)) => json!({
+            "type": "event",
+            "id": id,
+            "created_at": data["created_at"],
+            "data": {
+                "type": event_type,
+                "id": entry.change.store,
+                "organization_id": "",
+                "workspace_id": "",
+            },
+        }),
+        _ => json!({"type": data["type"], "timestamp": data["created_at"], "data": data}),
+    };
+    body.to_string().into_bytes()
 }
 
 fn now_ms() -> i64 {
@@ -379,8 +400,8 @@ async fn post(
     entry: &ChangeEntry,
     allow_private: bool,
 ) -> Result<(), String> {
-    let body = payload(entry);
     let id = message_id(&hook.id, entry.seq);
+    let body = payload(entry, hook.format, &id);
     let timestamp = now_ms() / 1000;
     let signature = signature(hook.signing_secret(), &id, timestamp, &body)
         .ok_or_else(|| "the endpoint's signing secret is not whsec_ and base64".to_owned())?;

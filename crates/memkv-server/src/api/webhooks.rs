@@ -36,6 +36,12 @@ struct CreateWebhook {
     #[serde(default)]
     #[schema(required = false, value_type = Vec<memkv::ChangeKind>)]
     events: Vec<String>,
+    /// How deliveries are shaped: `memkv` (the default: every kind of entry, as the change
+    /// feed shows it) or `hosted` (the hosted memory-stores API's webhook events, for
+    /// applications written against them: `memory_store.created`, `.archived`, `.deleted`).
+    #[serde(default)]
+    #[schema(required = false, pattern = "^(memkv|hosted)$")]
+    format: Option<String>,
 }
 
 /// A webhook endpoint in the path.
@@ -72,11 +78,13 @@ pub async fn create_webhook(
             admin(&state, &headers, "registering a webhook")?;
             let req: CreateWebhook = json_body(&state, &headers, body).await?;
             let kinds = crate::webhooks::events(&req.events).map_err(ApiError::invalid)?;
+            let format = crate::webhooks::format(req.format.as_deref().unwrap_or("memkv"))
+                .map_err(ApiError::invalid)?;
             let secret = crate::webhooks::new_secret()
                 .map_err(|_| ApiError::internal("no random source for the signing secret"))?;
             let given = secret.clone();
             let hook = blocking(&state, move |db| {
-                db.add_webhook(&req.url, &given, &req.stores, &kinds)
+                db.add_webhook(&req.url, &given, &req.stores, &kinds, format)
                     .map_err(|e| refused(&e))
             })
             .await?;

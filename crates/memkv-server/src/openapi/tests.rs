@@ -317,7 +317,13 @@ fn objects_send_what_their_schemas_say() {
         assert_eq!(sent, described);
     }
     let hook = db
-        .add_webhook("https://example.com/hook", "whsec_c2VjcmV0", &[], &[])
+        .add_webhook(
+            "https://example.com/hook",
+            "whsec_c2VjcmV0",
+            &[],
+            &[],
+            memkv::WebhookFormat::Memkv,
+        )
         .unwrap();
     check("Webhook", &WebhookObject::from(&hook));
     check(

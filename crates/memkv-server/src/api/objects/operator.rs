@@ -131,6 +131,10 @@ pub struct WebhookObject {
     /// Why the last attempt failed.
     #[schema(required = true)]
     last_error: Option<String>,
+    /// How deliveries are shaped: `memkv` (every kind of entry) or `hosted` (the hosted API's
+    /// `memory_store.*` events).
+    #[schema(pattern = "^(memkv|hosted)$")]
+    format: &'static str,
 }
 
 impl From<&Webhook> for WebhookObject {
@@ -146,6 +150,7 @@ impl From<&Webhook> for WebhookObject {
             failures: w.failures,
             next_attempt_at: (w.next_attempt_ms > 0).then(|| rfc3339(w.next_attempt_ms)),
             last_error: w.last_error.clone(),
+            format: w.format.as_str(),
         }
     }
 }
@@ -168,6 +173,8 @@ pub struct WebhookCreated {
     next_attempt_at: Option<String>,
     #[schema(required = true)]
     last_error: Option<String>,
+    #[schema(pattern = "^(memkv|hosted)$")]
+    format: &'static str,
     /// The secret deliveries are signed with (Standard Webhooks).
     #[schema(pattern = "^whsec_")]
     secret: String,
@@ -187,6 +194,7 @@ impl WebhookCreated {
             failures,
             next_attempt_at,
             last_error,
+            format,
         } = WebhookObject::from(w);
         WebhookCreated {
             r#type,
@@ -199,6 +207,7 @@ impl WebhookCreated {
             failures,
             next_attempt_at,
             last_error,
+            format,
             secret,
         }
     }
