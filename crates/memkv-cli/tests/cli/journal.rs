@@ -25,8 +25,13 @@ fn creates(prefix: &str, count: usize) -> Vec<serde_json::Value> {
 }
 
 /// Runs `commands` through one `memkv exec`, each answer awaited (acknowledged) and a success,
-/// then kills the process with SIGKILL.
+/// then kills the process with SIGKILL. A new database is made by `memkv init` first, so that
+/// the exec's first commit (redb-durable, as every process's first) is its first command's
+/// rather than the database identity's.
 fn acknowledge_then_kill(db: &Path, commands: &[serde_json::Value]) {
+    if !db.exists() {
+        ok(&common::run_with_input(common::memkv(db).arg("init"), b""));
+    }
     let mut exec = common::exec_piped(db, "u");
     let mut stdin = exec.0.stdin.take().unwrap();
     let mut answers = BufReader::new(exec.0.stdout.take().unwrap());
