@@ -300,6 +300,8 @@ pub(crate) fn delete_store(db: &Engine, actor: Option<&Actor>, id: &str) -> Resu
     .inspect(|deleted| {
         if *deleted {
             db.store_settings.forget(id);
+            // Best effort, as after a redaction (`crate::versions::redact`).
+            let _ = db.backend.erased();
         }
     })
 }

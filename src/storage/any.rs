@@ -161,6 +161,14 @@ impl Backend for AnyBackend {
         }
     }
 
+    fn erased(&self) -> Result<(), Error> {
+        match self {
+            AnyBackend::Redb(b) => b.erased(),
+            #[cfg(feature = "postgres")]
+            AnyBackend::Postgres(b) => b.erased(),
+        }
+    }
+
     fn capabilities(&self) -> Capabilities {
         match self {
             AnyBackend::Redb(b) => b.capabilities(),

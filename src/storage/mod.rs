@@ -251,6 +251,14 @@ pub trait Backend: Send + Sync {
         self.write(lock, f)
     }
 
+    /// After the commit of a write that erased data (a redaction, a store's deletion): what the
+    /// backend keeps beside its live data forgets it where it can at once (redb's journal is
+    /// checkpointed and cut to nothing; the pages it freed keep their bytes until reused or
+    /// `RedbBackend::compact`). By default nothing.
+    fn erased(&self) -> Result<(), Error> {
+        Ok(())
+    }
+
     /// What this backend is, for the callers that choose how to use it. By default
     /// [`Capabilities::EMBEDDED`].
     fn capabilities(&self) -> Capabilities {

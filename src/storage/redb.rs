@@ -16,6 +16,7 @@
 //! has always had); how redb holds them is versioned by [`REDB_FORMAT`] (stored under
 //! `redb_format`). Both are written down in `docs/design.md`.
 
+mod compact;
 mod create;
 pub mod files;
 mod health;
@@ -25,6 +26,7 @@ pub(crate) mod reserve;
 mod txn;
 mod verify;
 
+pub use self::compact::Compacted;
 pub use self::open::JournalLoss;
 pub use self::reserve::default_disk_reserve;
 pub use self::txn::{RedbRead, RedbWrite};
@@ -202,6 +204,15 @@ impl RedbBackend {
     /// (`memkv check --accept-journal-loss`).
     pub fn accept_journal_loss(path: &Path) -> Result<JournalLoss, Error> {
         self::open::accept_journal_loss(path)
+    }
+
+    /// Rewrites the database at `path` into a new file holding only its live data, and renames
+    /// it over the old one: the pages redb freed (what redactions erased, deleted stores, expired
+    /// and pruned history) are gone from the file, and it is as small as its data. Its journal is
+    /// replayed and removed first. No other process may have the file open
+    /// ([`Error::Locked`]); the operator's `memkv compact`.
+    pub fn compact(path: &Path) -> Result<Compacted, Error> {
+        self::compact::compact(path)
     }
 
     fn ensure_and_open(path: &Path, shared: bool, create: bool) -> Result<Self, Error> {
@@ -602,6 +613,17 @@ impl Backend for RedbBackend {
 
     fn location(&self) -> &str {
         &self.location
+    }
+
+    fn erased(&self) -> Result<(), Error> {
+        let Some(journal) = &self.journal else {
+            return Ok(());
+        };
+        self.checkpoint()?;
+        let mut journal = journal.lock().unwrap_or_else(PoisonError::into_inner);
+        journal
+            .erase()
+            .map_err(|e| Error::storage(format!("{}.journal: {e}", self.location)))
     }
 
     /// redb's page checksums, on a file (see `verify`); nothing for memory or a caller's storage.

@@ -169,6 +169,10 @@ pub enum Commands {
     /// Apply the history retention (--history-max-*) to every store and the change log's
     /// (--changes-max-*) now, freeing the space of what they no longer keep
     Prune,
+    /// Rewrite the redb file with only its live data (no other process may have it open): what
+    /// redactions, deleted stores, expiry and pruning freed is then gone from the file, which
+    /// shrinks to its data (on PostgreSQL: VACUUM FULL does this)
+    Compact,
     /// The change log: every committed change, oldest first, numbered across the database
     ///
     /// Columns: seq, time (UTC), type, store, path (<- the previous path of a move). With

@@ -241,6 +241,23 @@ pub fn expire(global: &Global, args: &ExpireArgs) -> Result {
     Ok(())
 }
 
+pub fn compact(global: &Global) -> Result {
+    if global.is_url() {
+        return Err(Box::new(Usage(
+            "compact rewrites a redb file; on PostgreSQL, VACUUM FULL memkv_entries, memkv_changes (as their owner) does the same".into(),
+        )));
+    }
+    let path = global.db_path()?;
+    let done = memkv::storage::redb::RedbBackend::compact(&path)?;
+    note!(
+        "compacted {}: {} bytes, from {}",
+        path.display(),
+        done.after,
+        done.before
+    );
+    Ok(())
+}
+
 pub fn prune(global: &Global) -> Result {
     let store = open_for_writing(global)?;
     let pruned = store.prune_history()?;

@@ -104,6 +104,7 @@ fn main() -> ExitCode {
         Commands::Import(a) => backup::import(&cli.global, a),
         Commands::Expire(a) => backup::expire(&cli.global, a),
         Commands::Prune => backup::prune(&cli.global),
+        Commands::Compact => backup::compact(&cli.global),
         Commands::Changes(a) => changes::changes(&cli.global, a),
         Commands::Search(a) => search::search(&cli.global, a),
         Commands::Mcp(a) => mcp::run(&cli.global, a),

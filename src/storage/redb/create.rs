@@ -116,7 +116,7 @@ fn put_in_place(tmp: &Path, path: &Path, replace: bool) -> Result<(), Error> {
 }
 
 /// `.NAME.PID-NANOS.creating` in the same directory (so the rename stays on one filesystem).
-fn temporary_name(path: &Path) -> PathBuf {
+pub(super) fn temporary_name(path: &Path) -> PathBuf {
     let name = path
         .file_name()
         .map(|n| n.to_string_lossy().into_owned())
@@ -128,7 +128,7 @@ fn temporary_name(path: &Path) -> PathBuf {
 }
 
 /// Flushes the directory holding `path`, so that the new name is durable.
-fn sync_dir(path: &Path) -> io::Result<()> {
+pub(super) fn sync_dir(path: &Path) -> io::Result<()> {
     let dir = match path.parent() {
         Some(d) if !d.as_os_str().is_empty() => d,
         _ => Path::new("."),

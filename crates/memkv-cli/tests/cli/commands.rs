@@ -747,3 +747,48 @@ fn settings_give_a_store_its_own_quota() {
         crate::common::fails(&out, 1, "max_files must be at least 1");
     });
 }
+
+/// `memkv compact` rewrites a redb file with its live data (everything still reads the same);
+/// a file another process holds is refused, and a PostgreSQL URL is told what does the same.
+#[test]
+fn compact_rewrites_a_file_and_refuses_what_it_cannot() {
+    each_backend(|backend| {
+        let (_dir, db) = temp(backend);
+        let input = json!({"command": "create", "path": "/memories/a.md", "file_text": "kept\n"});
+        let out = run_with_input(
+            memkv(&db).args(["exec", "-u", "u"]),
+            format!("{input}\n").as_bytes(),
+        );
+        assert!(out.status.success());
+        let out = memkv(&db).arg("compact").output().unwrap();
+        let err = String::from_utf8_lossy(&out.stderr);
+        match backend {
+            Backend::Redb => {
+                assert!(out.status.success(), "{err}");
+                assert!(err.starts_with("compacted "), "{err}");
+                let cat = memkv(&db)
+                    .args(["cat", "-u", "u", "/memories/a.md"])
+                    .output()
+                    .unwrap();
+                assert_eq!(cat.stdout, b"kept\n");
+                // Held by a writer: refused, nothing changed.
+                let mut holder = crate::common::exec_piped(&db, "u");
+                let mut answers = BufReader::new(holder.0.stdout.take().unwrap());
+                let stdin = holder.0.stdin.as_mut().unwrap();
+                let view = json!({"command": "view", "path": "/memories"});
+                writeln!(stdin, "{view}").unwrap();
+                stdin.flush().unwrap();
+                let mut line = String::new();
+                answers.read_line(&mut line).unwrap();
+                let out = memkv(&db).arg("compact").output().unwrap();
+                assert_eq!(out.status.code(), Some(1));
+                let err = String::from_utf8_lossy(&out.stderr);
+                assert!(err.contains("open in another process"), "{err}");
+            }
+            Backend::Postgres => {
+                assert_eq!(out.status.code(), Some(2), "{err}");
+                assert!(err.contains("VACUUM FULL"), "{err}");
+            }
+        }
+    });
+}

@@ -327,6 +327,24 @@ impl Journal {
         self.restart();
     }
 
+    /// After a checkpoint of a commit that erased data (a redaction): cuts the file to nothing
+    /// and flushes, so that no frame written before (the erased version's, whatever salt it had)
+    /// survives in it. The next record writes the header again; an empty file reads as an empty
+    /// journal.
+    pub(super) fn erase(&mut self) -> std::io::Result<()> {
+        if self.holds_commits() {
+            return Err(std::io::Error::other(
+                "the journal holds commits: checkpoint first",
+            ));
+        }
+        if let Some(file) = &self.file {
+            file.set_len(0)?;
+            file.sync_all()?;
+        }
+        self.restart();
+        Ok(())
+    }
+
     /// On a clean close, after a checkpoint: the journal is no longer needed. (A removal lost
     /// in a crash leaves records redb holds, which the next open skips.)
     pub(super) fn remove(&self) {
