@@ -159,6 +159,11 @@ impl Expired {
         self.files.iter().any(|(p, _)| p == path)
     }
 
+    /// No file is expired.
+    pub(crate) fn is_empty(&self) -> bool {
+        self.files.is_empty()
+    }
+
     /// `totals` of the directory `dir` without its expired files.
     pub(crate) fn live(&self, dir: &MemoryPath, totals: Totals) -> Totals {
         let mut live = totals;

@@ -300,3 +300,43 @@ fn a_redacted_version_is_never_found() {
         assert_eq!(paths(&ranked(&db, "u", "nothing", 10)), ["/memories/a.md"]);
     });
 }
+
+/// More than 256 memories changed since the last search, but fewer than half of those indexed:
+/// the index applies each change in place (no rebuild), and finds exactly what the store holds;
+/// `more` counts the matches past the page.
+#[test]
+fn many_changes_are_applied_in_place_and_counted_exactly() {
+    each_backend(|| {
+        let db = Database::builder().fresh().unwrap();
+        for i in 0..700 {
+            create(
+                &db,
+                "u",
+                &format!("/memories/n{i}.md"),
+                "an ordinary note\n",
+            );
+        }
+        assert_eq!(ranked(&db, "u", "ordinary", 10).more, 690);
+        for i in 0..300 {
+            run(
+                &db,
+                "u",
+                json!({"command": "str_replace", "path": format!("/memories/n{i}.md"), "old_str": "ordinary", "new_str": "zebra"}),
+            );
+        }
+        run(
+            &db,
+            "u",
+            json!({"command": "delete", "path": "/memories/n699.md"}),
+        );
+        let zebra = ranked(&db, "u", "zebra", 1000);
+        assert_eq!(zebra.hits.len(), 300);
+        assert_eq!(zebra.more, 0);
+        let ordinary = ranked(&db, "u", "ordinary", 10);
+        assert_eq!((ordinary.hits.len(), ordinary.more), (10, 389));
+        assert!(paths(&ordinary).iter().all(|p| {
+            let n: usize = p["/memories/n".len()..p.len() - 3].parse().unwrap();
+            (300..699).contains(&n)
+        }));
+    });
+}

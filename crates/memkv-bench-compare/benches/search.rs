@@ -3,8 +3,11 @@
 //! memories and 20 MB on the real disk. Prints the targets of BENCHMARKS.md ("Search").
 //!
 //! ```sh
-//! cargo bench -p memkv-bench-compare --bench search -- [--reps N]
+//! cargo bench -p memkv-bench-compare --bench search -- [--reps N] [--bytes-each N] [--ranked-only]
 //! ```
+//!
+//! `--bytes-each 50000` is a store at the hosted API's limits (2,000 memories, 100 MB);
+//! `--ranked-only` skips the exact searches (and ripgrep).
 //!
 //! ripgrep (`rg`, Debian's `ripgrep`) must be on the PATH; it runs as a user would run it, one
 //! process per search, its output discarded (`-n`, to /dev/null), with its default threads.
@@ -21,7 +24,6 @@ use memkv::{Database, SearchMode, SearchRequest};
 use serde_json::json;
 
 const MEMORIES: usize = 2_000;
-const BYTES_EACH: usize = 10_000;
 
 /// A deterministic generator (xorshift).
 struct Rng(u64);
@@ -44,12 +46,12 @@ impl Rng {
     }
 }
 
-/// A memory of about `BYTES_EACH` bytes: notes of 8–14 words a line, now and then a line a
-/// person would search for.
-fn memory(rng: &mut Rng) -> String {
-    let mut out = String::with_capacity(BYTES_EACH + 100);
+/// A memory of about `bytes` bytes: notes of 8–14 words a line, now and then a line a person
+/// would search for.
+fn memory(rng: &mut Rng, bytes: usize) -> String {
+    let mut out = String::with_capacity(bytes + 100);
     let mut line: u64 = 0;
-    while out.len() < BYTES_EACH {
+    while out.len() < bytes {
         line += 1;
         if rng.next().is_multiple_of(40) {
             out.push_str(&format!(
@@ -99,12 +101,35 @@ fn rg(dir: &Path, args: &[&str]) -> f64 {
     start.elapsed().as_secs_f64()
 }
 
+/// The process's resident memory and its peak, in MB (Linux's /proc/self/status).
+fn memory_mb() -> (f64, f64) {
+    let status = std::fs::read_to_string("/proc/self/status").unwrap_or_default();
+    let field = |name: &str| {
+        status
+            .lines()
+            .find_map(|l| l.strip_prefix(name))
+            .and_then(|v| v.split_whitespace().next())
+            .and_then(|kb| kb.parse::<f64>().ok())
+            .map_or(0.0, |kb| kb / 1024.0)
+    };
+    (field("VmRSS:"), field("VmHWM:"))
+}
+
 fn main() {
     let mut reps = 21;
+    let mut bytes_each = 10_000;
+    let mut ranked_only = false;
     let mut args = std::env::args().skip(1);
     while let Some(a) = args.next() {
         match a.as_str() {
             "--reps" => reps = args.next().and_then(|s| s.parse().ok()).expect("--reps N"),
+            "--bytes-each" => {
+                bytes_each = args
+                    .next()
+                    .and_then(|s| s.parse().ok())
+                    .expect("--bytes-each N")
+            }
+            "--ranked-only" => ranked_only = true,
             "--bench" => {}
             other => panic!("unknown argument {other}"),
         }
@@ -123,11 +148,13 @@ fn main() {
     let mut total = 0;
     for i in 0..MEMORIES {
         let path = format!("/memories/area{}/topic{}/note{i}.md", i % 10, i % 37);
-        let text = memory(&mut rng);
+        let text = memory(&mut rng, bytes_each);
         total += text.len();
-        let file = tree.join(path.trim_start_matches('/'));
-        std::fs::create_dir_all(file.parent().unwrap()).unwrap();
-        std::fs::write(&file, &text).unwrap();
+        if !ranked_only {
+            let file = tree.join(path.trim_start_matches('/'));
+            std::fs::create_dir_all(file.parent().unwrap()).unwrap();
+            std::fs::write(&file, &text).unwrap();
+        }
         let out = store
             .execute_json(&json!({"command": "create", "path": path, "file_text": text}))
             .unwrap();
@@ -168,6 +195,11 @@ fn main() {
             vec![r"\bmi4[0-9]{2}\b"],
         ),
     ];
+    let exact = if ranked_only {
+        Vec::new()
+    } else {
+        exact.to_vec()
+    };
     println!(
         "| exact search (median of {reps}) | memkv (ms) | ripgrep (ms) | ratio | target | met |"
     );
@@ -200,11 +232,13 @@ fn main() {
     }
 
     // Ranked search: the first search builds the store's index; then queries of 1–3 words.
+    let (rss_before, _) = memory_mb();
     let start = Instant::now();
     store
         .search(&SearchRequest::new("timezone", SearchMode::Ranked))
         .unwrap();
     let build = start.elapsed();
+    let (rss_after, peak) = memory_mb();
     let mut times = Vec::new();
     let queries = 200;
     for _ in 0..queries {
@@ -250,5 +284,24 @@ fn main() {
     println!(
         "| a search right after a create, which it applies first: p50 (ms) | {:.2} | (information) | |",
         percentile(&after_write, 0.5) * 1e3
+    );
+    // 300 memories changed, then a search: applied to the index in place, or a rebuild.
+    for i in 0..300 {
+        let path = format!("/memories/area{}/topic{}/note{i}.md", i % 10, i % 37);
+        let out = store
+            .execute_json(&json!({"command": "insert", "path": path, "insert_line": 0, "insert_text": "timezone: Asia/Tokyo"}))
+            .unwrap();
+        assert!(!out.is_error, "{}", out.content);
+    }
+    let start = Instant::now();
+    store
+        .search(&SearchRequest::new("tokyo", SearchMode::Ranked))
+        .unwrap();
+    println!(
+        "| the search after 300 memories changed (s) | {:.2} | (information) | |",
+        start.elapsed().as_secs_f64()
+    );
+    println!(
+        "| resident memory: before the first search, after it, peak (MB) | {rss_before:.0}, {rss_after:.0}, {peak:.0} | (information) | |"
     );
 }

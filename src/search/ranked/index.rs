@@ -28,12 +28,19 @@ use crate::pipeline::Scope;
 use crate::storage::Backend;
 use crate::tree::TreeRead;
 
-/// More memories changed than this since the last search: the index is built again rather
-/// than each of them read alone.
+/// More memories changed than this since the last search, and more than half of those indexed:
+/// the index is built again rather than each of them read alone and replaced.
 const REBUILD_AFTER: usize = 256;
 
-/// The indexing arena tantivy allows one writer thread (its minimum).
+/// The indexing arena of the writer that applies changes (tantivy's minimum: one thread).
 const WRITER_ARENA: usize = 15_000_000;
+
+/// A build's indexing threads at most, and each one's arena. Two threads of 30 MB build a store
+/// at the hosted limits (2,000 memories, 100 MB) in 2.6 s where one of 15 MB took 7.3 s, as
+/// fewer, larger segments leave less to merge (docs/perf-log.md, "Ranked search at the hosted
+/// limits").
+const BUILD_THREADS: usize = 2;
+const BUILD_ARENA: usize = 30_000_000;
 
 /// Entries read from the log per page while catching up.
 const PAGE: usize = 1000;
@@ -54,7 +61,8 @@ pub(super) struct StoreIndex {
     seq: u64,
     /// Each indexed memory's path (`/memories/…`).
     paths: HashMap<u64, String>,
-    /// Bytes of content indexed (for the cache's bound).
+    /// Bytes of memory the index takes (its segments, as tantivy counts them, and the paths):
+    /// what the cache's bound counts.
     pub(super) bytes: u64,
 }
 
@@ -111,6 +119,17 @@ impl StoreIndex {
         })
     }
 
+    /// The writer of a build: an indexing thread per core, up to [`BUILD_THREADS`], each with
+    /// [`BUILD_ARENA`] (memory held only while the index is built).
+    fn build_writer(&self) -> Result<IndexWriter<TantivyDocument>, Error> {
+        let threads = std::thread::available_parallelism()
+            .map_or(1, usize::from)
+            .min(BUILD_THREADS);
+        self.index
+            .writer_with_num_threads(threads, BUILD_ARENA * threads)
+            .map_err(engine_error)
+    }
+
     fn writer(&self) -> Result<IndexWriter<TantivyDocument>, Error> {
         self.index
             .writer_with_num_threads(1, WRITER_ARENA)
@@ -125,7 +144,7 @@ impl StoreIndex {
         let txn = scope.engine.backend.begin_read()?;
         let tree = TreeRead::new(&txn, scope.user);
         let expired = scope.engine.expired(scope.user, &tree)?;
-        let mut writer = built.writer()?;
+        let mut writer = built.build_writer()?;
         let mut failed = None;
         tree.files_with_contents(&mut |path, meta| {
             if expired.contains(&path) {
@@ -160,7 +179,6 @@ impl StoreIndex {
         doc.add_text(self.fields.content, content);
         writer.add_document(doc).map_err(engine_error)?;
         self.paths.insert(memory, path.to_owned());
-        self.bytes += content.len() as u64;
         Ok(())
     }
 
@@ -172,7 +190,16 @@ impl StoreIndex {
     fn commit(&mut self, mut writer: IndexWriter<TantivyDocument>) -> Result<(), Error> {
         writer.commit().map_err(engine_error)?;
         writer.wait_merging_threads().map_err(engine_error)?;
-        self.reader.reload().map_err(engine_error)
+        self.reader.reload().map_err(engine_error)?;
+        let segments = self
+            .reader
+            .searcher()
+            .space_usage()
+            .map_or(0, |u| u.total().get_bytes());
+        // Each path: its bytes, the map's entry and its key.
+        let paths: u64 = self.paths.values().map(|p| p.len() as u64 + 48).sum();
+        self.bytes = segments + paths;
+        Ok(())
     }
 
     /// Applies every entry of the store's after [`Self::seq`]; `Ok(false)` when the index must
@@ -208,7 +235,8 @@ impl StoreIndex {
                     _ => {}
                 }
             }
-            if upserts.len() + removals.len() > REBUILD_AFTER {
+            let changed = upserts.len() + removals.len();
+            if changed > REBUILD_AFTER && changed > self.paths.len() / 2 {
                 return Ok(false);
             }
             let moved = page.next_after != after;

@@ -9,7 +9,8 @@
 //! The lines shown are read from that snapshot.
 //!
 //! The indexes live in the [`crate::Database`] that searched, at most [`MAX_STORES`] stores and
-//! [`MAX_BYTES`] of indexed content, the least recently searched dropped first; nothing is
+//! [`MAX_BYTES`] of index memory (each index's segments and paths), the least recently searched
+//! dropped first; nothing is
 //! written to disk, so there is no index file to damage, migrate or verify: a process builds
 //! each store's index again on its first ranked search.
 
@@ -35,8 +36,8 @@ use crate::tree::TreeRead;
 /// The most stores whose index one database keeps.
 pub const MAX_STORES: usize = 16;
 
-/// The most content, in bytes, the kept indexes may cover together (the one being searched is
-/// kept whatever its size).
+/// The most memory, in bytes, the kept indexes may take together (their segments, as tantivy
+/// counts them, and their paths; the one being searched is kept whatever its size).
 pub const MAX_BYTES: u64 = 256 << 20;
 
 /// The most lines shown of each memory found: those holding the most of the query's words.
@@ -131,7 +132,16 @@ pub(super) fn run(
     let tree = TreeRead::new(&txn, scope.user);
     let expired = scope.engine.expired(scope.user, &tree)?;
     let mut results = SearchResults::default();
-    for (score, memory, path) in ranked {
+    // Past the page, with nothing to leave out by path (no prefix, nothing expired), the rest
+    // of the index's matches are counted as they are, each not read again (a memory deleted by
+    // a commit since the index caught up may be among them).
+    let whole_store = prefix.is_root() && expired.is_empty();
+    let mut ranked = ranked.into_iter();
+    for (score, memory, path) in ranked.by_ref() {
+        if whole_store && results.hits.len() >= request.limit {
+            results.more += 1;
+            break;
+        }
         let Ok(path) = MemoryPath::parse(&path) else {
             continue;
         };
@@ -158,6 +168,7 @@ pub(super) fn run(
             lines: with_context(&text, &best, request.context),
         });
     }
+    results.more += ranked.len() as u64;
     Ok(results)
 }
 
@@ -170,8 +181,8 @@ fn best_lines(text: &str, words: &[String]) -> Vec<(usize, usize)> {
         let body = line.strip_suffix('\n').unwrap_or(line);
         let held = {
             let mut seen: Vec<&String> = Vec::new();
-            for w in words::words(body) {
-                if let Some(q) = words.iter().find(|q| **q == w)
+            for w in words::raw_words(body) {
+                if let Some(q) = words.iter().find(|q| words::same(w, q))
                     && !seen.contains(&q)
                 {
                     seen.push(q);

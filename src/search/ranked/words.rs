@@ -19,6 +19,22 @@ pub(super) fn words(text: &str) -> impl Iterator<Item = String> + '_ {
         .map(str::to_lowercase)
 }
 
+/// The words of `text` as they are written (not lowercased), in order: [`words`] before its
+/// lowercasing.
+pub(super) fn raw_words(text: &str) -> impl Iterator<Item = &str> + '_ {
+    text.unicode_words().filter(|w| w.len() <= MAX_WORD_BYTES)
+}
+
+/// Whether the word `raw`, as written, is the lowercased word `lower` (one of [`words`]):
+/// without an allocation when it is ASCII.
+pub(super) fn same(raw: &str, lower: &str) -> bool {
+    if raw.is_ascii() {
+        raw.eq_ignore_ascii_case(lower) && lower.is_ascii()
+    } else {
+        raw.to_lowercase() == lower
+    }
+}
+
 /// [`words`] as a tantivy tokenizer.
 #[derive(Clone, Default)]
 pub(super) struct Words;
@@ -49,7 +65,13 @@ impl TokenStream for WordStream<'_> {
             self.token.offset_from = at;
             self.token.offset_to = at + word.len();
             self.token.text.clear();
-            self.token.text.push_str(&word.to_lowercase());
+            if word.is_ascii() {
+                // Most words: lowercased in place, with no allocation of their own.
+                self.token.text.push_str(word);
+                self.token.text.make_ascii_lowercase();
+            } else {
+                self.token.text.push_str(&word.to_lowercase());
+            }
             return true;
         }
         false
@@ -87,5 +109,14 @@ mod tests {
         }
         assert_eq!(seen, words("Straße ÉTÉ").collect::<Vec<_>>());
         assert_eq!(words(&"a".repeat(65)).count(), 0);
+        for (raw, lower) in [("Paris", "paris"), ("ÉTÉ", "été"), ("Straße", "straße")] {
+            assert!(same(raw, lower) && same(lower, lower), "{raw}");
+            assert_eq!(words(raw).next().as_deref(), Some(lower));
+        }
+        assert!(!same("Paris", "pari") && !same("K", "\u{212a}"));
+        assert_eq!(
+            raw_words("The TZ: x").collect::<Vec<_>>(),
+            ["The", "TZ", "x"]
+        );
     }
 }
