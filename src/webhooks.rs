@@ -337,6 +337,27 @@ pub(crate) fn add(
     })
 }
 
+/// Inside the transaction of a restore that moved the change log on to `seq`: every endpoint
+/// behind it goes on from there (the entries it had not delivered were the copy's before the
+/// restore, which the restore replaced).
+pub(crate) fn move_on(txn: &mut dyn crate::storage::WriteTxn, seq: u64) -> Result<(), Error> {
+    let mut moved = Vec::new();
+    txn.scan(Space::Webhooks, OWNER, &[], None, &mut |key, value| {
+        let mut r = Record::decode(value)?;
+        if r.delivered < seq {
+            r.delivered = seq;
+            r.failures = 0;
+            r.next_attempt_ms = 0;
+            moved.push((key.to_vec(), r));
+        }
+        Ok(ControlFlow::Continue(()))
+    })?;
+    for (key, r) in moved {
+        txn.put(Space::Webhooks, OWNER, &key, &layout::encode(&r))?;
+    }
+    Ok(())
+}
+
 /// The body of [`crate::Database::webhooks`].
 pub(crate) fn list(db: &Engine) -> Result<Vec<Webhook>, Error> {
     all(&db.backend.begin_read()?)

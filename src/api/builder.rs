@@ -250,7 +250,7 @@ impl DatabaseBuilder {
             signal: Default::default(),
         };
         migrate::upgrade(&backend, &commits)?;
-        crate::backup::identity::ensure(&backend, &commits)?;
+        crate::backup::identity::ensure(&backend, &commits);
         let engine = Engine {
             backend,
             limits: self.limits,

@@ -312,6 +312,24 @@ impl Database {
         CommitSignal::new(Arc::clone(&self.engine) as Arc<dyn crate::pipeline::AsSignal>)
     }
 
+    /// How many ranked-search indexes this handle has built (each store's first ranked search,
+    /// and a rebuild when its index could not be brought up to date in place). For tests.
+    #[doc(hidden)]
+    pub fn ranked_index_builds(&self) -> u64 {
+        self.indexes.builds()
+    }
+
+    /// The database's identity (32 hex digits, random, made at its first writable open; `None`
+    /// before one): every export names it, and the change feed shows it, so that a follower
+    /// keeping it beside its cursor sees when it follows another database (a restored copy has
+    /// an identity of its own) and starts again from a full export.
+    ///
+    /// # Errors
+    /// A storage failure.
+    pub fn identity(&self) -> Result<Option<String>, Error> {
+        crate::backup::identity::of(&self.engine.backend.begin_read()?)
+    }
+
     /// The last `seq` of the change log (0: none yet).
     ///
     /// # Errors

@@ -20,24 +20,26 @@ pub(crate) fn of(txn: &dyn ReadTxn) -> Result<Option<String>, Error> {
         .map(|bytes| super::hex(&bytes)))
 }
 
-/// Makes the identity if the database has none and may be written.
-pub(crate) fn ensure(backend: &AnyBackend, commits: &Commits) -> Result<(), Error> {
+/// Makes the identity if the database has none and may be written. Never stops an open: a
+/// database that cannot be written now (read-only, a role without the right, a full disk) gets
+/// one at a later open, and until then its exports name none.
+pub(crate) fn ensure(backend: &AnyBackend, commits: &Commits) {
+    let _ = make(backend, commits);
+}
+
+fn make(backend: &AnyBackend, commits: &Commits) -> Result<(), Error> {
     if of(&backend.begin_read()?)?.is_some() {
         return Ok(());
     }
     let mut id = [0u8; 16];
     getrandom::fill(&mut id).map_err(|e| Error::storage(format!("no random bytes: {e}")))?;
-    let made = crate::pipeline::transact(backend, commits, &[""], false, |txn, _| {
+    crate::pipeline::transact(backend, commits, &[""], false, |txn, _| {
         // Another process may have made it meanwhile.
         if txn.get(Space::Database, "", KEY)?.is_none() {
             txn.put(Space::Database, "", KEY, &id)?;
         }
         Ok(((), Finish::Commit))
-    });
-    match made {
-        Err(Error::ReadOnly) => Ok(()),
-        other => other,
-    }
+    })
 }
 
 /// The identity of the database whose full export this one was last restored from.

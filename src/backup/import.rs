@@ -222,7 +222,11 @@ pub(crate) fn import_from(
                 identity::set_restored_from(txn, verified.database.as_deref())?;
                 // The log is numbered on from where the exported database's stood: no cursor
                 // of its followers means a different change here.
-                crate::changes::skip(txn, seq)?;
+                if crate::changes::skip(txn, seq)? {
+                    // The endpoints' cursors named entries the restore removed: each goes on
+                    // from the restore, as one added now would.
+                    crate::webhooks::move_on(txn, seq)?;
+                }
             } else {
                 txn.remove(Space::Database, "", RESTORED)?;
                 identity::set_restored_from(txn, None)?;
@@ -259,25 +263,19 @@ fn check_base(txn: &dyn WriteTxn, base: u64, seq: u64) -> Result<(), Error> {
 }
 
 /// Whether an incremental export taken from database `from` follows the full export this
-/// database was restored from: refused when the two name different databases, or only one
-/// names any (exports before format version 4 name none, and are taken on trust as before).
+/// database was restored from: refused when both name a database and the two differ. An export
+/// that names none (format 3 and before, or a database first opened read-only by a build that
+/// knows identities) is taken on trust, as before identities.
 fn check_origin(txn: &dyn WriteTxn, from: Option<&str>) -> Result<(), Error> {
-    let restored = identity::restored_from(txn)?;
-    if restored.as_deref() == from {
-        return Ok(());
+    match (identity::restored_from(txn)?, from) {
+        (Some(restored), Some(from)) if restored != from => Err(import_error(
+            0,
+            format!(
+                "this incremental export was taken from database {from}, and this database was restored from an export of database {restored}; import a full export of the database it follows first"
+            ),
+        )),
+        _ => Ok(()),
     }
-    let name = |id: &Option<&str>| match id {
-        Some(id) => format!("database {id}"),
-        None => "a database not named (exports before format version 4 name none)".to_owned(),
-    };
-    Err(import_error(
-        0,
-        format!(
-            "this incremental export was taken from {}, and this database was restored from an export of {}; import a full export of the database it follows first",
-            name(&from),
-            name(&restored.as_deref())
-        ),
-    ))
 }
 
 /// Removes every entry of store `user`, if it has any (an incremental export replaces or

@@ -289,13 +289,14 @@ pub(crate) fn read(
 /// Inside the write transaction of a restore from an export taken at `seq`: the log moves on
 /// to `seq` if it is behind it, so that no number the exported database gave out is given again
 /// (a follower's cursor from it then either expires, below `seq`, or follows on from the
-/// restore). The entries of this transaction are numbered after it.
-pub(crate) fn skip(txn: &mut dyn WriteTxn, seq: u64) -> Result<(), Error> {
+/// restore). The entries of this transaction are numbered after it. Whether it moved.
+pub(crate) fn skip(txn: &mut dyn WriteTxn, seq: u64) -> Result<bool, Error> {
     txn.log_settle()?;
     if txn.log_bounds()?.last < seq {
         txn.log_skip(seq)?;
+        return Ok(true);
     }
-    Ok(())
+    Ok(false)
 }
 
 /// The last `seq` committed (0: none yet): where a full export taken now stands in the log.

@@ -512,7 +512,7 @@ impl RedbBackend {
         let Db::Write(redb) = &*db else {
             return Ok(());
         };
-        txn::checkpoint(redb, &self.health, journal)
+        txn::checkpoint(redb, &self.health, journal, false)
     }
 
     /// A new snapshot of `db`'s latest commit.
@@ -619,11 +619,12 @@ impl Backend for RedbBackend {
         let Some(journal) = &self.journal else {
             return Ok(());
         };
-        self.checkpoint()?;
-        let mut journal = journal.lock().unwrap_or_else(PoisonError::into_inner);
-        journal
-            .erase()
-            .map_err(|e| Error::storage(format!("{}.journal: {e}", self.location)))
+        let db = self.current()?;
+        let Db::Write(redb) = &*db else {
+            return Ok(());
+        };
+        // The checkpoint and the cut under one hold of redb's write lock and the journal's.
+        txn::checkpoint(redb, &self.health, journal, true)
     }
 
     /// redb's page checksums, on a file (see `verify`); nothing for memory or a caller's storage.

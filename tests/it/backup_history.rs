@@ -932,6 +932,15 @@ fn a_restore_never_reuses_a_seq_and_refuses_another_databases_incremental() {
         let path = dir.path().join("full");
         std::fs::write(&path, &full).unwrap();
         let b = fixed().fresh().unwrap();
+        let hook = b
+            .add_webhook(
+                "https://example.com/h",
+                "whsec_c2VjcmV0",
+                &[],
+                &[],
+                Default::default(),
+            )
+            .unwrap();
         tool(
             &b,
             "zed",
@@ -939,7 +948,10 @@ fn a_restore_never_reuses_a_seq_and_refuses_another_databases_incremental() {
             json!({"command": "create", "path": "/memories/own.md", "file_text": "z"}),
         );
         b.import(&path, Conflict::Refuse, &mut |_| {}).unwrap();
-        // Numbered after every seq `a` gave out; the cursors below it expired.
+        // Numbered after every seq `a` gave out; the cursors below it expired, and the webhook
+        // endpoint goes on from the restore (its cursor named entries the restore removed).
+        assert_eq!(hook.delivered, 0);
+        assert_eq!(b.webhooks().unwrap()[0].delivered, seq);
         let last = b.last_change().unwrap();
         assert!(last > seq, "{last} after {seq}");
         let page = b.changes(seq, 1000, None).unwrap();
@@ -958,8 +970,17 @@ fn a_restore_never_reuses_a_seq_and_refuses_another_databases_incremental() {
             }
             other => panic!("{other:?}"),
         }
-        // The copy is a database of its own.
+        // The copy is a database of its own, and its feed says so.
         assert_ne!(header(&export_bytes(&b))["database"], id);
+        assert_eq!(
+            Some(
+                header(&export_bytes(&b))["database"]
+                    .as_str()
+                    .unwrap()
+                    .to_owned()
+            ),
+            b.identity().unwrap()
+        );
 
         // `other`'s incremental export starts after the same seq, and is refused.
         write(&other, "/memories/later.md");

@@ -28,7 +28,8 @@ fn a_redaction_leaves_nothing_in_the_journal_and_compaction_nothing_in_the_file(
             let out = u.execute_json(&input).unwrap();
             assert!(!out.is_error, "{}", out.content);
         };
-        // The process's first commit is redb-durable; the ones after it are journaled.
+        // The process's first commit (the new database's identity) is redb-durable; the ones
+        // after it are journaled.
         run(json!({"command": "create", "path": "/memories/first.md", "file_text": "x"}));
         run(json!({"command": "create", "path": "/memories/plan.md", "file_text": content}));
         run(
@@ -84,7 +85,8 @@ fn compaction_leaves_nothing_of_a_redacted_version_in_the_file() {
         );
     }
     // The pages that held the version's record were freed, not overwritten: the file still
-    // holds its content's hash, which no read of memkv's finds.
+    // holds its content's hash, which no read of memkv's finds. (This premise is redb's page
+    // reuse at the locked version; were it to change, the assertion says so first.)
     assert!(holds(&path, &hash), "stale pages");
     let done = RedbBackend::compact(&path).unwrap();
     assert!(done.after <= done.before, "{done:?}");

@@ -317,6 +317,7 @@ fn many_changes_are_applied_in_place_and_counted_exactly() {
             );
         }
         assert_eq!(ranked(&db, "u", "ordinary", 10).more, 690);
+        assert_eq!(db.ranked_index_builds(), 1);
         for i in 0..300 {
             run(
                 &db,
@@ -330,6 +331,11 @@ fn many_changes_are_applied_in_place_and_counted_exactly() {
             json!({"command": "delete", "path": "/memories/n699.md"}),
         );
         let zebra = ranked(&db, "u", "zebra", 1000);
+        assert_eq!(
+            db.ranked_index_builds(),
+            1,
+            "applied in place, not built again"
+        );
         assert_eq!(zebra.hits.len(), 300);
         assert_eq!(zebra.more, 0);
         let ordinary = ranked(&db, "u", "ordinary", 10);
@@ -338,5 +344,15 @@ fn many_changes_are_applied_in_place_and_counted_exactly() {
             let n: usize = p["/memories/n".len()..p.len() - 3].parse().unwrap();
             (300..699).contains(&n)
         }));
+        // More than half of the store changed: built again.
+        for i in 300..699 {
+            run(
+                &db,
+                "u",
+                json!({"command": "delete", "path": format!("/memories/n{i}.md")}),
+            );
+        }
+        assert!(ranked(&db, "u", "ordinary", 10).hits.is_empty());
+        assert_eq!(db.ranked_index_builds(), 2);
     });
 }

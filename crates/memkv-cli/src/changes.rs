@@ -140,11 +140,11 @@ pub fn webhooks(global: &Global, command: &WebhooksCommand) -> Result {
                 } else {
                     "-".to_owned()
                 };
-                writeln!(
-                    out,
+                let row = format!(
                     "{:<19}  {:>9}  {:>8}  {:<20}  {}",
                     h.id, h.delivered, h.failures, next, h.url
-                )?;
+                );
+                writeln!(out, "{}", crate::text::safe(&row))?;
                 writeln!(out, "{:<19}  {}", "", scope(&h))?;
                 if let Some(error) = &h.last_error {
                     let error = crate::text::safe(error);

@@ -35,7 +35,7 @@ pub fn run(global: &Global, args: &ExecArgs) -> Result<(), Box<dyn std::error::E
                 let (answer, errors) = protocol::answer_line(&user, &line);
                 for e in errors {
                     failures += 1;
-                    note!("memkv: {e}");
+                    note!("memkv: {}", crate::text::safe_lines(&e.to_string()));
                 }
                 answer
             }

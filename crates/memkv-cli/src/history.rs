@@ -173,17 +173,17 @@ pub fn restore(global: &Global, args: &VersionArgs) -> Result {
         .map_err(|refusal| refused(&args.user, id, &refusal))?;
     let mut out = io::stdout().lock();
     if before == Some(memory.version) {
-        writeln!(
-            out,
+        let line = format!(
             "unchanged: {} at {} already has the content of {id} ({})",
             memory.id, memory.path, memory.version
-        )?;
+        );
+        writeln!(out, "{}", crate::text::safe(&line))?;
     } else {
-        writeln!(
-            out,
+        let line = format!(
             "restored {id} as {} of {} at {}",
             memory.version, memory.id, memory.path
-        )?;
+        );
+        writeln!(out, "{}", crate::text::safe(&line))?;
     }
     Ok(())
 }
@@ -197,12 +197,12 @@ pub fn redact(global: &Global, args: &VersionArgs) -> Result {
     };
     let mut out = io::stdout().lock();
     if let Some(r) = &old.redacted {
-        writeln!(
-            out,
+        let line = format!(
             "unchanged: {id} was redacted at {} by {}",
             memkv::utc(r.at_ms),
             actor_text(r.by.as_ref())
-        )?;
+        );
+        writeln!(out, "{}", crate::text::safe(&line))?;
         return Ok(());
     }
     let done = handle
@@ -219,12 +219,12 @@ pub fn redact(global: &Global, args: &VersionArgs) -> Result {
         _ => "nothing left to erase".to_owned(),
     };
     let by = done.redacted.as_ref().map(|r| r.by.as_ref());
-    writeln!(
-        out,
+    let line = format!(
         "redacted {id} of {} ({}): erased its {erased}; recorded as redacted by {}",
         old.memory,
         old.operation.as_str(),
         actor_text(by.flatten())
-    )?;
+    );
+    writeln!(out, "{}", crate::text::safe(&line))?;
     Ok(())
 }

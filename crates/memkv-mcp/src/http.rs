@@ -127,20 +127,19 @@ struct Gate {
     sessions: Sessions,
 }
 
-/// The most sessions the gate keeps bound at once; opening one more forgets the oldest (whose
-/// client is then told to start a new session).
+/// The most sessions the gate keeps bound at once; opening one more forgets the least recently
+/// used (whose client is then told to start a new session).
 pub const MAX_SESSIONS: usize = 4096;
+/// The most sessions one key keeps: more forget that key's least recently used, so no key can
+/// push out the others' sessions.
+pub const MAX_SESSIONS_PER_KEY: usize = 64;
+/// A session unused this long is forgotten (rmcp ends its own sessions after 300 s idle).
+const SESSION_IDLE: std::time::Duration = std::time::Duration::from_secs(300);
 
-/// Who opened each live session: the key (its id) and the store. Bounded by [`MAX_SESSIONS`].
+/// Who opened each live session (the key, by id, and the store) and when it was last used.
+/// Bounded by [`MAX_SESSIONS`] and [`MAX_SESSIONS_PER_KEY`].
 #[derive(Default)]
-struct Sessions(std::sync::Mutex<SessionMap>);
-
-#[derive(Default)]
-struct SessionMap {
-    owners: std::collections::HashMap<String, Owner>,
-    /// Session ids, oldest first (some may have ended already).
-    order: std::collections::VecDeque<String>,
-}
+struct Sessions(std::sync::Mutex<std::collections::HashMap<String, (Owner, std::time::Instant)>>);
 
 #[derive(Debug, Clone, PartialEq, Eq)]
 struct Owner {
@@ -149,35 +148,56 @@ struct Owner {
 }
 
 impl Sessions {
-    fn lock(&self) -> std::sync::MutexGuard<'_, SessionMap> {
+    fn lock(
+        &self,
+    ) -> std::sync::MutexGuard<'_, std::collections::HashMap<String, (Owner, std::time::Instant)>>
+    {
         self.0
             .lock()
             .unwrap_or_else(std::sync::PoisonError::into_inner)
     }
 
+    /// Whether `session` is `owner`'s; if so, it was used now.
     fn owned_by(&self, session: &str, owner: &Owner) -> bool {
-        self.lock().owners.get(session) == Some(owner)
+        match self.lock().get_mut(session) {
+            Some((o, used)) if o == owner => {
+                *used = std::time::Instant::now();
+                true
+            }
+            _ => false,
+        }
     }
 
     fn open(&self, session: String, owner: Owner) {
+        let now = std::time::Instant::now();
         let mut map = self.lock();
-        while map.owners.len() >= MAX_SESSIONS {
-            let Some(oldest) = map.order.pop_front() else {
-                break;
-            };
-            map.owners.remove(&oldest);
+        map.retain(|_, (_, used)| now.duration_since(*used) < SESSION_IDLE);
+        let least_used = |map: &std::collections::HashMap<String, (Owner, std::time::Instant)>,
+                          of: Option<&Option<String>>| {
+            map.iter()
+                .filter(|(_, (o, _))| of.is_none_or(|key| &o.key_id == key))
+                .min_by_key(|(_, (_, used))| *used)
+                .map(|(id, _)| id.clone())
+        };
+        let of_key = map
+            .values()
+            .filter(|(o, _)| o.key_id == owner.key_id)
+            .count();
+        if of_key >= MAX_SESSIONS_PER_KEY
+            && let Some(oldest) = least_used(&map, Some(&owner.key_id))
+        {
+            map.remove(&oldest);
         }
-        if map.order.len() >= 2 * MAX_SESSIONS {
-            // Ended sessions' ids, dropped from `owners` but not yet from `order`.
-            let SessionMap { owners, order } = &mut *map;
-            order.retain(|s| owners.contains_key(s));
+        if map.len() >= MAX_SESSIONS
+            && let Some(oldest) = least_used(&map, None)
+        {
+            map.remove(&oldest);
         }
-        map.order.push_back(session.clone());
-        map.owners.insert(session, owner);
+        map.insert(session, (owner, now));
     }
 
     fn end(&self, session: &str) {
-        self.lock().owners.remove(session);
+        self.lock().remove(session);
     }
 }
 
@@ -285,7 +305,11 @@ async fn grant(State(gate): State<Arc<Gate>>, mut request: Request, next: Next) 
                         gate.sessions.open(opened.to_owned(), owner);
                     }
                 }
-                Some(session) if ends_session && response.status().is_success() => {
+                // Ended, or already gone from rmcp (which ends idle sessions itself).
+                Some(session)
+                    if (ends_session && response.status().is_success())
+                        || response.status() == StatusCode::NOT_FOUND =>
+                {
                     gate.sessions.end(session);
                 }
                 Some(_) => {}
@@ -301,5 +325,38 @@ async fn grant(State(gate): State<Arc<Gate>>, mut request: Request, next: Next) 
         Err(e) => gate
             .authorize
             .refuse(StatusCode::BAD_REQUEST, &format!("invalid store id: {e}")),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn owner(key: &str) -> Owner {
+        Owner {
+            key_id: Some(key.to_owned()),
+            store: "s".to_owned(),
+        }
+    }
+
+    #[test]
+    fn a_key_pushes_out_only_its_own_least_recently_used_sessions() {
+        let sessions = Sessions::default();
+        sessions.open("b-1".into(), owner("b"));
+        for i in 0..MAX_SESSIONS_PER_KEY {
+            sessions.open(format!("a-{i}"), owner("a"));
+        }
+        // a-0 used again: a-1 is now a's least recently used.
+        assert!(sessions.owned_by("a-0", &owner("a")));
+        sessions.open("a-new".into(), owner("a"));
+        assert!(sessions.owned_by("a-0", &owner("a")));
+        assert!(!sessions.owned_by("a-1", &owner("a")), "pushed out");
+        assert!(sessions.owned_by("a-new", &owner("a")));
+        // Another key's session is untouched, and never usable by a.
+        assert!(sessions.owned_by("b-1", &owner("b")));
+        assert!(!sessions.owned_by("b-1", &owner("a")));
+        sessions.end("b-1");
+        assert!(!sessions.owned_by("b-1", &owner("b")));
+        assert!(sessions.lock().len() <= MAX_SESSIONS_PER_KEY);
     }
 }

@@ -58,6 +58,11 @@ type Kept = (HashMap<String, Arc<Entry>>, Vec<String>);
 #[derive(Default)]
 pub(crate) struct Indexes {
     stores: Mutex<Kept>,
+    /// Held while an index is built: one build at a time, so that the builds' working memory
+    /// (two threads of 30 MB) is bounded however many stores are searched at once.
+    building: Mutex<()>,
+    /// Indexes built so far (for tests: an index applied in place builds none).
+    builds: AtomicU64,
 }
 
 impl std::fmt::Debug for Indexes {
@@ -67,6 +72,11 @@ impl std::fmt::Debug for Indexes {
 }
 
 impl Indexes {
+    /// How many indexes were built so far.
+    pub(crate) fn builds(&self) -> u64 {
+        self.builds.load(Ordering::Relaxed)
+    }
+
     /// The entry of `store`, made if missing, marked as the most recently searched; drops the
     /// least recently searched entries beyond the bounds.
     fn entry(&self, store: &str) -> Arc<Entry> {
@@ -122,7 +132,12 @@ pub(super) fn run(
         if !current {
             // A failed build leaves no index: the next search builds again.
             *slot = None;
+            let _one = indexes
+                .building
+                .lock()
+                .unwrap_or_else(PoisonError::into_inner);
             *slot = Some(StoreIndex::build(scope)?);
+            indexes.builds.fetch_add(1, Ordering::Relaxed);
         }
         let index = slot.as_ref().expect("built above");
         entry.bytes.store(index.bytes, Ordering::Relaxed);

@@ -47,18 +47,50 @@ pub(super) fn compact(path: &Path) -> Result<Compacted, Error> {
     #[cfg(unix)]
     std::os::unix::fs::OpenOptionsExt::mode(&mut options, 0o600);
     options.open(&tmp).map_err(io(&tmp))?;
-    let placed = copy(&h, &source, &tmp).and_then(|()| {
-        File::open(&tmp)
-            .and_then(|f| f.sync_all())
-            .map_err(io(&tmp))?;
-        fs::rename(&tmp, path).map_err(io(path))?;
-        sync_dir(path).map_err(io(path))
-    });
+    let placed = same_owner_and_mode(path, &tmp)
+        .and_then(|()| copy(&h, &source, &tmp))
+        .and_then(|()| {
+            File::open(&tmp)
+                .and_then(|f| f.sync_all())
+                .map_err(io(&tmp))?;
+            fs::rename(&tmp, path).map_err(io(path))?;
+            sync_dir(path).map_err(io(path))
+        });
     let _ = fs::remove_file(&tmp);
     drop(source);
     placed?;
     let after = fs::metadata(path).map_err(io(path))?.len();
     Ok(Compacted { before, after })
+}
+
+/// The new file gets the old one's mode and, where it differs from the caller's, its owner (as
+/// root may give it), so that the server that owns the database can still open it; a caller
+/// who cannot give it is refused before anything is copied.
+fn same_owner_and_mode(path: &Path, tmp: &Path) -> Result<(), Error> {
+    #[cfg(unix)]
+    {
+        use std::os::unix::fs::{MetadataExt, PermissionsExt};
+        let io = |p: &Path| {
+            let p = p.to_owned();
+            move |source| Error::Io { path: p, source }
+        };
+        let old = fs::metadata(path).map_err(io(path))?;
+        let new = fs::metadata(tmp).map_err(io(tmp))?;
+        if (old.uid(), old.gid()) != (new.uid(), new.gid()) {
+            std::os::unix::fs::chown(tmp, Some(old.uid()), Some(old.gid())).map_err(|e| {
+                Error::Unsupported {
+                    location: path.display().to_string(),
+                    reason: format!(
+                        "the file belongs to user {} and the new one could not be given to it ({e}): run compact as that user",
+                        old.uid()
+                    ),
+                }
+            })?;
+        }
+        fs::set_permissions(tmp, fs::Permissions::from_mode(old.mode() & 0o7777))
+            .map_err(io(tmp))?;
+    }
+    Ok(())
 }
 
 /// Every entry of every table of `source` into a new database at `tmp`, in one commit.

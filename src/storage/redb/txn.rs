@@ -699,22 +699,33 @@ pub(super) fn write<R>(
 
 /// A redb-durable commit of everything `journal` holds, which then starts over (see
 /// `RedbBackend::checkpoint`).
-pub(super) fn checkpoint(db: &Database, h: &Health, journal: &Mutex<Journal>) -> Result<(), Error> {
-    // redb's write lock first, as in `write`.
+pub(super) fn checkpoint(
+    db: &Database,
+    h: &Health,
+    journal: &Mutex<Journal>,
+    erase: bool,
+) -> Result<(), Error> {
+    // redb's write lock first, as in `write`: no commit comes between the checkpoint and the
+    // erase.
     let txn = h.guard(|| db.begin_write().map_err(|e| h.fail(e)))?;
     let mut journal = journal.lock().unwrap_or_else(PoisonError::into_inner);
-    if !journal.holds_commits() {
+    if journal.holds_commits() {
+        let last = journal.next() - 1;
+        h.guard(|| {
+            txn.open_table(META)
+                .map_err(|e| h.fail(e))?
+                .insert(APPLIED_KEY, last)
+                .map_err(|e| h.fail(e))?;
+            txn.commit().map_err(|e| h.fail(e))
+        })?;
+        journal.checkpointed(last);
+    } else {
         let _ = txn.abort();
-        return Ok(());
     }
-    let last = journal.next() - 1;
-    h.guard(|| {
-        txn.open_table(META)
-            .map_err(|e| h.fail(e))?
-            .insert(APPLIED_KEY, last)
-            .map_err(|e| h.fail(e))?;
-        txn.commit().map_err(|e| h.fail(e))
-    })?;
-    journal.checkpointed(last);
+    if erase {
+        journal
+            .erase()
+            .map_err(|e| Error::storage(format!("the journal could not be cut: {e}")))?;
+    }
     Ok(())
 }

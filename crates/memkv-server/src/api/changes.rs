@@ -154,6 +154,9 @@ async fn feed(
     let label = store.clone().unwrap_or_default();
     let shutdown = state.config.mcp.shutdown.clone();
     let mut first = true;
+    // The database's identity as the last read found it (a poll refused for a busy moment
+    // answers with it).
+    let mut known: Option<String> = None;
     let operation = if store.is_some() {
         "changes.list"
     } else {
@@ -165,11 +168,14 @@ async fn feed(
         let remote = state.remote.subscribe();
         let of = store.clone();
         let page = blocking(state, move |db| {
-            db.changes(after, limit, of.as_deref())
-                .map_err(|e| refused(&e, of.as_deref().unwrap_or("")))
+            let page = db
+                .changes(after, limit, of.as_deref())
+                .map_err(|e| refused(&e, of.as_deref().unwrap_or("")))?;
+            let database = db.identity().map_err(|e| failed(&e, ""))?;
+            Ok((page, database))
         })
         .await;
-        let page = match page {
+        let (page, database) = match page {
             Ok(page) => page,
             // A poll already waiting is not refused for a busy moment: it looks again.
             Err(e) if first || e.status != StatusCode::SERVICE_UNAVAILABLE => return Err(e),
@@ -178,6 +184,7 @@ async fn feed(
                     let empty = ChangePage {
                         data: Vec::new(),
                         next_after: after,
+                        database: known.clone(),
                     };
                     return Ok(answer(&label, operation, &empty));
                 }
@@ -189,11 +196,13 @@ async fn feed(
             }
         };
         first = false;
+        known.clone_from(&database);
         let now = Instant::now();
         if !page.entries.is_empty() || now >= deadline || shutdown.is_cancelled() {
             let page = ChangePage {
                 data: page.entries.iter().map(ChangeObject::from).collect(),
                 next_after: page.next_after,
+                database,
             };
             return Ok(answer(&label, operation, &page));
         }

@@ -92,7 +92,11 @@ fn the_feed_pages_the_log_and_keys_see_their_own_store() {
         assert_eq!(types(&page), [(2, "memory.created".to_owned(), id.clone())]);
         assert_eq!(page["next_after"], 2);
         let end = ok(&admin.get("/v1/changes?after=3"));
-        assert_eq!(end, json!({"data": [], "next_after": 3}));
+        let database = s.db.identity().unwrap().unwrap();
+        assert_eq!(
+            end,
+            json!({"data": [], "next_after": 3, "database": database})
+        );
         // A store key: its store's feed; another store's is 404, every store's 403.
         let (own_key, key) = s.store_key(&id, false);
         let mut own = s.client(&key);
@@ -145,7 +149,11 @@ fn a_long_poll_answers_when_an_entry_commits_or_when_the_wait_runs_out() {
         let started = Instant::now();
         let empty = ok(&admin.get("/v1/memory_stores/u/changes?after=1&wait=0.3"));
         assert!(started.elapsed() >= Duration::from_millis(300));
-        assert_eq!(empty, json!({"data": [], "next_after": 1}));
+        let database = s.db.identity().unwrap().unwrap();
+        assert_eq!(
+            empty,
+            json!({"data": [], "next_after": 1, "database": database})
+        );
         // A poll waiting up to 30 s is answered once the write commits.
         let addr = s.addr;
         let key = s.admin.clone();

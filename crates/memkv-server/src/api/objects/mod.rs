@@ -345,4 +345,8 @@ pub struct ChangePage {
     pub data: Vec<ChangeObject>,
     /// The `after` that reads on from this page.
     pub next_after: u64,
+    /// The database's identity: a follower keeps it beside its cursor, and when it changes (a
+    /// restored copy, another database) starts again from a full export.
+    #[schema(required = true)]
+    pub database: Option<String>,
 }
