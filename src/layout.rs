@@ -22,7 +22,7 @@ use sha2::{Digest, Sha256};
 /// the backend. Bump it on any change here, add the step to `crate::migrate`, and say in
 /// `docs/design.md` how older data is treated. Every backend records it and refuses a newer one.
 /// (Versions 1 and 2 predate the PostgreSQL backend and exist only in redb files.)
-pub const LAYOUT_VERSION: u64 = 8;
+pub const LAYOUT_VERSION: u64 = 9;
 /// The oldest layout version this build migrates on open (see `crate::migrate`).
 pub const OLDEST_MIGRATABLE: u64 = 1;
 

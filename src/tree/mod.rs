@@ -102,6 +102,8 @@ pub fn index_fetches(user: &str, out: &mut Vec<Fetch>) {
         start: Vec::new(),
         end: None,
     });
+    // Where the store's feed stands: its commit numbers its change-log entries.
+    out.push(crate::changes::feed::fetch(user));
 }
 
 /// The children of `dir`, for [`ReadTxn::prefetch`].
