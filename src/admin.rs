@@ -138,7 +138,7 @@ fn check_records(db: &Engine) -> Result<Vec<(String, String)>, Error> {
     for space in Space::ALL.into_iter().filter(|s| {
         !matches!(
             s,
-            Space::Webhooks | Space::Database | Space::Keys | Space::Settings
+            Space::Webhooks | Space::Database | Space::Keys | Space::Settings | Space::Feed
         )
     }) {
         txn.users(space, &mut |u| {
@@ -291,6 +291,11 @@ pub const MAX_CHANGES_PAGE: usize = 1000;
 pub(crate) fn last_change(db: &Engine) -> Result<u64, Error> {
     db.settle_log()?;
     crate::changes::last(&db.backend.begin_read()?)
+}
+
+/// The body of [`crate::MemoryStore::last_change`]: the last number of `store`'s feed.
+pub(crate) fn store_last_change(db: &Engine, store: &str) -> Result<u64, Error> {
+    Ok(crate::changes::feed::bounds(&db.backend.begin_read()?, store)?.last)
 }
 
 /// The body of [`crate::Database::trim_changes`].

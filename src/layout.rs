@@ -22,7 +22,7 @@ use sha2::{Digest, Sha256};
 /// the backend. Bump it on any change here, add the step to `crate::migrate`, and say in
 /// `docs/design.md` how older data is treated. Every backend records it and refuses a newer one.
 /// (Versions 1 and 2 predate the PostgreSQL backend and exist only in redb files.)
-pub const LAYOUT_VERSION: u64 = 8;
+pub const LAYOUT_VERSION: u64 = 9;
 /// The oldest layout version this build migrates on open (see `crate::migrate`).
 pub const OLDEST_MIGRATABLE: u64 = 1;
 
@@ -273,10 +273,15 @@ pub fn content_key_of_node_key(key: &[u8]) -> Result<Vec<u8>, Error> {
     Ok(out)
 }
 
-/// `key` with its leading `from` replaced by `to`.
-pub fn rebase_key(key: &[u8], from: &[u8], to: &[u8]) -> Vec<u8> {
-    debug_assert!(key.starts_with(from));
-    [to, &key[from.len()..]].concat()
+/// `key` with its leading `from` replaced by `to`; a key that does not start with `from` (a
+/// damaged page answered a range scan with it) is [`Error::Corrupt`].
+pub fn rebase_key(key: &[u8], from: &[u8], to: &[u8]) -> Result<Vec<u8>, Error> {
+    match key.strip_prefix(from) {
+        Some(rest) => Ok([to, rest].concat()),
+        None => Err(Error::Corrupt(
+            "a key read back lies outside the range scanned".into(),
+        )),
+    }
 }
 
 #[cfg(test)]

@@ -46,6 +46,8 @@ pub(crate) fn upgrade(backend: &AnyBackend, commits: &Commits) -> Result<(), Err
                 // Format 8 added the keys and each store's settings, which start empty
                 // (`memkv serve` imports a keys file of earlier versions when it starts).
                 7 => {}
+                // Format 9 numbers each store's entries in a feed of its own.
+                8 => crate::changes::feed::migrate(txn)?,
                 other => {
                     return Err(Error::UnsupportedFormat {
                         location: backend.location().to_owned(),

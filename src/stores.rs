@@ -291,7 +291,8 @@ pub(crate) fn delete_store(db: &Engine, actor: Option<&Actor>, id: &str) -> Resu
         if !exists {
             return Ok((false, Finish::Abort));
         }
-        for space in Space::ALL {
+        // Its feed stays (its numbers are never given again; retention trims its entries).
+        for space in Space::ALL.into_iter().filter(|s| *s != Space::Feed) {
             txn.remove_range(space, id, &[], &ALL_KEYS_END)?;
         }
         changes.note(Change::of_store(ChangeKind::StoreDeleted, id, now).by(actor));

@@ -287,9 +287,10 @@ impl Database {
     // The change log (`crate::changes`).
 
     /// The change log's entries after `after` (0: from the start), oldest first, at most
-    /// `limit` (1 to 1,000), of `store` only when given; and the cursor for the next page.
-    /// Every committed change of every face has one entry, numbered in commit order across
-    /// the database.
+    /// `limit` (1 to 1,000); and the cursor for the next page. Every committed change of every
+    /// face has one entry, numbered in commit order across the database; with `store`, that
+    /// store's entries only, numbered in its own feed (1, 2, 3, … in the store's commit order),
+    /// so that a store's page and cursor say nothing of other stores.
     ///
     /// # Errors
     /// [`Error::CursorExpired`] when retention removed entries after `after`, and

@@ -194,12 +194,20 @@ impl MemoryStore<'_> {
     }
 
     /// This store's entries of the change log after `after` ([`Database::changes`] for one
-    /// store).
+    /// store: numbered in the store's own feed, 1, 2, 3, …).
     ///
     /// # Errors
     /// As [`Database::changes`].
     pub fn changes(&self, after: u64, limit: usize) -> Result<ChangePage, Error> {
         crate::admin::changes(self.scope().engine, after, limit, Some(self.scope().user))
+    }
+
+    /// The last number of this store's feed (0: no entry yet): where [`Self::changes`] ends.
+    ///
+    /// # Errors
+    /// A storage failure.
+    pub fn last_change(&self) -> Result<u64, Error> {
+        crate::admin::store_last_change(self.scope().engine, self.scope().user)
     }
 
     /// The content of the live file at `path` (for operators), `None` if there is no such file.

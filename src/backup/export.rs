@@ -134,7 +134,8 @@ pub(crate) fn export(
                 "{user:?} has files but no store record (run memkv check)"
             )));
         };
-        write_line(&mut out, &history::store_line(user, &record))?;
+        let feed_seq = crate::changes::feed::bounds(&txn, user)?.last;
+        write_line(&mut out, &history::store_line(user, &record, feed_seq))?;
         summary.users += 1;
         let tree = TreeRead::new(&txn, user);
         let cutoff = db.settings(user).expiry_cutoff(now);

@@ -82,8 +82,9 @@ pub(super) struct VersionLine {
 }
 
 /// The store line of `user`'s record.
-pub(super) fn store_line(user: &str, r: &StoreRecord) -> Line {
+pub(super) fn store_line(user: &str, r: &StoreRecord, feed_seq: u64) -> Line {
     Line::Store {
+        feed_seq: Some(feed_seq),
         user: user.to_owned(),
         name: r.name.clone(),
         description: r.description.clone(),
@@ -246,7 +247,7 @@ fn check_time(n: u64, what: &str, ms: i64, latest: i64) -> Result<(), Error> {
 
 /// The largest `next_seq` an import takes: far beyond any store's history, far below the end
 /// of the ids (2^53: exact in every JSON reader).
-const MAX_NEXT_SEQ: u64 = 1 << 53;
+pub(super) const MAX_NEXT_SEQ: u64 = 1 << 53;
 
 impl Block {
     /// Checks the store line `n` of `user`; its times must lie within 0 ..= `latest`.

@@ -86,7 +86,9 @@ pub(crate) fn import_from(
         let mut chains: BTreeMap<(String, u64), (u64, bool)> = BTreeMap::new();
         let mut apply_line = |n: u64, raw: &[u8], line: Line| -> Result<(), Error> {
             match line {
-                Line::Store { ref user, .. } => {
+                Line::Store {
+                    ref user, feed_seq, ..
+                } => {
                     digest.update(raw);
                     if !selected(users, user) {
                         return Ok(());
@@ -104,6 +106,14 @@ pub(crate) fn import_from(
                     } else {
                         history::restored_store(&line)
                     };
+                    // Restored exactly: its feed goes on from where the export's stood (from
+                    // the export's seq, which no feed number of it exceeds, for an export
+                    // before feeds), so no number it gave out is given again.
+                    if restore.is_some()
+                        && let Some(at) = feed_seq.or(verified.seq)
+                    {
+                        crate::changes::feed::restored(txn, user, at)?;
+                    }
                     imported.insert(user.clone());
                     stores.insert(user.clone(), restore);
                     Ok(())
@@ -290,7 +300,10 @@ fn remove_store(
         record::store_record(txn, user)?.is_some() || txn.get(Space::Totals, user, &[])?.is_some();
     if exists {
         // Its settings stay: exports carry none, and they are the operator's, not the data's.
-        for space in Space::ALL.into_iter().filter(|s| *s != Space::Settings) {
+        for space in Space::ALL
+            .into_iter()
+            .filter(|s| !matches!(s, Space::Settings | Space::Feed))
+        {
             txn.remove_range(space, user, &[], &crate::stores::ALL_KEYS_END)?;
         }
         changes.note(Change::of_store(ChangeKind::StoreDeleted, user, now_ms));

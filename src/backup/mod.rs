@@ -87,6 +87,10 @@ enum Line {
         next_seq: u64,
         pruned_versions: u64,
         pruned_bytes: u64,
+        /// Version 4: the last number of the store's feed (its own numbering of its change-log
+        /// entries), so that a restore goes on from it.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        feed_seq: Option<u64>,
     },
     File {
         user: String,

@@ -144,12 +144,23 @@ pub(super) fn verify(
                 }
                 files_digest.update(raw);
             }
-            Line::Store { ref user, .. } => {
+            Line::Store {
+                ref user, feed_seq, ..
+            } => {
                 if format_version < HISTORY_VERSION {
                     return Err(import_error(
                         n,
                         format!("a store line in a version-{format_version} export"),
                     ));
+                }
+                if feed_seq.is_some() && format_version < IDENTITY_VERSION {
+                    return Err(import_error(
+                        n,
+                        format!("a feed_seq in a version-{format_version} export"),
+                    ));
+                }
+                if feed_seq.is_some_and(|at| at > super::history::MAX_NEXT_SEQ) {
+                    return Err(import_error(n, "feed_seq is beyond 2^53"));
                 }
                 validate_user(user).map_err(|e| import_error(n, e.to_string()))?;
                 if !stores.insert(user.clone()) {

@@ -17,7 +17,9 @@ pub struct ChangeEntry {
     pub change: Change,
 }
 
-/// The stored form (postcard, field order as listed; `docs/design.md`).
+/// The stored form (postcard, field order as listed; `docs/design.md`). `store_seq`, its number
+/// in its store's feed (`feed`), came last in format 9; a record written before it
+/// ([`RecordV8`]) reads with 0.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub(crate) struct Record {
     pub kind: u8,
@@ -30,6 +32,22 @@ pub(crate) struct Record {
     pub size: Option<u64>,
     pub actor: Option<Actor>,
     pub at_ms: i64,
+    pub store_seq: u64,
+}
+
+/// [`Record`] as formats 7 and 8 wrote it.
+#[derive(Debug, Clone, Deserialize)]
+struct RecordV8 {
+    kind: u8,
+    store: String,
+    memory: Option<u64>,
+    version: Option<u64>,
+    path: Option<String>,
+    previous_path: Option<String>,
+    sha256: Option<[u8; 32]>,
+    size: Option<u64>,
+    actor: Option<Actor>,
+    at_ms: i64,
 }
 
 /// The stored number of each kind; changing one is a layout change.
@@ -85,6 +103,7 @@ impl Record {
             size: change.size,
             actor: change.actor.clone(),
             at_ms: change.at_ms,
+            store_seq: 0,
         }
     }
 
@@ -93,8 +112,24 @@ impl Record {
     }
 
     pub(crate) fn decode(bytes: &[u8]) -> Result<Record, Error> {
-        postcard::from_bytes(bytes)
-            .map_err(|e| Error::Corrupt(format!("a change-log entry does not decode: {e}")))
+        if let Ok(record) = postcard::from_bytes::<Record>(bytes) {
+            return Ok(record);
+        }
+        let v8: RecordV8 = postcard::from_bytes(bytes)
+            .map_err(|e| Error::Corrupt(format!("a change-log entry does not decode: {e}")))?;
+        Ok(Record {
+            kind: v8.kind,
+            store: v8.store,
+            memory: v8.memory,
+            version: v8.version,
+            path: v8.path,
+            previous_path: v8.previous_path,
+            sha256: v8.sha256,
+            size: v8.size,
+            actor: v8.actor,
+            at_ms: v8.at_ms,
+            store_seq: 0,
+        })
     }
 
     pub(crate) fn change(self) -> Result<Change, Error> {

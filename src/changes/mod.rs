@@ -16,6 +16,7 @@
 //!   trip).
 
 mod entry;
+pub(crate) mod feed;
 
 use std::time::Duration;
 
@@ -103,7 +104,7 @@ pub(crate) fn write(
         }
         records.push(Record::of(change));
     }
-    let encoded: Vec<Vec<u8>> = records.iter().map(Record::encode).collect();
+    let encoded = feed::number(txn, &mut records)?;
     txn.log_append(&encoded)?;
     if trims {
         let now_ms = changes.iter().map(|c| c.at_ms).max().unwrap_or(0);
@@ -184,7 +185,9 @@ fn scrub_stored(txn: &mut dyn WriteTxn, scrub: &mut Scrub<'_>) -> Result<(), Err
         for (seq, bytes) in chunk {
             let mut record = Record::decode(&bytes)?;
             if scrub.visit(&mut record) {
-                txn.log_rewrite(seq, &record.encode())?;
+                let bytes = record.encode();
+                txn.log_rewrite(seq, &bytes)?;
+                feed::rewrite(txn, &record, &bytes)?;
             }
         }
     }
@@ -218,6 +221,7 @@ fn trim_in(
         }
     }
     if through > bounds.trimmed {
+        feed::trim(txn, bounds.trimmed, through)?;
         txn.log_trim(through)?;
     }
     Ok(through - bounds.trimmed)
@@ -232,14 +236,18 @@ pub(crate) fn trim(
     trim_in(txn, retention, now_ms, 0)
 }
 
-/// The entries after `after`, oldest first: at most `limit`, of `store` only when given (then
-/// at most `CHUNK * 16` entries of other stores are looked at per page).
+/// The entries after `after`, oldest first, at most `limit`: every store's, numbered by the
+/// log's `seq`, or, when `store` is given, that store's own, numbered in its feed (`feed`), so
+/// that its page and cursor say nothing of other stores.
 pub(crate) fn read(
     txn: &dyn ReadTxn,
     after: u64,
     limit: usize,
     store: Option<&str>,
 ) -> Result<ChangePage, Error> {
+    if let Some(store) = store {
+        return feed::read(txn, store, after, limit);
+    }
     let bounds = txn.log_bounds()?;
     if after < bounds.trimmed {
         return Err(Error::CursorExpired {
@@ -253,35 +261,18 @@ pub(crate) fn read(
             last: bounds.last,
         });
     }
+    let chunk = txn.log_read(after, limit)?;
     let mut page = ChangePage {
-        entries: Vec::new(),
+        entries: Vec::with_capacity(chunk.len()),
         next_after: after,
     };
-    let mut looked = 0;
-    while page.entries.len() < limit && looked < CHUNK * 16 {
-        let want = if store.is_some() {
-            CHUNK
-        } else {
-            limit - page.entries.len()
-        };
-        let chunk = txn.log_read(page.next_after, want)?;
-        if chunk.is_empty() {
-            break;
-        }
-        looked += chunk.len();
-        for (seq, bytes) in chunk {
-            let record = Record::decode(&bytes)?;
-            if store.is_none_or(|s| s == record.store) {
-                page.entries.push(ChangeEntry {
-                    seq,
-                    change: record.change()?,
-                });
-            }
-            page.next_after = seq;
-            if page.entries.len() == limit {
-                break;
-            }
-        }
+    for (seq, bytes) in chunk {
+        let record = Record::decode(&bytes)?;
+        page.entries.push(ChangeEntry {
+            seq,
+            change: record.change()?,
+        });
+        page.next_after = seq;
     }
     Ok(page)
 }
@@ -292,7 +283,9 @@ pub(crate) fn read(
 /// restore). The entries of this transaction are numbered after it. Whether it moved.
 pub(crate) fn skip(txn: &mut dyn WriteTxn, seq: u64) -> Result<bool, Error> {
     txn.log_settle()?;
-    if txn.log_bounds()?.last < seq {
+    let bounds = txn.log_bounds()?;
+    if bounds.last < seq {
+        feed::trim(txn, bounds.trimmed, bounds.last)?;
         txn.log_skip(seq)?;
         return Ok(true);
     }
@@ -320,6 +313,7 @@ mod tests {
             size: Some(3),
             actor: None,
             at_ms: 0,
+            store_seq: 0,
         }
     }
 

@@ -92,6 +92,7 @@ impl<R: Send + 'static> Job for TreeJob<R> {
                 key: Vec::new(),
             });
         }
+        out.push(crate::changes::feed::fetch(&self.user));
         out.extend(tree::unused_fetch(
             &self.user,
             settings.expiry_cutoff(now_ms),

@@ -76,6 +76,10 @@ pub enum Space {
     /// A store's own settings (since format 8) under the empty key: quotas, time-to-live,
     /// history retention, secrets policy.
     Settings,
+    /// A store's own numbering of its change-log entries (since format 9): its bounds under the
+    /// empty key, and a copy of each entry by its number (`crate::changes::feed`). Kept when the
+    /// store is deleted, so that its numbers are never given again.
+    Feed,
 }
 
 /// What a backend declares about itself ([`Backend::capabilities`]), so that its callers choose
@@ -139,12 +143,13 @@ impl Space {
             Space::Database => (13, 13),
             Space::Keys => (14, 14),
             Space::Settings => (15, 15),
+            Space::Feed => (16, 16),
         };
         SpaceNumbers { redb, postgres }
     }
 
     /// Every space, in a fixed order.
-    pub const ALL: [Space; 15] = [
+    pub const ALL: [Space; 16] = [
         Space::Nodes,
         Space::Contents,
         Space::Totals,
@@ -160,6 +165,7 @@ impl Space {
         Space::Database,
         Space::Keys,
         Space::Settings,
+        Space::Feed,
     ];
 }
 
@@ -459,7 +465,8 @@ mod tests {
                 (12, 12),
                 (13, 13),
                 (14, 14),
-                (15, 15)
+                (15, 15),
+                (16, 16)
             ]
         );
         for numbers in [

@@ -67,6 +67,8 @@ pub fn path_fetches(
     {
         out.push(get(Space::Totals, Vec::new()));
         out.push(get(Space::Store, Vec::new()));
+        // Where the store's feed stands: the write numbers its change-log entries.
+        out.push(crate::changes::feed::fetch(user));
     }
     for n in 1..=path.segments().len() {
         out.push(get(Space::Nodes, layout::prefix_node_key(path, n)));
@@ -102,6 +104,8 @@ pub fn index_fetches(user: &str, out: &mut Vec<Fetch>) {
         start: Vec::new(),
         end: None,
     });
+    // Where the store's feed stands: its commit numbers its change-log entries.
+    out.push(crate::changes::feed::fetch(user));
 }
 
 /// The children of `dir`, for [`ReadTxn::prefetch`].

@@ -538,7 +538,7 @@ fn rebased_into<'a>(
     to: &'a [u8],
 ) -> impl FnMut(&[u8], &[u8]) -> Result<ControlFlow<()>, Error> + 'a {
     move |k, v| {
-        out.push((layout::rebase_key(k, from, to), v.to_vec()));
+        out.push((layout::rebase_key(k, from, to)?, v.to_vec()));
         Ok(ControlFlow::Continue(()))
     }
 }

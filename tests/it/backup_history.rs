@@ -135,6 +135,12 @@ fn comparable(export: &[u8]) -> Vec<Value> {
     // Where the log stands, and which database it is: each copy's own.
     lines[0].as_object_mut().unwrap().remove("seq");
     lines[0].as_object_mut().unwrap().remove("database");
+    // And where each store's feed stands: each database numbers its own.
+    for line in &mut lines {
+        if line["type"] == "store" {
+            line.as_object_mut().unwrap().remove("feed_seq");
+        }
+    }
     lines[n - 1].as_object_mut().unwrap().remove("sha256");
     lines
 }
@@ -161,11 +167,15 @@ fn stores_ids_and_versions_round_trip_byte_for_byte() {
         rest.sort();
         assert_eq!(rest, ["file", "store", "store", "trailer", "version"]);
         let alice = &l[1];
+        // Its feed: every change-log entry of alice's the log holds, numbered in its own feed.
+        let alice_feed = a.user("alice").unwrap().last_change().unwrap();
+        assert!(alice_feed >= 10, "{alice_feed}");
         assert_eq!(
             alice,
             &json!({"type": "store", "user": "alice", "name": "alice", "description": "",
                 "metadata": {}, "created_ms": NOW, "updated_ms": NOW, "archived_ms": null,
-                "next_seq": 11, "pruned_versions": 2, "pruned_bytes": alice["pruned_bytes"]})
+                "next_seq": 11, "pruned_versions": 2, "pruned_bytes": alice["pruned_bytes"],
+                "feed_seq": alice_feed})
         );
         let notes = l
             .iter()
@@ -970,6 +980,17 @@ fn a_restore_never_reuses_a_seq_and_refuses_another_databases_incremental() {
             }
             other => panic!("{other:?}"),
         }
+        // A store's own feed goes on from the export's too: alice's numbers in `a` are never given
+        // again in the copy, and a follower of alice's feed in `a` is told, not misled.
+        let (in_a, in_b) = (a.user("alice").unwrap(), b.user("alice").unwrap());
+        let a_feed = in_a.last_change().unwrap();
+        assert!(in_b.last_change().unwrap() > a_feed);
+        let restored = in_b.changes(a_feed, 10).unwrap();
+        assert!(restored.entries.iter().all(|e| e.seq > a_feed));
+        assert!(matches!(
+            in_b.changes(a_feed - 1, 10),
+            Err(Error::CursorExpired { trimmed, .. }) if trimmed == a_feed
+        ));
         // The copy is a database of its own, and its feed says so.
         assert_ne!(header(&export_bytes(&b))["database"], id);
         assert_eq!(

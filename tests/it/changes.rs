@@ -43,14 +43,45 @@ fn pages_follow_the_log_and_a_store_sees_only_its_own() {
         // Past the end: nothing, and the cursor stays.
         let end = db.changes(12, 100, None).unwrap();
         assert_eq!((end.entries.len(), end.next_after), (0, 12));
-        // One store: its entries only, and a cursor past what was looked at.
+        // One store: its entries only, numbered in its own feed (1, 2, 3, 4: the log's 1, 4, 7,
+        // 10), its cursor on its own entries: nothing says how much other stores wrote.
         let a = db.user("a").unwrap().changes(0, 100).unwrap();
         let seqs: Vec<u64> = a.entries.iter().map(|e| e.seq).collect();
-        assert_eq!(seqs, [1, 4, 7, 10]);
-        assert_eq!(a.next_after, 12);
+        assert_eq!(seqs, [1, 2, 3, 4]);
+        assert_eq!(a.next_after, 4);
         assert!(a.entries.iter().all(|e| e.change.store == "a"));
+        let global: Vec<_> = rest
+            .entries
+            .iter()
+            .chain(&first.entries)
+            .filter(|e| e.change.store == "a")
+            .map(|e| e.change.clone())
+            .collect();
+        let mut own: Vec<_> = a.entries.iter().map(|e| e.change.clone()).collect();
+        own.sort_by_key(|c| c.path.clone());
+        let mut global = global;
+        global.sort_by_key(|c| c.path.clone());
+        assert_eq!(own, global, "the same entries as the log's");
         let a2 = db.user("a").unwrap().changes(0, 2).unwrap();
-        assert_eq!(a2.next_after, 4);
+        assert_eq!(a2.next_after, 2);
+        // b's writes move nothing of a's feed.
+        create(&db, "b", "/memories/more.md", "x");
+        let after = db.user("a").unwrap().changes(4, 100).unwrap();
+        assert_eq!((after.entries.len(), after.next_after), (0, 4));
+        assert_eq!(db.user("a").unwrap().last_change().unwrap(), 4);
+        assert!(matches!(
+            db.user("a").unwrap().changes(5, 10),
+            Err(Error::CursorAhead { after: 5, last: 4 })
+        ));
+        // A store that never wrote: an empty feed.
+        assert!(
+            db.user("c")
+                .unwrap()
+                .changes(0, 10)
+                .unwrap()
+                .entries
+                .is_empty()
+        );
         // The JSON every face shows.
         let json = a.entries[0].to_json();
         assert_eq!(json["seq"], 1);
@@ -97,10 +128,23 @@ fn retention_trims_by_count_and_a_cursor_behind_it_expires() {
         let err = db.changes(139, 10, None).unwrap_err().to_string();
         assert!(err.contains("cursor expired"), "{err}");
         assert!(err.contains("start again from a full export"), "{err}");
+        // The store's feed is trimmed with the log: the same 10 entries, numbered in it.
+        let u = db.user("u").unwrap();
+        assert!(matches!(
+            u.changes(0, 10),
+            Err(Error::CursorExpired {
+                after: 0,
+                trimmed: 140
+            })
+        ));
+        let own = u.changes(140, 100).unwrap();
+        assert_eq!(own.entries.len(), 10);
+        assert_eq!(own.entries[0].change, kept.entries[0].change);
         // Trimming again removes nothing more; new entries keep their numbers.
         assert_eq!(db.trim_changes().unwrap(), 0);
         create(&db, "u", "/memories/new.md", "x");
         assert_eq!(db.changes(150, 10, None).unwrap().entries[0].seq, 151);
+        assert_eq!(u.changes(150, 10).unwrap().entries[0].seq, 151);
     });
 }
 
@@ -160,10 +204,12 @@ fn a_redaction_leaves_nothing_of_what_it_erased_in_the_log() {
             .unwrap()
             .unwrap();
         let hash: String = secret.sha256.iter().map(|b| format!("{b:02x}")).collect();
+        // The store's feed and the log's entries of the store (each a copy of the other).
         let text = |db: &Database| {
-            let page = db.changes(0, 100, Some("u")).unwrap();
-            page.entries
-                .iter()
+            let own = db.changes(0, 100, Some("u")).unwrap().entries;
+            let all = db.changes(0, 100, None).unwrap().entries;
+            own.iter()
+                .chain(all.iter().filter(|e| e.change.store == "u"))
                 .map(|e| e.to_json().to_string())
                 .collect::<Vec<_>>()
                 .join("\n")

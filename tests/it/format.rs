@@ -209,6 +209,26 @@ fn format_v7_database_opens_keeps_its_change_log_and_takes_keys() {
         page.entries[0].change.path.as_deref(),
         Some("/memories/v7.md")
     );
+    // Format 9 numbered the entry in bob's own feed, and the next write goes on from it.
+    let bob = store.user("bob@example.com").unwrap();
+    let own = bob.changes(0, 10).unwrap();
+    assert_eq!(own.entries.len(), 1);
+    assert_eq!((own.entries[0].seq, own.next_after), (1, 1));
+    assert_eq!(own.entries[0].change, page.entries[0].change);
+    assert!(
+        store
+            .user("dana")
+            .unwrap()
+            .changes(0, 10)
+            .unwrap()
+            .entries
+            .is_empty()
+    );
+    let input =
+        serde_json::json!({"command": "create", "path": "/memories/v9.md", "file_text": "x"});
+    assert!(!bob.execute_json(&input).unwrap().is_error);
+    assert_eq!(bob.changes(1, 10).unwrap().entries[0].seq, 2);
+    assert_eq!(store.last_change().unwrap(), 2);
     assert!(store.api_keys().unwrap().is_empty());
     let (added, _) = store
         .add_key(&memkv::NewKey::new(memkv::KeyScope::Admin))

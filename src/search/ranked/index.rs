@@ -57,7 +57,7 @@ pub(super) struct StoreIndex {
     index: Index,
     reader: IndexReader,
     fields: Fields,
-    /// Every entry of the store's up to this `seq` is applied.
+    /// Every entry of the store's feed up to this number is applied.
     seq: u64,
     /// Each indexed memory's path (`/memories/…`).
     paths: HashMap<u64, String>,
@@ -138,8 +138,9 @@ impl StoreIndex {
 
     /// The index of `scope`'s store as it is now.
     pub(super) fn build(scope: Scope<'_>) -> Result<StoreIndex, Error> {
-        // The log's end before the snapshot: whatever commits after it is applied again later.
-        let seq = crate::admin::last_change(scope.engine)?;
+        // The store's feed's end before the snapshot: whatever commits after it is applied again
+        // later.
+        let seq = crate::admin::store_last_change(scope.engine, scope.user)?;
         let mut built = StoreIndex::empty(seq)?;
         let txn = scope.engine.backend.begin_read()?;
         let tree = TreeRead::new(&txn, scope.user);

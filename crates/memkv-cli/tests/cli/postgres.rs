@@ -188,9 +188,16 @@ fn an_export_crosses_backends_and_comes_back_the_same() {
     // trailer's digest of the lines before it.
     let body = |export: &str| -> Vec<String> {
         let lines: Vec<&str> = export.lines().collect();
+        // Without the store lines' `feed_seq`: each database numbers its own stores' feeds.
         let mut out: Vec<String> = lines[1..lines.len() - 1]
             .iter()
-            .map(|l| l.to_string())
+            .map(|l| {
+                let mut v: Value = serde_json::from_str(l).unwrap();
+                if let Some(o) = v.as_object_mut() {
+                    o.remove("feed_seq");
+                }
+                v.to_string()
+            })
             .collect();
         let mut trailer: Value = serde_json::from_str(lines[lines.len() - 1]).unwrap();
         trailer.as_object_mut().unwrap().remove("sha256");

@@ -1,7 +1,8 @@
 //! The change feed: `GET /v1/memory_stores/{memory_store_id}/changes` (a store key or an admin
 //! key) and `GET /v1/changes` (admin: every store), `?after=SEQ&limit=N&wait=S`, answering
-//! `{"data": [entries], "next_after": SEQ}` from the library's change log
-//! ([`memkv::Database::changes`]), oldest first. With `wait`, a long poll: it answers as soon as
+//! `{"data": [entries], "next_after": SEQ, "database": ID}` from the library's change log
+//! ([`memkv::Database::changes`]), oldest first: a store's numbered in its own feed, every
+//! store's by the log's `seq`. With `wait`, a long poll: it answers as soon as
 //! an entry commits (woken by this process's commits; on PostgreSQL, whose other processes
 //! write too, also by `crate::remote`'s looker), or after `wait` seconds with an empty page.
 //! A long poll holds an in-flight permit only while it reads, and a shutdown answers it at once.
@@ -52,7 +53,7 @@ pub const MAX_WAIT_SECONDS: f64 = 60.0;
 /// `GET /v1/memory_stores/{memory_store_id}/changes`.
 #[utoipa::path(get, path = STORE_CHANGES, operation_id = "changes_list",
     summary = "Follow a store's changes",
-    description = "The store's entries of the change log, oldest first: one per committed change of any face (the memory tool, MCP, this API, imports, restores, redactions, expiry).",
+    description = "The store's entries of the change log, oldest first: one per committed change of any face (the memory tool, MCP, this API, imports, restores, redactions, expiry), numbered in the store's own feed (1, 2, 3, …), so that nothing on the page says how much other stores wrote.",
     params(StorePath, FeedQuery, Beta),
     responses((status = 200, description = "A page of the change log", body = ChangePage),
         (status = 410, description = "The cursor expired (retention removed entries after `after`) or is past the log's end (another database's, or from before a restore); start again from a full export (invalid_request_error)",

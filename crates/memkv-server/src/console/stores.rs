@@ -19,8 +19,8 @@ use crate::auth::Allowed;
 const FOLDER_PAGE: usize = 200;
 /// Stores shown at most (narrow the filter for others).
 const STORES_SHOWN: usize = 500;
-/// How far back in the database's change log a store's recent changes are looked for.
-const RECENT_SCAN: u64 = 2000;
+/// How far back in a store's feed its recent changes are looked for: the last ones shown.
+const RECENT_SCAN: u64 = RECENT_SHOWN as u64;
 /// Recent changes shown.
 const RECENT_SHOWN: usize = 15;
 
@@ -151,8 +151,8 @@ pub async fn list(State(state): State<Arc<AppState>>, v: Visit, uri: Uri) -> Res
     )
 }
 
-/// The store's newest [`RECENT_SHOWN`] entries among the change log's last [`RECENT_SCAN`]
-/// (`last`: the log's last `seq`), newest first. The log is read forward, a page at a time, from
+/// The store's newest [`RECENT_SHOWN`] entries, the last [`RECENT_SCAN`] of its feed
+/// (`last`: its feed's last number), newest first. The log is read forward, a page at a time, from
 /// where it starts when it was trimmed since.
 fn recent_changes(s: &memkv::MemoryStore<'_>, last: u64) -> Result<Vec<ChangeEntry>, Error> {
     const PAGE: usize = 1000;
@@ -251,7 +251,7 @@ pub async fn store(
                 let listing = s
                     .list_memories(&folder, 1, page.as_deref(), FOLDER_PAGE, false)
                     .map_err(|e| failed(&e, id))?;
-                let last = db.last_change().map_err(|e| failed(&e, id))?;
+                let last = s.last_change().map_err(|e| failed(&e, id))?;
                 let recent = recent_changes(&s, last).map_err(|e| failed(&e, id))?;
                 Ok((info, totals, listing, recent))
             })
@@ -312,7 +312,7 @@ pub async fn store(
                 section aria-labelledby="recent" {
                     h2 #recent { "Recent changes" }
                     @if recent.is_empty() {
-                        p { "No change among the database's last " (RECENT_SCAN) " changes." }
+                        p { "No change in the store's change log." }
                     } @else {
                         table.changes {
                             thead { tr { th scope="col" { "When" } th scope="col" { "What" } th scope="col" { "Memory" } th scope="col" { "By" } } }

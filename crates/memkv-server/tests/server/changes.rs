@@ -100,9 +100,20 @@ fn the_feed_pages_the_log_and_keys_see_their_own_store() {
         // A store key: its store's feed; another store's is 404, every store's 403.
         let (own_key, key) = s.store_key(&id, false);
         let mut own = s.client(&key);
+        // Numbered in the store's own feed: 1 and 2 (the log's 1 and 2), its cursor on its own
+        // entries; the other store's write (the log's 3) shows nowhere in it.
         let mine = ok(&own.get(&format!("/v1/memory_stores/{id}/changes")));
-        assert_eq!(types(&mine).len(), 2);
-        assert_eq!(mine["next_after"], 3);
+        assert_eq!(
+            types(&mine),
+            [
+                (1, "store.created".to_owned(), id.clone()),
+                (2, "memory.created".to_owned(), id.clone()),
+            ]
+        );
+        assert_eq!(mine["next_after"], 2);
+        create(&mut admin, "other", "/memories/c.md");
+        let still = ok(&own.get(&format!("/v1/memory_stores/{id}/changes?after=2")));
+        assert_eq!((types(&still).len(), &still["next_after"]), (0, &json!(2)));
         refused(
             &own.get("/v1/memory_stores/other/changes"),
             404,
@@ -115,7 +126,8 @@ fn the_feed_pages_the_log_and_keys_see_their_own_store() {
             &format!("/v1/memory_stores/{id}/archive"),
             None,
         ));
-        let archived = ok(&admin.get("/v1/changes?after=3"));
+        let archived = ok(&own.get(&format!("/v1/memory_stores/{id}/changes?after=2")));
+        assert_eq!(archived["data"][0]["seq"], 3);
         assert_eq!(archived["data"][0]["type"], "store.archived");
         assert_eq!(archived["data"][0]["created_by"]["type"], "api_actor");
         assert_eq!(archived["data"][0]["created_by"]["api_key_id"], own_key.id);
