@@ -63,8 +63,8 @@ pub(crate) fn fetch(store: &str) -> Fetch {
     }
 }
 
-/// Numbers `records` (in order) in their stores' feeds and stores their copies; `encode` makes
-/// a record's bytes once numbered. Returns the bytes, in order, for the global log.
+/// Numbers `records` (in order) in their stores' feeds and stores their copies. Returns their
+/// bytes, in order, for the global log.
 pub(super) fn number(
     txn: &mut dyn WriteTxn,
     records: &mut [Record],
@@ -82,12 +82,7 @@ pub(super) fn number(
     let mut encoded = Vec::with_capacity(records.len());
     for record in records.iter() {
         let bytes = record.encode();
-        txn.put(
-            Space::Feed,
-            &record.store,
-            &entry_key(record.store_seq),
-            &bytes,
-        )?;
+        put_copy(txn, record, &bytes)?;
         encoded.push(bytes);
     }
     for (store, b) in feeds {
@@ -96,17 +91,22 @@ pub(super) fn number(
     Ok(encoded)
 }
 
-/// The copy of a global entry rewritten (a redaction's scrub).
-pub(super) fn rewrite(txn: &mut dyn WriteTxn, record: &Record, bytes: &[u8]) -> Result<(), Error> {
-    if record.store_seq == 0 {
-        return Ok(());
-    }
+/// Stores `bytes`, the encoding of numbered `record`, as its copy in its store's feed.
+fn put_copy(txn: &mut dyn WriteTxn, record: &Record, bytes: &[u8]) -> Result<(), Error> {
     txn.put(
         Space::Feed,
         &record.store,
         &entry_key(record.store_seq),
         bytes,
     )
+}
+
+/// The copy of a global entry rewritten (a redaction's scrub).
+pub(super) fn rewrite(txn: &mut dyn WriteTxn, record: &Record, bytes: &[u8]) -> Result<(), Error> {
+    if record.store_seq == 0 {
+        return Ok(());
+    }
+    put_copy(txn, record, bytes)
 }
 
 /// Before the global log's entries in `after + 1 ..= through` are removed: their copies go
@@ -227,12 +227,7 @@ pub(crate) fn migrate(txn: &mut dyn WriteTxn) -> Result<(), Error> {
             record.store_seq = b.last;
             let bytes = record.encode();
             txn.log_rewrite(seq, &bytes)?;
-            txn.put(
-                Space::Feed,
-                &record.store,
-                &entry_key(record.store_seq),
-                &bytes,
-            )?;
+            put_copy(txn, &record, &bytes)?;
         }
         at = last;
     }
