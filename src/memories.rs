@@ -114,7 +114,7 @@ pub(crate) fn path_is_free<T: WriteTxn + ?Sized>(
     Ok(Ok(()))
 }
 
-/// Checks `content` against the secrets policy and the limits and writes it (moving the file
+/// Writes `content` once the write policy ([`exec::admit`]) lets it through (moving the file
 /// `old` from `from` to `path` first when given): the refusal, or nothing.
 pub(crate) fn store_content<T: WriteTxn + ?Sized>(
     tree: &mut Tree<'_, T>,
@@ -123,16 +123,13 @@ pub(crate) fn store_content<T: WriteTxn + ?Sized>(
     content: &str,
     old: Option<(&MemoryPath, FileMeta)>,
 ) -> Result<Result<(), ApiRefusal>, Error> {
-    let raw = path.to_string();
-    let (content, _) = match exec::guard(settings.secrets, content) {
-        Ok(guarded) => guarded,
-        Err(why) => return Ok(Err(ApiRefusal::Limit(messages::refusal_reason(&raw, &why)))),
+    let content = match exec::admit(tree, settings, content, old.map(|(_, m)| m))? {
+        Ok(admitted) => admitted.content,
+        Err(why) => {
+            let raw = path.to_string();
+            return Ok(Err(ApiRefusal::Limit(messages::refusal_reason(&raw, &why))));
+        }
     };
-    let totals = tree.read().totals()?;
-    let old_meta = old.map(|(_, m)| m);
-    if let Some(why) = exec::check_limits(&settings.limits, &content, old_meta, totals) {
-        return Ok(Err(ApiRefusal::Limit(messages::refusal_reason(&raw, &why))));
-    }
     let now = tree.now_ms();
     match old {
         None => tree.write_file(path, &content, None, FileMeta::times(now, now, now))?,

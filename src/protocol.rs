@@ -12,6 +12,9 @@
 //! A block without a string `id` is refused whole ([`InvalidMessage`]): nothing is executed,
 //! since its answer could not be matched to the call.
 
+use std::pin::Pin;
+use std::task::{Context, Poll, Waker};
+
 use serde::Serialize;
 use serde_json::Value;
 
@@ -154,16 +157,73 @@ pub fn max_message_bytes(limits: &Limits) -> usize {
 /// the storage-failure message (nothing was applied) and also returned, for the operator; in
 /// an array, each block is answered on its own, in order.
 pub fn answer(user: &MemoryStore<'_>, message: Message) -> (Response, Vec<Error>) {
-    let results: Vec<_> = message
-        .calls()
-        .into_iter()
-        .map(|call| match call {
-            Call::Command(command) => user.execute(&command),
-            Call::Search(request) => user.search_output(&request),
+    finish(answer_with(
+        message,
+        |command| std::future::ready(user.execute(&command)),
+        |request| std::future::ready(user.search_output(&request)),
+    ))
+}
+
+/// The one loop that answers a message, for every face: each of its calls
+/// ([`Message::calls`]) run after the one before has returned, by `command` (a memory-tool
+/// command) or `search` (a `memory_search` search), the model's mistakes answered as they are,
+/// and the results handed to [`Message::respond`]. [`answer`] runs it on the caller's thread;
+/// an async face awaits it, with its own way to run each call (the HTTP server awaits writes
+/// from the write pipeline and runs searches off its async workers), and between two calls it
+/// lets the executor run other tasks. It needs no particular async runtime.
+pub async fn answer_with<C, CF, S, SF>(
+    message: Message,
+    mut command: C,
+    mut search: S,
+) -> (Response, Vec<Error>)
+where
+    C: FnMut(Command) -> CF,
+    CF: Future<Output = Result<ToolOutput, Error>>,
+    S: FnMut(SearchRequest) -> SF,
+    SF: Future<Output = Result<ToolOutput, Error>>,
+{
+    let calls = message.calls();
+    let mut results = Vec::with_capacity(calls.len());
+    for (i, call) in calls.into_iter().enumerate() {
+        if i > 0 {
+            YieldOnce(false).await;
+        }
+        results.push(match call {
+            Call::Command(c) => command(c).await,
+            Call::Search(request) => search(request).await,
             Call::Answered(answered) => Ok(answered),
-        })
-        .collect();
+        });
+    }
     message.respond(results)
+}
+
+/// Gives the executor one turn: pending once (asking to be polled again), then ready.
+struct YieldOnce(bool);
+
+impl Future for YieldOnce {
+    type Output = ();
+
+    fn poll(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<()> {
+        if self.0 {
+            Poll::Ready(())
+        } else {
+            self.0 = true;
+            cx.waker().wake_by_ref();
+            Poll::Pending
+        }
+    }
+}
+
+/// Runs `future` to its end on this thread, for a future that never waits on anything but
+/// [`YieldOnce`] (each poll makes progress): [`answer`]'s, whose calls are ready at once.
+fn finish<T>(future: impl Future<Output = T>) -> T {
+    let mut future = std::pin::pin!(future);
+    let mut cx = Context::from_waker(Waker::noop());
+    loop {
+        if let Poll::Ready(out) = future.as_mut().poll(&mut cx) {
+            return out;
+        }
+    }
 }
 
 /// Answers one line of a JSON Lines stream with one line of JSON (no newline), and the storage

@@ -17,6 +17,7 @@ use crate::history::change::{Change, ChangeKind, Changes};
 use crate::history::record::{self, StoreRecord};
 use crate::history::{Actor, MemoryId, VersionId};
 use crate::layout::{self, FileMeta, Node};
+use crate::limits::Refusal;
 use crate::messages;
 use crate::path::MemoryPath;
 use crate::pipeline::Engine;
@@ -364,16 +365,22 @@ pub(super) fn apply(
             ));
         }
     };
-    let (content, _) = exec::guard(settings.secrets, &entry.content)
-        .map_err(|why| format!("{path}: {}", messages::refusal(&path.to_string(), &why)))?;
-    let totals = tree.read().totals().map_err(fail)?;
-    if let Some(why) = exec::check_limits(&settings.limits, &content, old, totals) {
-        return Err(format!(
-            "user {:?}: {}",
-            entry.user,
-            messages::refusal_reason(&path.to_string(), &why)
-        ));
-    }
+    let content = match exec::admit(&tree, &settings, &entry.content, old).map_err(fail)? {
+        Ok(admitted) => admitted.content,
+        Err(why @ Refusal::Secret { .. }) => {
+            return Err(format!(
+                "{path}: {}",
+                messages::refusal(&path.to_string(), &why)
+            ));
+        }
+        Err(why) => {
+            return Err(format!(
+                "user {:?}: {}",
+                entry.user,
+                messages::refusal_reason(&path.to_string(), &why)
+            ));
+        }
+    };
     tree.write_file(path, &content, old, entry.meta)
         .map_err(fail)?;
     summary.files += 1;

@@ -73,14 +73,38 @@ pub(crate) fn guard(
     }
 }
 
-/// What [`store`] wrote.
-struct Stored<'c> {
-    content: Cow<'c, str>,
-    redacted: Vec<&'static str>,
+/// What the write policy lets through: the content to write (the secrets policy may have
+/// redacted it) and the kinds of secret it redacted.
+pub(crate) struct Admitted<'c> {
+    pub(crate) content: Cow<'c, str>,
+    pub(crate) redacted: Vec<&'static str>,
 }
 
-/// Checks `content` against the secrets policy and the limits, then writes it over the
-/// existing file `old`. `Err` holds the message refusing the write.
+/// The write-policy gate every write of content passes, whatever face it comes from (the
+/// memory tool's commands, the memory-stores API's create and update, an import's entries):
+/// the store's secrets policy, then its limits and quotas against the store's totals, `old`
+/// being the file the write replaces. Each face checks first whether the store is archived
+/// (what it may still do there differs: the API deletes, the tool does not) and words the
+/// refusal its own way. `Err(refusal)`: nothing may be written.
+pub(crate) fn admit<'c, T: WriteTxn + ?Sized>(
+    tree: &Tree<'_, T>,
+    settings: &Settings,
+    content: &'c str,
+    old: Option<FileMeta>,
+) -> Result<Result<Admitted<'c>, Refusal>, Error> {
+    let (content, redacted) = match guard(settings.secrets, content) {
+        Ok(guarded) => guarded,
+        Err(why) => return Ok(Err(why)),
+    };
+    let totals = tree.read().totals()?;
+    if let Some(why) = check_limits(&settings.limits, &content, old, totals) {
+        return Ok(Err(why));
+    }
+    Ok(Ok(Admitted { content, redacted }))
+}
+
+/// Writes `content` over the existing file `old` once [`admit`] lets it through. `Err` holds
+/// the message refusing the write.
 fn store<'c, T: WriteTxn + ?Sized>(
     tree: &mut Tree<'_, T>,
     settings: &Settings,
@@ -89,18 +113,14 @@ fn store<'c, T: WriteTxn + ?Sized>(
     content: &'c str,
     old: Option<FileMeta>,
     now_ms: i64,
-) -> Result<Result<Stored<'c>, String>, Error> {
-    let (content, redacted) = match guard(settings.secrets, content) {
-        Ok(guarded) => guarded,
+) -> Result<Result<Admitted<'c>, String>, Error> {
+    let admitted = match admit(tree, settings, content, old)? {
+        Ok(admitted) => admitted,
         Err(why) => return Ok(Err(messages::refusal(raw, &why))),
     };
-    let totals = tree.read().totals()?;
-    if let Some(why) = check_limits(&settings.limits, &content, old, totals) {
-        return Ok(Err(messages::refusal(raw, &why)));
-    }
     let meta = FileMeta::times(old.map_or(now_ms, |m| m.created_ms), now_ms, now_ms);
-    tree.write_file(path, &content, old, meta)?;
-    Ok(Ok(Stored { content, redacted }))
+    tree.write_file(path, &admitted.content, old, meta)?;
+    Ok(Ok(admitted))
 }
 
 pub(super) fn create<T: WriteTxn + ?Sized>(

@@ -33,7 +33,7 @@ macro_rules! parse_or_fail {
 mod edit;
 mod view;
 
-pub(crate) use edit::{check_limits, guard};
+pub(crate) use edit::{admit, check_limits, guard};
 
 /// Runs a read-only command (`view`) in a read snapshot. `used` are files noted as used but not
 /// yet recorded (`crate::access`): live whatever their recorded time. Also returns the file

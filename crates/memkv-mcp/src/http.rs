@@ -1,10 +1,10 @@
 //! MCP over streamable HTTP, for `memkv serve` to mount at `/mcp`.
 //!
 //! [`router`] wraps rmcp's streamable HTTP service (sessions kept in memory) in a gate. The gate
-//! asks the server's [`Authorize`] who the request's key lets in, and grants the request one
-//! store: a store key its own store, an admin key the store named in the [`STORE_HEADER`]
-//! header (percent-encoded like the `{store}` path segment of the tool route). A store key that
-//! names another store in that header gets 404, like the tool route. Every request is checked
+//! asks the server's [`Authorize`] which store the request's key may reach, which the server
+//! decides as it does for every route: a store key its own store, an admin key the store named
+//! in the [`STORE_HEADER`] header (percent-encoded like the `{store}` path segment of the tool
+//! route). A store key that names another store in that header gets 404, like the tool route. Every request is checked
 //! on its own, so a session id carries no authority: each call acts on the store of the key that
 //! came with it. A session is also bound to the key and store that opened it ([`Sessions`]): a
 //! request naming a session another key opened, or one the gate does not know, is answered 404
@@ -37,47 +37,35 @@ pub const STORE_HEADER: &str = "x-memkv-store";
 /// The path the MCP endpoint is served at.
 pub const PATH: &str = "/mcp";
 
-/// What a request's key is: whom it lets in, and its id (`None` on a server without keys).
+/// The store a request may reach, as the server decided it.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Authorized {
-    /// Whom it lets in.
-    pub access: Access,
+    /// The store (the memkv user id).
+    pub store: String,
+    /// To read only: the memory tool's writes are answered with the read-only error.
+    pub read_only: bool,
     /// The key's id (`key_…`): the actor of its writes, and what its sessions are bound to.
     pub key_id: Option<String>,
 }
 
-/// Whom a request's key lets in.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub enum Access {
-    /// Every store.
-    Admin,
-    /// One store (the memkv user id).
-    Store(String),
-    /// One store, to read only: the memory tool's writes are answered with the read-only error.
-    ReadOnly(String),
-}
-
-/// The server's side of authentication: its keys and its error format.
+/// The server's side of authentication: its keys, the one decision of what a key may reach,
+/// and its error format.
 pub trait Authorize: Send + Sync + 'static {
-    /// Who the request's key (`x-api-key` or `Authorization: Bearer`) lets in, or the response
-    /// refusing the request (401, 429, ...).
+    /// The store the request's key (`x-api-key` or `Authorization: Bearer`) may reach, given
+    /// the store `named` in the [`STORE_HEADER`] header (if any), or the response refusing the
+    /// request (401, 404 for a store the key may not use, 400 for an admin key naming none,
+    /// 429, ...).
     ///
     /// # Errors
     /// The response to send instead of serving the request.
-    fn authorize(&self, headers: &HeaderMap) -> Result<Authorized, Box<Response>>;
+    fn authorize(
+        &self,
+        headers: &HeaderMap,
+        named: Option<&str>,
+    ) -> Result<Authorized, Box<Response>>;
 
     /// A refusal in the server's error format (400 or 404 here).
     fn refuse(&self, status: StatusCode, message: &str) -> Response;
-
-    /// Whether a request to `store` may go ahead now (a rate limit, say); the refusal to send
-    /// otherwise.
-    ///
-    /// # Errors
-    /// The response to send instead of serving the request.
-    fn admit(&self, store: &str) -> Result<(), Box<Response>> {
-        let _ = store;
-        Ok(())
-    }
 }
 
 /// Settings of the HTTP face.
@@ -229,10 +217,6 @@ pub fn router(store: Arc<Database>, options: HttpOptions, authorize: impl Author
 }
 
 async fn grant(State(gate): State<Arc<Gate>>, mut request: Request, next: Next) -> Response {
-    let Authorized { access, key_id } = match gate.authorize.authorize(request.headers()) {
-        Ok(authorized) => authorized,
-        Err(refusal) => return *refusal,
-    };
     let named = match request.headers().get(STORE_HEADER) {
         None => None,
         Some(value) => match value.to_str().ok().and_then(decode_segment) {
@@ -245,23 +229,16 @@ async fn grant(State(gate): State<Arc<Gate>>, mut request: Request, next: Next) 
             }
         },
     };
-    let read_only = matches!(access, Access::ReadOnly(_));
-    let id = match (access, named) {
-        (Access::Store(own) | Access::ReadOnly(own), None) => own,
-        (Access::Store(own) | Access::ReadOnly(own), Some(named)) if named == own => own,
-        // Like the tool route: a store key must not learn whether another store exists.
-        (Access::Store(_) | Access::ReadOnly(_), Some(_)) => {
-            return gate
-                .authorize
-                .refuse(StatusCode::NOT_FOUND, "no such memory store");
-        }
-        (Access::Admin, Some(named)) => named,
-        (Access::Admin, None) => {
-            return gate.authorize.refuse(
-                StatusCode::BAD_REQUEST,
-                &format!("an admin key must name the store in the {STORE_HEADER} header"),
-            );
-        }
+    let Authorized {
+        store: id,
+        read_only,
+        key_id,
+    } = match gate
+        .authorize
+        .authorize(request.headers(), named.as_deref())
+    {
+        Ok(authorized) => authorized,
+        Err(refusal) => return *refusal,
     };
     let session = request
         .headers()
@@ -288,9 +265,6 @@ async fn grant(State(gate): State<Arc<Gate>>, mut request: Request, next: Next) 
             .as_ref()
             .map(|sid| Actor::Session(format!("mcp:{sid}"))),
     };
-    if let Err(refusal) = gate.authorize.admit(&id) {
-        return *refusal;
-    }
     match gate.store.owned_user(&id) {
         Ok(user) => {
             request

@@ -80,7 +80,7 @@ pub fn router(state: Arc<AppState>) -> Router {
                     in_flight: Some(Arc::clone(&state.in_flight)),
                     ..state.config.mcp.clone()
                 },
-                auth::McpKeys(Arc::clone(&state)),
+                crate::access::McpKeys(Arc::clone(&state)),
             ),
         )
         .merge(crate::console::router())

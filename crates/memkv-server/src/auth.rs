@@ -1,11 +1,7 @@
 //! Who a request is: its key (`x-api-key: KEY` or `Authorization: Bearer KEY`) looked up in
 //! the keys table. Keys are never logged.
 
-use std::sync::Arc;
-
-use axum::http::{HeaderMap, StatusCode, header};
-use axum::response::{IntoResponse, Response};
-use memkv_mcp::http::{Access as McpAccess, Authorized};
+use axum::http::{HeaderMap, header};
 
 use crate::AppState;
 use crate::error::ApiError;
@@ -148,40 +144,6 @@ fn loopback_host(headers: &HeaderMap) -> bool {
         || name
             .parse::<std::net::IpAddr>()
             .is_ok_and(|ip| ip.is_loopback())
-}
-
-/// The keys as the MCP endpoint (`/mcp`) sees them: the same check as every route; no keys on
-/// loopback counts as admin (the store is then named in a header, as with an admin key).
-pub struct McpKeys(pub Arc<AppState>);
-
-impl memkv_mcp::http::Authorize for McpKeys {
-    fn authorize(&self, headers: &HeaderMap) -> Result<Authorized, Box<Response>> {
-        let caller = identify(&self.0, headers).map_err(|e| Box::new(e.into_response()))?;
-        let access = match caller.allowed {
-            Allowed::Open | Allowed::Admin => McpAccess::Admin,
-            Allowed::Store(store) if caller.read_only => McpAccess::ReadOnly(store),
-            Allowed::Store(store) => McpAccess::Store(store),
-        };
-        Ok(Authorized {
-            access,
-            key_id: caller.key_id,
-        })
-    }
-
-    fn admit(&self, store: &str) -> Result<(), Box<Response>> {
-        self.0
-            .rates
-            .store(store)
-            .map_err(|e| Box::new(e.into_response()))
-    }
-
-    fn refuse(&self, status: StatusCode, message: &str) -> Response {
-        if status == StatusCode::NOT_FOUND {
-            ApiError::not_found().into_response()
-        } else {
-            ApiError::new(status, message).into_response()
-        }
-    }
 }
 
 /// Authenticates an operator request (`/metrics`): admin keys only (403 for a store key).

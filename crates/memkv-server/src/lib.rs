@@ -6,7 +6,10 @@
 //! - [`server`]: the listener, connection limit, header read timeout and graceful shutdown
 //!   (hyper's HTTP/1 connections under tokio);
 //! - [`app`]: the router, and the layer that gives every request an id, times, counts and logs
-//!   it; `auth` and [`keys`]: who the request is;
+//!   it; `auth` and [`keys`]: who the request is; `access`: what its key may reach, decided in
+//!   one place for every face (the API's and the tool route's extractors, the console, MCP);
+//!   `params`: query parameters as types, parsed and documented by one struct; `work`: a place
+//!   under the in-flight limit and the blocking pool;
 //! - `tool`: the tool route: body cap and read timeout, the in-flight limit, then the message's
 //!   calls through [`memkv::protocol`]: for an embedded store, views on the async worker (a
 //!   read snapshot of microseconds: the hop to a thread would cost more) and writes awaited
@@ -36,6 +39,7 @@
 #![forbid(unsafe_code)]
 #![warn(missing_docs)]
 
+mod access;
 mod api;
 pub mod app;
 mod auth;
@@ -45,6 +49,7 @@ pub mod error;
 pub mod keys;
 pub mod metrics;
 pub mod openapi;
+mod params;
 pub mod polls;
 pub mod rate;
 pub mod remote;
@@ -55,6 +60,7 @@ mod spec;
 mod tool;
 mod unread;
 pub mod webhooks;
+mod work;
 
 use std::net::SocketAddr;
 use std::path::PathBuf;

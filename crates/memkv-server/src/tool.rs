@@ -12,20 +12,20 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use axum::body::Body;
-use axum::extract::rejection::PathRejection;
-use axum::extract::{Path, State};
+use axum::extract::State;
 use axum::http::{HeaderMap, header};
 use axum::response::{IntoResponse, Response};
 use http_body_util::BodyExt;
-use memkv::protocol::{self, Call, Message};
+use memkv::protocol::{self, Message};
 use memkv::{Database, Error, OwnedMemoryStore};
 use serde_json::Value;
 
 use crate::AppState;
-use crate::auth::{self, Allowed};
+use crate::access::ToolStore;
 use crate::error::ApiError;
 use crate::routes::TOOL_ROUTE;
 use crate::spec::ToolErrors;
+use crate::work::Place;
 
 /// What the tool route takes: what `memkv exec` takes.
 #[derive(utoipa::ToSchema)]
@@ -55,7 +55,7 @@ enum ToolAnswer {
 #[derive(utoipa::IntoParams)]
 #[into_params(parameter_in = Path)]
 #[allow(dead_code)]
-struct ToolStore {
+struct ToolPath {
     /// The memkv user id, as one percent-encoded path segment (`/` and `.` encoded too). At
     /// most 256 bytes, no control characters.
     #[param(min_length = 1)]
@@ -79,52 +79,24 @@ pub struct ToolInfo {
 #[utoipa::path(post, path = TOOL_ROUTE, operation_id = "tool",
     summary = "Run memory-tool commands against one store",
     description = "Takes what `memkv exec` takes and answers exactly what it answers. Model mistakes (a bad path, a missing file) are answered 200 with `is_error: true`.",
-    params(ToolStore),
+    params(ToolPath),
     request_body(content = ToolMessage, description = "At most the body cap."),
     responses((status = 200, description = "memkv's answer: a bare output for an input, a tool_result block for a block, an array of them for an array", body = ToolAnswer),
         ToolErrors))]
 pub async fn tool(
     State(state): State<Arc<AppState>>,
-    store: Result<Path<String>, PathRejection>,
+    ToolStore { store, caller }: ToolStore,
     headers: HeaderMap,
     body: Body,
-) -> Response {
-    match run(&state, store, &headers, body).await {
-        Ok(response) => response,
-        Err(e) => e.into_response(),
-    }
-}
-
-async fn run(
-    state: &Arc<AppState>,
-    store: Result<Path<String>, PathRejection>,
-    headers: &HeaderMap,
-    body: Body,
 ) -> Result<Response, ApiError> {
-    let caller = auth::identify(state, headers)?;
-    let actor = caller.actor();
-    let caller_read_only = caller.read_only;
-    let allowed = caller.allowed;
-    let Ok(Path(store)) = store else {
-        // Not UTF-8 once decoded: no store can have that name.
-        return Err(match allowed {
-            Allowed::Store(_) => ApiError::not_found(),
-            _ => ApiError::invalid("the store id in the path is not valid UTF-8"),
-        });
-    };
-    if let Allowed::Store(own) = &allowed
-        && *own != store
-    {
-        return Err(ApiError::not_found());
-    }
-    state.rates.store(&store)?;
     let user = state
         .store
         .owned_user(&store)
         .map_err(|e| ApiError::invalid(e.to_string()))?
-        .read_only(caller_read_only);
-    check_content_type(headers)?;
-    let bytes = read_body(state, headers, body).await?;
+        .read_only(caller.read_only);
+    let actor = caller.actor();
+    check_content_type(&headers)?;
+    let bytes = read_body(&state, &headers, body).await?;
     let message = Message::parse(&bytes).map_err(|e| ApiError::invalid(e.to_string()))?;
     if let Message::Blocks(blocks) = &message
         && blocks.len() > state.config.max_blocks
@@ -141,31 +113,20 @@ async fn run(
     for c in &info.commands {
         state.metrics.command(c);
     }
-    let Ok(permit) = Arc::clone(&state.in_flight).try_acquire_owned() else {
-        state.metrics.overloaded.inc();
-        return Err(ApiError::overloaded(
-            "memkv is answering as many requests as it may; retry shortly",
-        ));
-    };
-    state.metrics.in_flight.inc();
+    let place = Place::take(&state)?;
     let (response, errors) = match state.embedded {
         true => {
             let answer = answer_here(&user.with_actor(actor), message).await;
-            state.metrics.in_flight.dec();
-            drop(permit);
+            drop(place);
             answer
         }
-        false => {
-            let metrics = Arc::clone(&state.metrics);
-            tokio::task::spawn_blocking(move || {
-                let answer = protocol::answer(&user.handle().with_actor(actor), message);
-                metrics.in_flight.dec();
-                drop(permit);
-                answer
-            })
-            .await
-            .map_err(|_| ApiError::internal("the command failed"))?
-        }
+        false => tokio::task::spawn_blocking(move || {
+            let answer = protocol::answer(&user.handle().with_actor(actor), message);
+            drop(place);
+            answer
+        })
+        .await
+        .map_err(|_| ApiError::internal("the command failed"))?,
     };
     for e in &errors {
         log_failure(e, &info.store);
@@ -179,36 +140,29 @@ async fn run(
     Ok(response)
 }
 
-/// Answers `message` on the async worker, for an embedded store: each view is a read snapshot of
-/// microseconds (bounded by the `view` output budget) that never waits for a lock or a flush,
-/// cheaper to run here than the hop to the blocking pool and back; each write joins the store's
-/// write pipeline and is awaited (its batch is run by the store's writer thread). The calls run in
-/// order, each after the one before has returned, exactly as [`protocol::answer`] runs them.
+/// Answers `message` on the async worker, for an embedded store, through the library's one
+/// answer loop ([`protocol::answer_with`]): each view is a read snapshot of microseconds (bounded
+/// by the `view` output budget) that never waits for a lock or a flush, cheaper to run here than
+/// the hop to the blocking pool and back; each write joins the store's write pipeline and is
+/// awaited (its batch is run by the store's writer thread); a search, which reads for up to its
+/// time budget, runs on the blocking pool.
 async fn answer_here(
     user: &OwnedMemoryStore,
     message: Message,
 ) -> (protocol::Response, Vec<Error>) {
-    let calls = message.calls();
-    let mut results = Vec::with_capacity(calls.len());
-    for (i, call) in calls.into_iter().enumerate() {
-        if i > 0 {
-            // Several calls in one request: let other requests in between.
-            tokio::task::yield_now().await;
-        }
-        results.push(match call {
-            Call::Command(command) => user.execute_async(command).await,
-            // A search reads for up to its time budget: off the async workers.
-            Call::Search(request) => {
-                let user = user.clone();
+    protocol::answer_with(
+        message,
+        |command| user.execute_async(command),
+        |request| {
+            let user = user.clone();
+            async move {
                 tokio::task::spawn_blocking(move || user.handle().search_output(&request))
                     .await
                     .unwrap_or_else(|_| Err(Error::Storage("the search did not finish".into())))
             }
-            Call::Answered(answered) => Ok(answered),
-            _ => Err(Error::Storage("a call memkv cannot run".into())),
-        });
-    }
-    message.respond(results)
+        },
+    )
+    .await
 }
 
 fn log_failure(e: &Error, store: &str) {

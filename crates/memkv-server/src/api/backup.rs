@@ -16,18 +16,21 @@ use std::path::Path;
 use std::sync::Arc;
 
 use axum::body::{Body, Bytes};
-use axum::extract::rejection::PathRejection;
-use axum::extract::{Path as UrlPath, State};
-use axum::http::{HeaderMap, StatusCode, Uri, header};
+use axum::extract::State;
+use axum::http::{StatusCode, header};
 use axum::response::{IntoResponse, Response};
 use http_body_util::BodyExt;
 use memkv::{Conflict, Error, ImportSource};
+use serde::Deserialize;
 use utoipa::{IntoParams, ToSchema};
 
 use super::objects::ImportSummary;
-use super::{Query, admin, answer, blocking, failed, respond, scoped, store_id};
+use super::{answer, blocking, failed};
 use crate::AppState;
+use crate::access::Reads;
+use crate::auth::Caller;
 use crate::error::{ApiError, ErrorBody};
+use crate::params::Params;
 use crate::routes::{EXPORT, IMPORT, STORE_EXPORT};
 use crate::spec::{ApiErrors, Beta, NoRetry};
 
@@ -42,31 +45,51 @@ struct ExportPath {
 }
 
 /// What an export of every store holds.
-#[derive(IntoParams)]
+#[derive(Deserialize, IntoParams)]
 #[into_params(parameter_in = Query)]
-#[allow(dead_code)]
-struct ExportQuery {
+pub struct ExportQuery {
     /// Only this store (repeatable; not with `since`).
-    #[param(min_length = 1)]
-    user: Option<String>,
+    #[serde(default)]
+    #[param(value_type = Option<String>, min_length = 1)]
+    user: Vec<String>,
     /// An incremental export of every store: the stores changed after this change-log seq
     /// (the `seq` of the export it follows).
-    #[param(minimum = 0)]
-    since: Option<u64>,
+    #[param(value_type = Option<u64>, minimum = 0)]
+    since: Option<String>,
+}
+
+impl ExportQuery {
+    /// `since`, if given.
+    fn since(&self) -> Result<Option<u64>, ApiError> {
+        self.since
+            .as_deref()
+            .map(|v| {
+                v.parse::<u64>().map_err(|_| {
+                    ApiError::invalid(format!("since must be a change-log seq, not {v:?}"))
+                })
+            })
+            .transpose()
+    }
+}
+
+/// A store's export takes no `since`: read only to say where an incremental export is taken.
+#[derive(Deserialize)]
+pub struct StoreExportQuery {
+    since: Option<String>,
 }
 
 /// What an import applies.
-#[derive(IntoParams)]
+#[derive(Deserialize, IntoParams)]
 #[into_params(parameter_in = Query)]
-#[allow(dead_code)]
-struct ImportQuery {
+pub struct ImportQuery {
     /// What a memory that exists already does: refuse the import (default), skip it, or
     /// replace it.
-    #[param(inline)]
-    conflict: Option<ConflictName>,
+    #[param(value_type = Option<ConflictName>, inline)]
+    conflict: Option<String>,
     /// Only this store of the export (repeatable).
-    #[param(min_length = 1)]
-    user: Option<String>,
+    #[serde(default)]
+    #[param(value_type = Option<String>, min_length = 1)]
+    user: Vec<String>,
 }
 
 #[derive(ToSchema)]
@@ -99,23 +122,6 @@ fn refused(e: &Error) -> ApiError {
     }
 }
 
-/// `?since=SEQ`, if given.
-fn since(query: &Query) -> Result<Option<u64>, ApiError> {
-    query
-        .get("since")
-        .map(|v| {
-            v.parse::<u64>().map_err(|_| {
-                ApiError::invalid(format!("since must be a change-log seq, not {v:?}"))
-            })
-        })
-        .transpose()
-}
-
-/// Every `?user=` of the query.
-fn users(query: &Query) -> Vec<String> {
-    query.all("user").map(str::to_owned).collect()
-}
-
 /// `GET /v1/memory_stores/{memory_store_id}/export`.
 #[utoipa::path(get, path = STORE_EXPORT, operation_id = "export_store",
     summary = "Export a store",
@@ -126,23 +132,15 @@ fn users(query: &Query) -> Vec<String> {
         ApiErrors))]
 pub async fn export_store(
     State(state): State<Arc<AppState>>,
-    id: Result<UrlPath<String>, PathRejection>,
-    uri: Uri,
-    headers: HeaderMap,
-) -> Response {
-    respond(
-        async {
-            let id = store_id(id)?;
-            scoped(&state, &headers, &id)?;
-            if Query::of(&uri).get("since").is_some() {
-                return Err(ApiError::invalid(
-                    "an incremental export covers every store: take it from GET /v1/export?since=SEQ",
-                ));
-            }
-            stream(&state, vec![id], None).await
-        }
-        .await,
-    )
+    Reads { store: id, .. }: Reads,
+    Params(query): Params<StoreExportQuery>,
+) -> Result<Response, ApiError> {
+    if query.since.is_some() {
+        return Err(ApiError::invalid(
+            "an incremental export covers every store: take it from GET /v1/export?since=SEQ",
+        ));
+    }
+    stream(&state, vec![id], None).await
 }
 
 /// `GET /v1/export` (admin).
@@ -156,18 +154,12 @@ pub async fn export_store(
             body = ErrorBody, headers(("x-should-retry" = inline(NoRetry)))), ApiErrors))]
 pub async fn export_all(
     State(state): State<Arc<AppState>>,
-    uri: Uri,
-    headers: HeaderMap,
-) -> Response {
-    respond(
-        async {
-            admin(&state, &headers, "exporting every store")?;
-            let query = Query::of(&uri);
-            let since = since(&query)?;
-            stream(&state, users(&query), since).await
-        }
-        .await,
-    )
+    caller: Caller,
+    Params(query): Params<ExportQuery>,
+) -> Result<Response, ApiError> {
+    caller.admin("exporting every store")?;
+    let since = query.since()?;
+    stream(&state, query.user, since).await
 }
 
 /// Writes into the channel in chunks of [`CHUNK`]; the first chunk sent opens the response.
@@ -327,90 +319,83 @@ const BODY: &str = "the request body";
     responses((status = 200, description = "What was imported", body = ImportSummary), ApiErrors))]
 pub async fn import(
     State(state): State<Arc<AppState>>,
-    uri: Uri,
-    headers: HeaderMap,
+    caller: Caller,
+    Params(query): Params<ImportQuery>,
     body: Body,
-) -> Response {
-    respond(
-        async {
-            admin(&state, &headers, "importing an export")?;
-            let query = Query::of(&uri);
-            let conflict = match query.get("conflict") {
-                None | Some("refuse") => Conflict::Refuse,
-                Some("skip") => Conflict::Skip,
-                Some("replace") => Conflict::Replace,
-                Some(v) => {
-                    return Err(ApiError::invalid(format!(
-                        "conflict must be refuse, skip or replace, not {v:?}"
-                    )));
-                }
-            };
-            let users = users(&query);
-            let (tx, rx) = tokio::sync::mpsc::channel::<io::Result<Bytes>>(AHEAD);
-            // The body, frame by frame, into the spool the import reads (a temporary file);
-            // a client that sends nothing for the body timeout is cut off.
-            let body_timeout = state.config.body_timeout;
-            let cap = state.config.max_import_bytes;
-            let feeding = tokio::spawn(async move {
-                let mut body = body;
-                let mut received = 0u64;
-                loop {
-                    let item = match tokio::time::timeout(body_timeout, body.frame()).await {
-                        Ok(None) => break,
-                        Ok(Some(Ok(frame))) => match frame.into_data() {
-                            Ok(data) => {
-                                received = received.saturating_add(data.len() as u64);
-                                if received > cap {
-                                    Err(io::Error::new(
-                                        io::ErrorKind::FileTooLarge,
-                                        format!(
-                                            "the export is over the {cap} bytes an import may be (serve --max-import-bytes)"
-                                        ),
-                                    ))
-                                } else {
-                                    Ok(data)
-                                }
-                            }
-                            Err(_) => continue,
-                        },
-                        Ok(Some(Err(e))) => Err(io::Error::other(e.to_string())),
-                        Err(_) => Err(io::Error::new(
-                            io::ErrorKind::TimedOut,
-                            "the client sent nothing for the body timeout",
-                        )),
-                    };
-                    let failed = item.is_err();
-                    if tx.send(item).await.is_err() || failed {
-                        break;
-                    }
-                }
-            });
-            let summary = blocking(&state, move |db| {
-                let reader = ChannelReader {
-                    rx,
-                    chunk: Bytes::new(),
-                };
-                let body = Path::new(BODY);
-                let mut source =
-                    ImportSource::spool(reader, body, db.limits()).map_err(|e| match e {
-                        Error::Io { path, source }
-                            if path == body && source.kind() == io::ErrorKind::FileTooLarge =>
-                        {
-                            ApiError::too_large(source.to_string())
-                        }
-                        Error::Io { path, source } if path == body => ApiError::invalid(format!(
-                            "the request body could not be read: {source}"
-                        )),
-                        // The temporary file's own failure (a full disk, say): the server's.
-                        e => refused(&e),
-                    })?;
-                db.import_from(&mut source, &users, conflict, &mut |_| {})
-                    .map_err(|e| refused(&e))
-            })
-            .await;
-            feeding.abort();
-            Ok(answer("", "import", &ImportSummary::from(&summary?)))
+) -> Result<Response, ApiError> {
+    caller.admin("importing an export")?;
+    let conflict = match query.conflict.as_deref() {
+        None | Some("refuse") => Conflict::Refuse,
+        Some("skip") => Conflict::Skip,
+        Some("replace") => Conflict::Replace,
+        Some(v) => {
+            return Err(ApiError::invalid(format!(
+                "conflict must be refuse, skip or replace, not {v:?}"
+            )));
         }
-        .await,
-    )
+    };
+    let users = query.user;
+    let (tx, rx) = tokio::sync::mpsc::channel::<io::Result<Bytes>>(AHEAD);
+    // The body, frame by frame, into the spool the import reads (a temporary file);
+    // a client that sends nothing for the body timeout is cut off.
+    let body_timeout = state.config.body_timeout;
+    let cap = state.config.max_import_bytes;
+    let feeding = tokio::spawn(async move {
+        let mut body = body;
+        let mut received = 0u64;
+        loop {
+            let item = match tokio::time::timeout(body_timeout, body.frame()).await {
+                Ok(None) => break,
+                Ok(Some(Ok(frame))) => match frame.into_data() {
+                    Ok(data) => {
+                        received = received.saturating_add(data.len() as u64);
+                        if received > cap {
+                            Err(io::Error::new(
+                                io::ErrorKind::FileTooLarge,
+                                format!(
+                                    "the export is over the {cap} bytes an import may be (serve --max-import-bytes)"
+                                ),
+                            ))
+                        } else {
+                            Ok(data)
+                        }
+                    }
+                    Err(_) => continue,
+                },
+                Ok(Some(Err(e))) => Err(io::Error::other(e.to_string())),
+                Err(_) => Err(io::Error::new(
+                    io::ErrorKind::TimedOut,
+                    "the client sent nothing for the body timeout",
+                )),
+            };
+            let failed = item.is_err();
+            if tx.send(item).await.is_err() || failed {
+                break;
+            }
+        }
+    });
+    let summary = blocking(&state, move |db| {
+        let reader = ChannelReader {
+            rx,
+            chunk: Bytes::new(),
+        };
+        let body = Path::new(BODY);
+        let mut source = ImportSource::spool(reader, body, db.limits()).map_err(|e| match e {
+            Error::Io { path, source }
+                if path == body && source.kind() == io::ErrorKind::FileTooLarge =>
+            {
+                ApiError::too_large(source.to_string())
+            }
+            Error::Io { path, source } if path == body => {
+                ApiError::invalid(format!("the request body could not be read: {source}"))
+            }
+            // The temporary file's own failure (a full disk, say): the server's.
+            e => refused(&e),
+        })?;
+        db.import_from(&mut source, &users, conflict, &mut |_| {})
+            .map_err(|e| refused(&e))
+    })
+    .await;
+    feeding.abort();
+    Ok(answer("", "import", &ImportSummary::from(&summary?)))
 }

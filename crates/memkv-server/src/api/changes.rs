@@ -10,37 +10,39 @@
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use axum::extract::rejection::PathRejection;
-use axum::extract::{Path, State};
-use axum::http::{HeaderMap, StatusCode, Uri};
+use axum::extract::State;
+use axum::http::{HeaderMap, StatusCode};
 use axum::response::Response;
 use memkv::Error;
 use memkv::wire::ChangeObject;
+use serde::Deserialize;
 use utoipa::IntoParams;
 
 use super::objects::ChangePage;
-use super::{Query, admin, answer, blocking, failed, respond, scoped, store_id};
+use super::{answer, blocking, failed};
 use crate::AppState;
+use crate::access::Reads;
+use crate::auth::Caller;
 use crate::error::{ApiError, ErrorBody};
+use crate::params::{Params, limit_within};
 use crate::routes::{CHANGES, STORE_CHANGES};
 use crate::spec::{ApiErrors, Beta, NoRetry, StorePath};
 
 /// Where a feed request reads from, and how long it waits.
-#[derive(IntoParams)]
+#[derive(Deserialize, IntoParams)]
 #[into_params(parameter_in = Query)]
-#[allow(dead_code)]
-struct FeedQuery {
+pub struct FeedQuery {
     /// Answer the entries after this seq (0, the default: from the start of the log). Pass the
     /// previous answer's `next_after`.
-    #[param(minimum = 0)]
-    after: Option<u64>,
+    #[param(value_type = Option<u64>, minimum = 0)]
+    after: Option<String>,
     /// Most entries on the page (default 100).
-    #[param(minimum = 1, maximum = 1000)]
-    limit: Option<u32>,
+    #[param(value_type = Option<u32>, minimum = 1, maximum = 1000)]
+    limit: Option<String>,
     /// Long poll: with no entry after `after`, wait up to this many seconds for one to commit
     /// (answered within 100 ms of its commit), then answer an empty page.
-    #[param(minimum = 0, maximum = 60)]
-    wait: Option<f64>,
+    #[param(value_type = Option<f64>, minimum = 0, maximum = 60)]
+    wait: Option<String>,
 }
 
 /// Entries on a page when `limit` is not given.
@@ -61,23 +63,16 @@ pub const MAX_WAIT_SECONDS: f64 = 60.0;
         ApiErrors))]
 pub async fn store_changes(
     State(state): State<Arc<AppState>>,
-    id: Result<Path<String>, PathRejection>,
+    Reads { store: id, caller }: Reads,
+    Params(q): Params<FeedQuery>,
     headers: HeaderMap,
-    uri: Uri,
-) -> Response {
-    respond(
-        async {
-            let id = store_id(id)?;
-            let caller = scoped(&state, &headers, &id)?;
-            if state.store.user(&id).is_err() {
-                return Err(ApiError::not_found());
-            }
-            let answer = feed(&state, &uri, Some(id), caller.key_id.as_deref()).await?;
-            crate::auth::still_valid(&state, &headers)?;
-            Ok(answer)
-        }
-        .await,
-    )
+) -> Result<Response, ApiError> {
+    if state.store.user(&id).is_err() {
+        return Err(ApiError::not_found());
+    }
+    let answer = feed(&state, &q, Some(id), caller.key_id.as_deref()).await?;
+    crate::auth::still_valid(&state, &headers)?;
+    Ok(answer)
 }
 
 /// `GET /v1/changes` (admin).
@@ -91,29 +86,25 @@ pub async fn store_changes(
         ApiErrors))]
 pub async fn all_changes(
     State(state): State<Arc<AppState>>,
+    caller: Caller,
+    Params(q): Params<FeedQuery>,
     headers: HeaderMap,
-    uri: Uri,
-) -> Response {
-    respond(
-        async {
-            let caller = admin(&state, &headers, "the change feed of every store")?;
-            let answer = feed(&state, &uri, None, caller.key_id.as_deref()).await?;
-            crate::auth::still_valid(&state, &headers)?;
-            Ok(answer)
-        }
-        .await,
-    )
+) -> Result<Response, ApiError> {
+    let caller = caller.admin("the change feed of every store")?;
+    let answer = feed(&state, &q, None, caller.key_id.as_deref()).await?;
+    crate::auth::still_valid(&state, &headers)?;
+    Ok(answer)
 }
 
-/// The parameters of a feed request.
-struct Params {
+/// The parameters of a feed request, checked.
+struct Feed {
     after: u64,
     limit: usize,
     wait: Duration,
 }
 
-fn params(q: &Query) -> Result<Params, ApiError> {
-    let after = match q.get("after") {
+fn params(q: &FeedQuery) -> Result<Feed, ApiError> {
+    let after = match q.after.as_deref() {
         None => 0,
         Some(v) => v.parse::<u64>().map_err(|_| {
             ApiError::invalid(format!(
@@ -121,8 +112,8 @@ fn params(q: &Query) -> Result<Params, ApiError> {
             ))
         })?,
     };
-    let limit = q.limit_within(DEFAULT_LIMIT, MAX_LIMIT)?;
-    let wait = match q.get("wait") {
+    let limit = limit_within(q.limit.as_deref(), DEFAULT_LIMIT, MAX_LIMIT)?;
+    let wait = match q.wait.as_deref() {
         None => Duration::ZERO,
         Some(v) => v
             .parse::<f64>()
@@ -135,22 +126,22 @@ fn params(q: &Query) -> Result<Params, ApiError> {
                 ))
             })?,
     };
-    Ok(Params { after, limit, wait })
+    Ok(Feed { after, limit, wait })
 }
 
 /// The feed of `store` (`None`: every store's) for the key `key`; a long poll waits only
 /// within the bounds of `crate::polls` (429 beyond them).
 async fn feed(
     state: &Arc<AppState>,
-    uri: &Uri,
+    q: &FeedQuery,
     store: Option<String>,
     key: Option<&str>,
 ) -> Result<Response, ApiError> {
-    let Params {
+    let Feed {
         mut after,
         limit,
         wait,
-    } = params(&Query::of(uri))?;
+    } = params(q)?;
     let deadline = Instant::now() + wait;
     let label = store.clone().unwrap_or_default();
     let shutdown = state.config.mcp.shutdown.clone();

@@ -5,8 +5,7 @@
 use std::sync::Arc;
 
 use axum::body::Body;
-use axum::extract::rejection::PathRejection;
-use axum::extract::{Path, State};
+use axum::extract::State;
 use axum::http::HeaderMap;
 use axum::response::Response;
 use memkv::{ApiKey, Error, KeyScope, NewKey};
@@ -15,8 +14,10 @@ use serde_json::Value;
 use utoipa::{IntoParams, ToSchema};
 
 use super::objects::{ApiKeyCreated, ApiKeyList, ApiKeyObject, DeletedApiKey};
-use super::{admin, answer, blocking, failed, json_body, respond, wire};
+use super::{answer, blocking, failed, json_body, wire};
 use crate::AppState;
+use crate::access::Named;
+use crate::auth::Caller;
 use crate::error::ApiError;
 use crate::routes::{KEY, KEYS};
 use crate::spec::{ApiErrors, Beta};
@@ -75,42 +76,38 @@ fn refused(e: &Error) -> ApiError {
     responses((status = 200, description = "The key's record and the key", body = ApiKeyCreated), ApiErrors))]
 pub async fn create_key(
     State(state): State<Arc<AppState>>,
+    caller: Caller,
     headers: HeaderMap,
     body: Body,
-) -> Response {
-    respond(
-        async {
-            admin(&state, &headers, "adding an API key")?;
-            let req: CreateKey = json_body(&state, &headers, body).await?;
-            let scope = match req.store {
-                Some(store) => KeyScope::Store {
-                    store,
-                    read_only: req.read_only,
-                },
-                None if req.read_only => {
-                    return Err(ApiError::invalid(
-                        "read_only is for a store key: name the store",
-                    ));
-                }
-                None => KeyScope::Admin,
-            };
-            let expires_ms = match &req.expires_at {
-                None => None,
-                Some(t) => Some(wire::parse_rfc3339(t).ok_or_else(|| {
-                    ApiError::invalid(format!("expires_at is not an RFC 3339 time: {t:?}"))
-                })?),
-            };
-            let new = NewKey {
-                scope,
-                label: req.label,
-                expires_ms,
-            };
-            let (added, key) =
-                blocking(&state, move |db| db.add_key(&new).map_err(|e| refused(&e))).await?;
-            Ok(answer("", "keys.create", &ApiKeyCreated::new(&added, key)))
+) -> Result<Response, ApiError> {
+    caller.admin("adding an API key")?;
+    let req: CreateKey = json_body(&state, &headers, body).await?;
+    let scope = match req.store {
+        Some(store) => KeyScope::Store {
+            store,
+            read_only: req.read_only,
+        },
+        None if req.read_only => {
+            return Err(ApiError::invalid(
+                "read_only is for a store key: name the store",
+            ));
         }
-        .await,
-    )
+        None => KeyScope::Admin,
+    };
+    let expires_ms = match &req.expires_at {
+        None => None,
+        Some(t) => Some(wire::parse_rfc3339(t).ok_or_else(|| {
+            ApiError::invalid(format!("expires_at is not an RFC 3339 time: {t:?}"))
+        })?),
+    };
+    let new = NewKey {
+        scope,
+        label: req.label,
+        expires_ms,
+    };
+    let (added, key) =
+        blocking(&state, move |db| db.add_key(&new).map_err(|e| refused(&e))).await?;
+    Ok(answer("", "keys.create", &ApiKeyCreated::new(&added, key)))
 }
 
 /// `GET /v1/keys`: every key, by id (never the keys).
@@ -119,18 +116,16 @@ pub async fn create_key(
     description = "Admin key. Every key's record (never a key), expired ones included.",
     params(Beta),
     responses((status = 200, description = "Every key", body = ApiKeyList), ApiErrors))]
-pub async fn list_keys(State(state): State<Arc<AppState>>, headers: HeaderMap) -> Response {
-    respond(
-        async {
-            admin(&state, &headers, "listing API keys")?;
-            let keys = blocking(&state, |db| db.api_keys().map_err(|e| refused(&e))).await?;
-            let list = ApiKeyList {
-                data: keys.iter().map(ApiKeyObject::from).collect(),
-            };
-            Ok(answer("", "keys.list", &list))
-        }
-        .await,
-    )
+pub async fn list_keys(
+    State(state): State<Arc<AppState>>,
+    caller: Caller,
+) -> Result<Response, ApiError> {
+    caller.admin("listing API keys")?;
+    let keys = blocking(&state, |db| db.api_keys().map_err(|e| refused(&e))).await?;
+    let list = ApiKeyList {
+        data: keys.iter().map(ApiKeyObject::from).collect(),
+    };
+    Ok(answer("", "keys.list", &list))
 }
 
 /// `DELETE /v1/keys/{key_id}`: revokes the key on every server of the database (on this one at
@@ -142,23 +137,17 @@ pub async fn list_keys(State(state): State<Arc<AppState>>, headers: HeaderMap) -
     responses((status = 200, description = "The key is revoked", body = DeletedApiKey), ApiErrors))]
 pub async fn delete_key(
     State(state): State<Arc<AppState>>,
-    id: Result<Path<String>, PathRejection>,
-    headers: HeaderMap,
-) -> Response {
-    respond(
-        async {
-            admin(&state, &headers, "revoking an API key")?;
-            let Path(id) = id.map_err(|_| ApiError::not_found())?;
-            let gone = id.clone();
-            let removed = blocking(&state, move |db| {
-                db.revoke_key(&gone).map_err(|e| refused(&e))
-            })
-            .await?;
-            if !removed {
-                return Err(ApiError::not_found());
-            }
-            Ok(answer("", "keys.delete", &DeletedApiKey::new(id.clone())))
-        }
-        .await,
-    )
+    caller: Caller,
+    Named(id): Named,
+) -> Result<Response, ApiError> {
+    caller.admin("revoking an API key")?;
+    let gone = id.clone();
+    let removed = blocking(&state, move |db| {
+        db.revoke_key(&gone).map_err(|e| refused(&e))
+    })
+    .await?;
+    if !removed {
+        return Err(ApiError::not_found());
+    }
+    Ok(answer("", "keys.delete", &DeletedApiKey::new(id.clone())))
 }

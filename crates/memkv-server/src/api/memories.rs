@@ -6,23 +6,21 @@
 use std::sync::Arc;
 
 use axum::body::Body;
-use axum::extract::rejection::PathRejection;
-use axum::extract::{Path, State};
-use axum::http::{HeaderMap, Uri};
+use axum::extract::State;
+use axum::http::HeaderMap;
 use axum::response::Response;
-use memkv::{ApiRefusal, Page};
+use memkv::{ApiRefusal, MemoryId, Page};
 use serde::{Deserialize, Deserializer};
 use utoipa::{IntoParams, ToSchema};
 
 use super::objects::{DeletedMemory, MemoryItem, MemoryObject, MemoryPage};
-use super::{
-    Query, answer, failed, ids, json_body, on_store, refused, respond, scoped, scoped_write,
-    store_id, wire,
-};
+use super::{answer, failed, json_body, on_store, refused, wire};
 use crate::AppState;
+use crate::access::{Item, Reads, Writes};
 use crate::error::ApiError;
+use crate::params::{Paging, Params, ViewBasic, ViewFull};
 use crate::routes::{MEMORIES, MEMORY};
-use crate::spec::{ApiErrors, Beta, MemoryPath, Paging, StorePath, ViewBasic, ViewFull};
+use crate::spec::{ApiErrors, Beta, MemoryPath, StorePath};
 
 /// A new memory.
 #[derive(Deserialize, ToSchema)]
@@ -74,22 +72,39 @@ enum PreconditionType {
 }
 
 /// The filters of the memory listing.
-#[derive(IntoParams)]
+#[derive(Deserialize, IntoParams)]
 #[into_params(parameter_in = Query)]
-#[allow(dead_code)]
-struct MemoryFilter {
+pub struct MemoryFilter {
     /// Only memories below this directory, such as `/notes/`: it must start and end with `/`
     /// and matches whole segments.
     path_prefix: Option<String>,
     /// How many segments below `path_prefix` to list (0: all).
-    depth: Option<u32>,
+    #[param(value_type = Option<u32>)]
+    depth: Option<String>,
+}
+
+impl MemoryFilter {
+    /// The directory to list, as a model path.
+    fn dir(&self) -> Result<String, ApiError> {
+        wire::model_dir(self.path_prefix.as_deref().unwrap_or("/"))
+            .ok_or_else(|| ApiError::invalid("path_prefix must start and end with /"))
+    }
+
+    /// `depth`: 0 (everything below) when not given.
+    fn depth(&self) -> Result<u32, ApiError> {
+        match &self.depth {
+            None => Ok(0),
+            Some(d) => d.parse::<u32>().map_err(|_| {
+                ApiError::invalid(format!("depth must be a non-negative integer, not {d:?}"))
+            }),
+        }
+    }
 }
 
 /// The precondition of a deletion.
-#[derive(IntoParams)]
+#[derive(Deserialize, IntoParams)]
 #[into_params(parameter_in = Query)]
-#[allow(dead_code)]
-struct DeleteCondition {
+pub struct DeleteCondition {
     /// Delete only if the memory's content has this SHA-256 (64 lowercase hex digits).
     #[param(pattern = "^[0-9a-f]{64}$")]
     expected_content_sha256: Option<String>,
@@ -125,43 +140,36 @@ fn sha256(text: &str, name: &str) -> Result<[u8; 32], ApiError> {
     responses((status = 200, description = "The new memory", body = MemoryObject), ApiErrors))]
 pub async fn create_memory(
     State(state): State<Arc<AppState>>,
-    id: Result<Path<String>, PathRejection>,
+    Writes { store: id, caller }: Writes,
+    Params(view): Params<ViewBasic>,
     headers: HeaderMap,
-    uri: Uri,
     body: Body,
-) -> Response {
-    respond(
-        async {
-            let id = store_id(id)?;
-            let caller = scoped_write(&state, &headers, &id)?;
-            let full = Query::of(&uri).view(false)?;
-            let req: CreateMemory = json_body(&state, &headers, body).await?;
-            let Some(content) = req.content else {
-                return Err(ApiError::invalid(
-                    "content is required (\"\" for an empty memory)",
-                ));
-            };
-            let content = content.unwrap_or_default();
-            let path = model_path(&req.path)?;
-            let memory = on_store(&state, &id, caller, move |user, key| {
-                let mut m = user
-                    .create_memory(&path, &content)
-                    .map_err(|e| failed(&e, key))?
-                    .map_err(|r| refused(&r, false))?;
-                if full && m.content.is_none() {
-                    m.content = Some(content);
-                }
-                Ok(m)
-            })
-            .await?;
-            Ok(answer(
-                &id,
-                "memories.create",
-                &MemoryObject::new(&id, &memory, full),
-            ))
+) -> Result<Response, ApiError> {
+    let full = view.full()?;
+    let req: CreateMemory = json_body(&state, &headers, body).await?;
+    let Some(content) = req.content else {
+        return Err(ApiError::invalid(
+            "content is required (\"\" for an empty memory)",
+        ));
+    };
+    let content = content.unwrap_or_default();
+    let path = model_path(&req.path)?;
+    let memory = on_store(&state, &id, caller, move |user, key| {
+        let mut m = user
+            .create_memory(&path, &content)
+            .map_err(|e| failed(&e, key))?
+            .map_err(|r| refused(&r, false))?;
+        if full && m.content.is_none() {
+            m.content = Some(content);
         }
-        .await,
-    )
+        Ok(m)
+    })
+    .await?;
+    Ok(answer(
+        &id,
+        "memories.create",
+        &MemoryObject::new(&id, &memory, full),
+    ))
 }
 
 /// `GET /v1/memory_stores/{memory_store_id}/memories`: `path_prefix` (whole segments, ends
@@ -174,55 +182,41 @@ pub async fn create_memory(
     responses((status = 200, description = "A page of memories and prefixes", body = MemoryPage), ApiErrors))]
 pub async fn list_memories(
     State(state): State<Arc<AppState>>,
-    id: Result<Path<String>, PathRejection>,
-    headers: HeaderMap,
-    uri: Uri,
-) -> Response {
-    respond(
-        async {
-            let id = store_id(id)?;
-            let caller = scoped(&state, &headers, &id)?;
-            let q = Query::of(&uri);
-            let full = q.view(false)?;
-            let limit = q.limit(full)?;
-            let prefix = q.get("path_prefix").unwrap_or("/");
-            let dir = wire::model_dir(prefix)
-                .ok_or_else(|| ApiError::invalid("path_prefix must start and end with /"))?;
-            let depth = match q.get("depth") {
-                None => 0,
-                Some(d) => d.parse::<u32>().map_err(|_| {
-                    ApiError::invalid(format!("depth must be a non-negative integer, not {d:?}"))
-                })?,
-            };
-            let page = q.page().map(str::to_owned);
-            let page = on_store(&state, &id, caller, move |user, key| {
-                match user
-                    .list_memories(&dir, depth, page.as_deref(), limit, full)
-                    .map_err(|e| failed(&e, key))?
-                {
-                    Ok(listed) => Ok(listed),
-                    // Nothing below the prefix: an empty page.
-                    Err(ApiRefusal::NotFound) => Ok(Page {
-                        items: Vec::new(),
-                        next: None,
-                    }),
-                    Err(r) => Err(refused(&r, false)),
-                }
-            })
-            .await?;
-            let data = page
-                .items
-                .iter()
-                .map(|item| MemoryItem::new(&id, item, full))
-                .collect();
-            let page = MemoryPage {
-                data,
-                next_page: page.next,
-            };
-            Ok(answer(&id, "memories.list", &page))
+    Reads { store: id, caller }: Reads,
+    Params(view): Params<ViewBasic>,
+    Params(paging): Params<Paging>,
+    Params(filter): Params<MemoryFilter>,
+) -> Result<Response, ApiError> {
+    let full = view.full()?;
+    let limit = paging.limit(full)?;
+    let dir = filter.dir()?;
+    let depth = filter.depth()?;
+    let page = paging.page().map(str::to_owned);
+    let page = on_store(&state, &id, caller, move |user, key| {
+        match user
+            .list_memories(&dir, depth, page.as_deref(), limit, full)
+            .map_err(|e| failed(&e, key))?
+        {
+            Ok(listed) => Ok(listed),
+            // Nothing below the prefix: an empty page.
+            Err(ApiRefusal::NotFound) => Ok(Page {
+                items: Vec::new(),
+                next: None,
+            }),
+            Err(r) => Err(refused(&r, false)),
         }
-        .await,
-    )
+    })
+    .await?;
+    let data = page
+        .items
+        .iter()
+        .map(|item| MemoryItem::new(&id, item, full))
+        .collect();
+    let page = MemoryPage {
+        data,
+        next_page: page.next,
+    };
+    Ok(answer(&id, "memories.list", &page))
 }
 
 /// `GET /v1/memory_stores/{memory_store_id}/memories/{memory_id}` (`view` defaults to `full`).
@@ -231,29 +225,22 @@ pub async fn list_memories(
     responses((status = 200, description = "The memory", body = MemoryObject), ApiErrors))]
 pub async fn retrieve_memory(
     State(state): State<Arc<AppState>>,
-    path: Result<Path<(String, String)>, PathRejection>,
-    headers: HeaderMap,
-    uri: Uri,
-) -> Response {
-    respond(
-        async {
-            let (id, memory) = ids(path)?;
-            let caller = scoped(&state, &headers, &id)?;
-            let full = Query::of(&uri).view(true)?;
-            let m = on_store(&state, &id, caller, move |user, key| {
-                user.memory(memory, full)
-                    .map_err(|e| failed(&e, key))?
-                    .ok_or_else(ApiError::not_found)
-            })
-            .await?;
-            Ok(answer(
-                &id,
-                "memories.retrieve",
-                &MemoryObject::new(&id, &m, full),
-            ))
-        }
-        .await,
-    )
+    Reads { store: id, caller }: Reads,
+    Item(memory): Item<MemoryId>,
+    Params(view): Params<ViewFull>,
+) -> Result<Response, ApiError> {
+    let full = view.full()?;
+    let m = on_store(&state, &id, caller, move |user, key| {
+        user.memory(memory, full)
+            .map_err(|e| failed(&e, key))?
+            .ok_or_else(ApiError::not_found)
+    })
+    .await?;
+    Ok(answer(
+        &id,
+        "memories.retrieve",
+        &MemoryObject::new(&id, &m, full),
+    ))
 }
 
 /// `POST /v1/memory_stores/{memory_store_id}/memories/{memory_id}`: new content and/or a new
@@ -267,63 +254,57 @@ pub async fn retrieve_memory(
     responses((status = 200, description = "The memory as changed", body = MemoryObject), ApiErrors))]
 pub async fn update_memory(
     State(state): State<Arc<AppState>>,
-    path: Result<Path<(String, String)>, PathRejection>,
+    Writes { store: id, caller }: Writes,
+    Item(memory): Item<MemoryId>,
+    Params(view): Params<ViewBasic>,
     headers: HeaderMap,
-    uri: Uri,
     body: Body,
-) -> Response {
-    respond(
-        async {
-            let (id, memory) = ids(path)?;
-            let caller = scoped_write(&state, &headers, &id)?;
-            let full = Query::of(&uri).view(false)?;
-            let req: UpdateMemory = json_body(&state, &headers, body).await?;
-            let expected = match &req.precondition {
-                None => None,
-                Some(p) if p.kind == "content_sha256" => {
-                    let Some(hash) = &p.content_sha256 else {
-                        return Err(ApiError::invalid("precondition.content_sha256 is required"));
-                    };
-                    Some(sha256(hash, "precondition.content_sha256")?)
-                }
-                Some(p) => {
-                    return Err(ApiError::invalid(format!(
-                        "precondition.type must be content_sha256, not {:?}",
-                        p.kind
-                    )));
-                }
+) -> Result<Response, ApiError> {
+    let full = view.full()?;
+    let req: UpdateMemory = json_body(&state, &headers, body).await?;
+    let expected = match &req.precondition {
+        None => None,
+        Some(p) if p.kind == "content_sha256" => {
+            let Some(hash) = &p.content_sha256 else {
+                return Err(ApiError::invalid("precondition.content_sha256 is required"));
             };
-            let new_path = req.path.as_deref().map(model_path).transpose()?;
-            let m = on_store(&state, &id, caller, move |user, key| {
-                let mut m = user
-                    .update_memory(
-                        memory,
-                        req.content.as_deref(),
-                        new_path.as_deref(),
-                        expected,
-                    )
-                    .map_err(|e| failed(&e, key))?
-                    .map_err(|r| refused(&r, false))?;
-                if full && m.content.is_none() {
-                    m.content = match req.content {
-                        Some(c) => Some(c),
-                        None => user
-                            .memory(memory, true)
-                            .map_err(|e| failed(&e, key))?
-                            .and_then(|again| again.content),
-                    };
-                }
-                Ok(m)
-            })
-            .await?;
-            Ok(answer(
-                &id,
-                "memories.update",
-                &MemoryObject::new(&id, &m, full),
-            ))
+            Some(sha256(hash, "precondition.content_sha256")?)
         }
-        .await,
-    )
+        Some(p) => {
+            return Err(ApiError::invalid(format!(
+                "precondition.type must be content_sha256, not {:?}",
+                p.kind
+            )));
+        }
+    };
+    let new_path = req.path.as_deref().map(model_path).transpose()?;
+    let m = on_store(&state, &id, caller, move |user, key| {
+        let mut m = user
+            .update_memory(
+                memory,
+                req.content.as_deref(),
+                new_path.as_deref(),
+                expected,
+            )
+            .map_err(|e| failed(&e, key))?
+            .map_err(|r| refused(&r, false))?;
+        if full && m.content.is_none() {
+            m.content = match req.content {
+                Some(c) => Some(c),
+                None => user
+                    .memory(memory, true)
+                    .map_err(|e| failed(&e, key))?
+                    .and_then(|again| again.content),
+            };
+        }
+        Ok(m)
+    })
+    .await?;
+    Ok(answer(
+        &id,
+        "memories.update",
+        &MemoryObject::new(&id, &m, full),
+    ))
 }
 
 /// `DELETE /v1/memory_stores/{memory_store_id}/memories/{memory_id}`: 409 (nothing deleted)
@@ -335,30 +316,24 @@ pub async fn update_memory(
     responses((status = 200, description = "The memory is deleted", body = DeletedMemory), ApiErrors))]
 pub async fn delete_memory(
     State(state): State<Arc<AppState>>,
-    path: Result<Path<(String, String)>, PathRejection>,
-    headers: HeaderMap,
-    uri: Uri,
-) -> Response {
-    respond(
-        async {
-            let (id, memory) = ids(path)?;
-            let caller = scoped_write(&state, &headers, &id)?;
-            let expected = Query::of(&uri)
-                .get("expected_content_sha256")
-                .map(|h| sha256(h, "expected_content_sha256"))
-                .transpose()?;
-            on_store(&state, &id, caller, move |user, key| {
-                user.delete_memory(memory, expected)
-                    .map_err(|e| failed(&e, key))?
-                    .map_err(|r| refused(&r, false))
-            })
-            .await?;
-            Ok(answer(
-                &id,
-                "memories.delete",
-                &DeletedMemory::new(memory.to_string()),
-            ))
-        }
-        .await,
-    )
+    Writes { store: id, caller }: Writes,
+    Item(memory): Item<MemoryId>,
+    Params(condition): Params<DeleteCondition>,
+) -> Result<Response, ApiError> {
+    let expected = condition
+        .expected_content_sha256
+        .as_deref()
+        .map(|h| sha256(h, "expected_content_sha256"))
+        .transpose()?;
+    on_store(&state, &id, caller, move |user, key| {
+        user.delete_memory(memory, expected)
+            .map_err(|e| failed(&e, key))?
+            .map_err(|r| refused(&r, false))
+    })
+    .await?;
+    Ok(answer(
+        &id,
+        "memories.delete",
+        &DeletedMemory::new(memory.to_string()),
+    ))
 }

@@ -4,10 +4,13 @@
 //! makes one (`memstore_…`) that the tool route serves at once, and a store the tool wrote is
 //! readable here under its user id.
 //!
-//! Every handler goes the same way: the key (401), the store it may use (404, the same answer
-//! for a store that is not the key's and one that does not exist), the request (400, 413),
-//! room to run (503), then the library call on tokio's blocking pool, whose [`ApiRefusal`] is
-//! mapped to a status in [`refused`] and nowhere else.
+//! Every handler goes the same way, most of it in its extractors: the key and the store it may
+//! use (`crate::access`'s `Reads`, `Writes` or an admin `Caller`: 401, then 404, the same answer
+//! for a store that is not the key's and one that does not exist, then 429 and a read-only key's
+//! 403), the query (`crate::params::Params`, one struct parsed and documented), the body (400,
+//! 413), room to run (`crate::work`: 503), then the library call on tokio's blocking pool, whose
+//! [`ApiRefusal`] is mapped to a status in [`refused`] and nowhere else. Handlers return
+//! `Result<Response, ApiError>`.
 //!
 //! - [`objects`]: the JSON objects as types (serialized by serde, described by utoipa);
 //!   [`wire`]: times, hashes, durations and the API ↔ model path conversion;
@@ -31,23 +34,17 @@ pub mod webhooks;
 use std::sync::Arc;
 
 use axum::body::Body;
-use axum::extract::Path;
-use axum::extract::rejection::PathRejection;
-use axum::http::{HeaderMap, StatusCode, Uri, header};
+use axum::http::{HeaderMap, StatusCode, header};
 use axum::response::{IntoResponse, Response};
 use memkv::{ApiRefusal, Database, Error};
 use serde::Serialize;
 use serde::de::DeserializeOwned;
 
 use crate::AppState;
-use crate::auth::{self, Allowed, Caller};
+use crate::auth::Caller;
 use crate::error::ApiError;
 use crate::tool::{self, ToolInfo};
-
-/// Items on a page when `limit` is not given, and the most with `view=full`.
-pub const DEFAULT_LIMIT: usize = 20;
-/// The most items a page may be asked for.
-pub const MAX_LIMIT: usize = 100;
+pub use crate::work::blocking;
 
 /// The status and message of a refusal: the one place refusals become HTTP answers.
 ///
@@ -83,66 +80,6 @@ pub fn failed(e: &Error, store: &str) -> ApiError {
         ),
         _ => ApiError::internal("storage failure; nothing was changed"),
     }
-}
-
-/// The caller, allowed to use the store named in the path (404 otherwise, the same answer as
-/// for a store that does not exist).
-pub fn scoped(state: &AppState, headers: &HeaderMap, store: &str) -> Result<Caller, ApiError> {
-    let caller = auth::identify(state, headers)?;
-    if caller.may_use(store) {
-        state.rates.store(store)?;
-        Ok(caller)
-    } else {
-        Err(ApiError::not_found())
-    }
-}
-
-/// As [`scoped`], for a request that changes the store: a read-only key is refused (403).
-pub fn scoped_write(
-    state: &AppState,
-    headers: &HeaderMap,
-    store: &str,
-) -> Result<Caller, ApiError> {
-    let caller = scoped(state, headers, store)?;
-    if caller.read_only {
-        return Err(ApiError::forbidden(
-            "this API key is read-only: it cannot change the memory store",
-        ));
-    }
-    Ok(caller)
-}
-
-/// The caller, with an admin key (or keyless on loopback): creating and listing stores.
-pub fn admin(state: &AppState, headers: &HeaderMap, what: &str) -> Result<Caller, ApiError> {
-    let caller = auth::identify(state, headers)?;
-    match caller.allowed {
-        Allowed::Open | Allowed::Admin => Ok(caller),
-        Allowed::Store(_) => Err(ApiError::forbidden(format!("{what} needs an admin key"))),
-    }
-}
-
-/// Runs `work` on the blocking pool under the in-flight limit (503 when it is reached).
-pub async fn blocking<T: Send + 'static>(
-    state: &Arc<AppState>,
-    work: impl FnOnce(&Arc<Database>) -> Result<T, ApiError> + Send + 'static,
-) -> Result<T, ApiError> {
-    let Ok(permit) = Arc::clone(&state.in_flight).try_acquire_owned() else {
-        state.metrics.overloaded.inc();
-        return Err(ApiError::overloaded(
-            "memkv is answering as many requests as it may; retry shortly",
-        ));
-    };
-    state.metrics.in_flight.inc();
-    let metrics = Arc::clone(&state.metrics);
-    let store = Arc::clone(&state.store);
-    tokio::task::spawn_blocking(move || {
-        let out = work(&store);
-        metrics.in_flight.dec();
-        drop(permit);
-        out
-    })
-    .await
-    .map_err(|_| ApiError::internal("the request failed"))?
 }
 
 /// The request's JSON body as `T`: at most the body cap, within the body timeout, sent as
@@ -196,107 +133,6 @@ pub fn answer<T: Serialize>(store: &str, operation: &'static str, value: &T) -> 
     response
 }
 
-/// The query string's parameters, percent-decoded. Unknown ones are ignored (the SDK's
-/// `?beta=true` among them); a repeated one counts once, the first time.
-#[derive(Debug, Default)]
-pub struct Query(Vec<(String, String)>);
-
-impl Query {
-    /// The query of `uri`.
-    pub fn of(uri: &Uri) -> Query {
-        let text = uri.query().unwrap_or("");
-        Query(
-            form_urlencoded::parse(text.as_bytes())
-                .into_owned()
-                .collect(),
-        )
-    }
-
-    /// Every value of `name`, in order.
-    pub fn all<'q>(&'q self, name: &'q str) -> impl Iterator<Item = &'q str> + 'q {
-        self.0
-            .iter()
-            .filter(move |(n, _)| n == name)
-            .map(|(_, v)| v.as_str())
-    }
-
-    /// A parameter's value.
-    pub fn get(&self, name: &str) -> Option<&str> {
-        self.0
-            .iter()
-            .find(|(n, _)| n == name)
-            .map(|(_, v)| v.as_str())
-    }
-
-    /// `view`: `full` (true) or `basic` (false), `default_full` when not given.
-    pub fn view(&self, default_full: bool) -> Result<bool, ApiError> {
-        match self.get("view") {
-            None => Ok(default_full),
-            Some("full") => Ok(true),
-            Some("basic") => Ok(false),
-            Some(v) => Err(ApiError::invalid(format!(
-                "view must be basic or full, not {v:?}"
-            ))),
-        }
-    }
-
-    /// `limit`: 1 to 100, 20 when not given; with `view=full` a page holds at most 20.
-    pub fn limit(&self, full: bool) -> Result<usize, ApiError> {
-        let limit = self.limit_within(DEFAULT_LIMIT, MAX_LIMIT)?;
-        Ok(if full {
-            limit.min(DEFAULT_LIMIT)
-        } else {
-            limit
-        })
-    }
-
-    /// `limit`: 1 to `max`, `default` when not given.
-    pub fn limit_within(&self, default: usize, max: usize) -> Result<usize, ApiError> {
-        match self.get("limit") {
-            None => Ok(default),
-            Some(v) => v
-                .parse::<usize>()
-                .ok()
-                .filter(|n| (1..=max).contains(n))
-                .ok_or_else(|| {
-                    ApiError::invalid(format!(
-                        "limit must be an integer from 1 to {max}, not {v:?}"
-                    ))
-                }),
-        }
-    }
-
-    /// A boolean parameter (`true` or `false`).
-    pub fn flag(&self, name: &str) -> Result<Option<bool>, ApiError> {
-        match self.get(name) {
-            None => Ok(None),
-            Some("true") => Ok(Some(true)),
-            Some("false") => Ok(Some(false)),
-            Some(v) => Err(ApiError::invalid(format!(
-                "{name} must be true or false, not {v:?}"
-            ))),
-        }
-    }
-
-    /// A time parameter in RFC 3339, as milliseconds since the epoch.
-    pub fn time(&self, name: &str) -> Result<Option<i64>, ApiError> {
-        self.get(name)
-            .map(|v| {
-                wire::parse_rfc3339(v).ok_or_else(|| {
-                    ApiError::invalid(format!(
-                        "{name} must be a time in RFC 3339 (2026-11-30T13:45:00Z), not {v:?}"
-                    ))
-                })
-            })
-            .transpose()
-    }
-
-    /// `page`: a `next_page` value from a previous answer (opaque; its owner checks it).
-    pub fn page(&self) -> Option<&str> {
-        self.get("page").filter(|p| !p.is_empty())
-    }
-}
-
 /// A page token that was not made by this API.
 pub fn bad_page() -> ApiError {
     ApiError::invalid("page is not a next_page value from this list")
@@ -344,26 +180,6 @@ pub async fn on_store<T: Send + 'static>(
 ) -> Result<T, ApiError> {
     let id = id.to_owned();
     blocking(state, move |store| work(handle(store, &id, &caller)?, &id)).await
-}
-
-/// The store id in the path; an id that is not UTF-8 names no store (404).
-pub fn store_id(id: Result<Path<String>, PathRejection>) -> Result<String, ApiError> {
-    id.map(|Path(id)| id).map_err(|_| ApiError::not_found())
-}
-
-/// The store id and a memory or version id (`mem_…`, `memver_…`) in the path; an id that is
-/// not one is not found (404).
-pub fn ids<I: std::str::FromStr>(
-    ids: Result<Path<(String, String)>, PathRejection>,
-) -> Result<(String, I), ApiError> {
-    let Path((store, id)) = ids.map_err(|_| ApiError::not_found())?;
-    let id = id.parse::<I>().map_err(|_| ApiError::not_found())?;
-    Ok((store, id))
-}
-
-/// A handler's outcome as the answer sent.
-pub fn respond(outcome: Result<Response, ApiError>) -> Response {
-    outcome.unwrap_or_else(IntoResponse::into_response)
 }
 
 #[cfg(test)]

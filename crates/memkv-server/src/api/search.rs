@@ -11,50 +11,50 @@
 
 use std::sync::Arc;
 
-use axum::extract::rejection::PathRejection;
-use axum::extract::{Path, State};
-use axum::http::{HeaderMap, Uri};
+use axum::extract::State;
 use axum::response::Response;
 use memkv::search::{MAX_CONTEXT, MAX_LIMIT};
-use memkv::{Error, SearchMode, SearchRequest};
-
 use memkv::wire::SearchResultsObject;
+use memkv::{Error, SearchMode, SearchRequest};
+use serde::Deserialize;
 use utoipa::{IntoParams, ToSchema};
 
-use super::{Query, answer, blocking, failed, respond, scoped, store_id, wire};
+use super::{answer, blocking, failed, wire};
 use crate::AppState;
+use crate::access::Reads;
 use crate::error::ApiError;
+use crate::params::{Params, flag, limit_within};
 use crate::routes::SEARCH;
 use crate::spec::{ApiErrors, Beta, StorePath};
 
 /// A search's parameters.
-#[derive(IntoParams)]
+#[derive(Deserialize, IntoParams)]
 #[into_params(parameter_in = Query)]
-#[allow(dead_code)]
-struct SearchQuery {
+pub struct SearchQuery {
     /// The text to find (with `mode=regex`, a regular expression in ripgrep's syntax); 1 to
     /// 1,000 bytes, no line break.
-    #[param(min_length = 1, max_length = 1000)]
-    q: String,
+    #[param(value_type = String, required = true, min_length = 1, max_length = 1000)]
+    q: Option<String>,
     /// `ranked` (the default): the memories most about `q`'s words, best first (BM25 over path
     /// and content), each with its best lines; `literal`: `q` as plain text; `regex`: a regular
     /// expression. `literal` and `regex` match line by line, as ripgrep matches.
-    #[param(inline)]
-    mode: Option<Mode>,
+    #[param(value_type = Option<Mode>, inline)]
+    mode: Option<String>,
     /// `literal` and `regex`: match letters of either case (Unicode simple case folding);
     /// ranked search always does.
-    case_insensitive: Option<bool>,
+    #[param(value_type = Option<bool>)]
+    case_insensitive: Option<String>,
     /// Only this memory (`/notes/tz.md`) or the memories below this directory (`/notes/`,
     /// whole segments).
     #[param(pattern = "^/")]
     path_prefix: Option<String>,
     /// Lines of context before and after each match (default 0).
-    #[param(minimum = 0, maximum = 10)]
-    context: Option<u32>,
+    #[param(value_type = Option<u32>, minimum = 0, maximum = 10)]
+    context: Option<String>,
     /// The most memories (ranked, default 10) or matching lines (default 50) to answer; `more`
     /// counts those beyond.
-    #[param(minimum = 1, maximum = 1000)]
-    limit: Option<u32>,
+    #[param(value_type = Option<u32>, minimum = 1, maximum = 1000)]
+    limit: Option<String>,
 }
 
 #[derive(ToSchema)]
@@ -67,20 +67,26 @@ enum Mode {
 }
 
 /// The request's search, or why it is refused (400).
-fn request(q: &Query) -> Result<SearchRequest, ApiError> {
-    let query = q
-        .get("q")
-        .ok_or_else(|| ApiError::invalid("q, the text to search for, is required"))?;
-    let mode = match q.get("mode") {
+fn request(q: &SearchQuery) -> Result<SearchRequest, ApiError> {
+    let query =
+        q.q.as_deref()
+            .ok_or_else(|| ApiError::invalid("q, the text to search for, is required"))?;
+    let mode = match q.mode.as_deref() {
         None => SearchMode::Ranked,
         Some(m) => m
             .parse()
             .map_err(|e: Error| ApiError::invalid(e.to_string()))?,
     };
+    let case_insensitive = flag("case_insensitive", q.case_insensitive.as_deref())?;
+    let limit = limit_within(
+        q.limit.as_deref(),
+        SearchRequest::default_limit(mode),
+        MAX_LIMIT,
+    )?;
     let mut request = SearchRequest::new(query, mode)
-        .case_insensitive(q.flag("case_insensitive")?.unwrap_or(false))
-        .limit(q.limit_within(SearchRequest::default_limit(mode), MAX_LIMIT)?);
-    if let Some(context) = q.get("context") {
+        .case_insensitive(case_insensitive.unwrap_or(false))
+        .limit(limit);
+    if let Some(context) = &q.context {
         request.context = context
             .parse::<usize>()
             .ok()
@@ -91,7 +97,7 @@ fn request(q: &Query) -> Result<SearchRequest, ApiError> {
                 ))
             })?;
     }
-    if let Some(prefix) = q.get("path_prefix") {
+    if let Some(prefix) = q.path_prefix.as_deref() {
         let model = if prefix.ends_with('/') {
             wire::model_dir(prefix)
         } else {
@@ -112,38 +118,30 @@ fn request(q: &Query) -> Result<SearchRequest, ApiError> {
     responses((status = 200, description = "The matching lines, by memory", body = SearchResultsObject), ApiErrors))]
 pub async fn search(
     State(state): State<Arc<AppState>>,
-    id: Result<Path<String>, PathRejection>,
-    headers: HeaderMap,
-    uri: Uri,
-) -> Response {
-    respond(
-        async {
-            let id = store_id(id)?;
-            scoped(&state, &headers, &id)?;
-            let request = request(&Query::of(&uri))?;
-            // Like the tool route's `memory_search`, a store never written is an empty store:
-            // no match, rather than 404.
-            blocking(&state, move |store| {
-                let user = store.user(&id).map_err(|_| ApiError::not_found())?;
-                let id = id.as_str();
-                match user.search(&request) {
-                    Ok(results) => Ok(answer(
-                        id,
-                        "memories.search",
-                        &SearchResultsObject::from(&results),
-                    )),
-                    Err(e @ Error::InvalidSearch(_)) => Err(ApiError::invalid(e.to_string())),
-                    Err(Error::InvalidPath { path, reason }) => Err(ApiError::invalid(format!(
-                        "path_prefix {:?} is not a memory path: {reason}",
-                        wire::api_path(&path)
-                    ))),
-                    Err(e) => Err(failed(&e, id)),
-                }
-            })
-            .await
+    Reads { store: id, .. }: Reads,
+    Params(q): Params<SearchQuery>,
+) -> Result<Response, ApiError> {
+    let request = request(&q)?;
+    // Like the tool route's `memory_search`, a store never written is an empty store:
+    // no match, rather than 404.
+    blocking(&state, move |store| {
+        let user = store.user(&id).map_err(|_| ApiError::not_found())?;
+        let id = id.as_str();
+        match user.search(&request) {
+            Ok(results) => Ok(answer(
+                id,
+                "memories.search",
+                &SearchResultsObject::from(&results),
+            )),
+            Err(e @ Error::InvalidSearch(_)) => Err(ApiError::invalid(e.to_string())),
+            Err(Error::InvalidPath { path, reason }) => Err(ApiError::invalid(format!(
+                "path_prefix {:?} is not a memory path: {reason}",
+                wire::api_path(&path)
+            ))),
+            Err(e) => Err(failed(&e, id)),
         }
-        .await,
-    )
+    })
+    .await
 }
 
 #[cfg(test)]

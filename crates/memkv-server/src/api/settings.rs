@@ -7,8 +7,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use axum::body::Body;
-use axum::extract::rejection::PathRejection;
-use axum::extract::{Path, State};
+use axum::extract::State;
 use axum::http::HeaderMap;
 use axum::response::Response;
 use memkv::{Error, SecretPolicy, StoreSettings};
@@ -18,8 +17,10 @@ use utoipa::{IntoParams, ToSchema};
 use super::objects::{
     Bound, EffectiveSettings, OwnSettings, Period, Secrets, SettingsObject, SettingsType,
 };
-use super::{admin, answer, blocking, failed, json_body, respond, scoped, store_id};
+use super::{answer, blocking, failed, json_body};
 use crate::AppState;
+use crate::access::{Named, Reads};
+use crate::auth::Caller;
 use crate::error::ApiError;
 use crate::routes::SETTINGS;
 use crate::spec::{ApiErrors, Beta};
@@ -164,24 +165,16 @@ fn refused(e: &Error, id: &str) -> ApiError {
     responses((status = 200, description = "The store's settings", body = SettingsObject), ApiErrors))]
 pub async fn retrieve_settings(
     State(state): State<Arc<AppState>>,
-    id: Result<Path<String>, PathRejection>,
-    headers: HeaderMap,
-) -> Response {
-    respond(
-        async {
-            let id = store_id(id)?;
-            scoped(&state, &headers, &id)?;
-            let key = id.clone();
-            let out = blocking(&state, move |db| {
-                let own = db.store_settings(&key).map_err(|e| refused(&e, &key))?;
-                let effective = db.effective_settings(&key).map_err(|e| refused(&e, &key))?;
-                Ok(settings_object(&key, &own, &effective))
-            })
-            .await?;
-            Ok(answer(&id, "memory_stores.settings.retrieve", &out))
-        }
-        .await,
-    )
+    Reads { store: id, .. }: Reads,
+) -> Result<Response, ApiError> {
+    let key = id.clone();
+    let out = blocking(&state, move |db| {
+        let own = db.store_settings(&key).map_err(|e| refused(&e, &key))?;
+        let effective = db.effective_settings(&key).map_err(|e| refused(&e, &key))?;
+        Ok(settings_object(&key, &own, &effective))
+    })
+    .await?;
+    Ok(answer(&id, "memory_stores.settings.retrieve", &out))
 }
 
 /// `PATCH /v1/memory_stores/{memory_store_id}/settings` (admin): `{"max_files": 100, "ttl":
@@ -193,29 +186,24 @@ pub async fn retrieve_settings(
     responses((status = 200, description = "The store's settings", body = SettingsObject), ApiErrors))]
 pub async fn update_settings(
     State(state): State<Arc<AppState>>,
-    id: Result<Path<String>, PathRejection>,
+    caller: Caller,
+    Named(id): Named,
     headers: HeaderMap,
     body: Body,
-) -> Response {
-    respond(
-        async {
-            let id = store_id(id)?;
-            admin(&state, &headers, "changing a store's settings")?;
-            let body: Map<String, Value> = json_body(&state, &headers, body).await?;
-            let (change, reset) = parse_patch(&body).map_err(ApiError::invalid)?;
-            let key = id.clone();
-            let out = blocking(&state, move |db| {
-                let own = db
-                    .update_store_settings(&key, &change, &reset)
-                    .map_err(|e| refused(&e, &key))?;
-                let effective = db.effective_settings(&key).map_err(|e| refused(&e, &key))?;
-                Ok(settings_object(&key, &own, &effective))
-            })
-            .await?;
-            Ok(answer(&id, "memory_stores.settings.update", &out))
-        }
-        .await,
-    )
+) -> Result<Response, ApiError> {
+    caller.admin("changing a store's settings")?;
+    let body: Map<String, Value> = json_body(&state, &headers, body).await?;
+    let (change, reset) = parse_patch(&body).map_err(ApiError::invalid)?;
+    let key = id.clone();
+    let out = blocking(&state, move |db| {
+        let own = db
+            .update_store_settings(&key, &change, &reset)
+            .map_err(|e| refused(&e, &key))?;
+        let effective = db.effective_settings(&key).map_err(|e| refused(&e, &key))?;
+        Ok(settings_object(&key, &own, &effective))
+    })
+    .await?;
+    Ok(answer(&id, "memory_stores.settings.update", &out))
 }
 
 #[cfg(test)]

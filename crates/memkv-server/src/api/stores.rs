@@ -6,23 +6,22 @@ use std::collections::BTreeMap;
 use std::sync::Arc;
 
 use axum::body::Body;
-use axum::extract::rejection::PathRejection;
-use axum::extract::{Path, State};
-use axum::http::{HeaderMap, Uri};
+use axum::extract::State;
+use axum::http::HeaderMap;
 use axum::response::Response;
 use serde::Deserialize;
 use utoipa::openapi::schema::{Object, ObjectBuilder, SchemaType, Type};
 use utoipa::{IntoParams, ToSchema};
 
 use super::objects::{DeletedMemoryStore, MemoryStoreObject, MemoryStorePage};
-use super::{
-    Query, admin, answer, bad_page, blocking, existing, failed, json_body, refused, respond,
-    scoped, scoped_write, store_id,
-};
+use super::{answer, bad_page, blocking, existing, failed, json_body, refused};
 use crate::AppState;
+use crate::access::{Reads, Writes};
+use crate::auth::Caller;
 use crate::error::ApiError;
+use crate::params::{Paging, Params, flag, time};
 use crate::routes::{ARCHIVE, STORE, STORES};
-use crate::spec::{ApiErrors, Beta, Paging, StorePath};
+use crate::spec::{ApiErrors, Beta, StorePath};
 
 use memkv::stores::{MAX_METADATA_KEY_CHARS, MAX_METADATA_PAIRS, MAX_METADATA_VALUE_CHARS};
 
@@ -108,17 +107,19 @@ fn metadata_to_update() -> utoipa::openapi::RefOr<utoipa::openapi::schema::Schem
 }
 
 /// The filters of the store listing.
-#[derive(IntoParams)]
+#[derive(Deserialize, IntoParams)]
 #[into_params(parameter_in = Query)]
-#[allow(dead_code)]
-struct StoreFilter {
+pub struct StoreFilter {
     /// Include archived stores.
-    include_archived: Option<bool>,
+    #[param(value_type = Option<bool>)]
+    include_archived: Option<String>,
     /// Only stores created at or after this time.
-    #[param(rename = "created_at[gte]", format = DateTime)]
+    #[serde(rename = "created_at[gte]")]
+    #[param(format = DateTime)]
     created_gte: Option<String>,
     /// Only stores created at or before this time.
-    #[param(rename = "created_at[lte]", format = DateTime)]
+    #[serde(rename = "created_at[lte]")]
+    #[param(format = DateTime)]
     created_lte: Option<String>,
 }
 
@@ -152,36 +153,32 @@ fn check_count(pairs: usize) -> Result<(), ApiError> {
     responses((status = 200, description = "The new store", body = MemoryStoreObject), ApiErrors))]
 pub async fn create_store(
     State(state): State<Arc<AppState>>,
+    caller: Caller,
     headers: HeaderMap,
     body: Body,
-) -> Response {
-    respond(
-        async {
-            let actor = admin(&state, &headers, "creating a memory store")?.actor();
-            let req: CreateStore = json_body(&state, &headers, body).await?;
-            let description = req.description.unwrap_or_default();
-            let metadata = req.metadata.unwrap_or_default();
-            check_name(&req.name)?;
-            check_description(&description)?;
-            check_count(metadata.len())?;
-            for (k, v) in &metadata {
-                check_pair(k, Some(v))?;
-            }
-            let info = blocking(&state, move |store| {
-                store
-                    .acting_as(actor)
-                    .create_store(&req.name, &description, &metadata)
-                    .map_err(|e| failed(&e, ""))
-            })
-            .await?;
-            Ok(answer(
-                &info.id,
-                "memory_stores.create",
-                &MemoryStoreObject::from(&info),
-            ))
-        }
-        .await,
-    )
+) -> Result<Response, ApiError> {
+    let actor = caller.admin("creating a memory store")?.actor();
+    let req: CreateStore = json_body(&state, &headers, body).await?;
+    let description = req.description.unwrap_or_default();
+    let metadata = req.metadata.unwrap_or_default();
+    check_name(&req.name)?;
+    check_description(&description)?;
+    check_count(metadata.len())?;
+    for (k, v) in &metadata {
+        check_pair(k, Some(v))?;
+    }
+    let info = blocking(&state, move |store| {
+        store
+            .acting_as(actor)
+            .create_store(&req.name, &description, &metadata)
+            .map_err(|e| failed(&e, ""))
+    })
+    .await?;
+    Ok(answer(
+        &info.id,
+        "memory_stores.create",
+        &MemoryStoreObject::from(&info),
+    ))
 }
 
 /// `GET /v1/memory_stores`: by id, archived stores only with `include_archived=true`,
@@ -193,51 +190,46 @@ pub async fn create_store(
     responses((status = 200, description = "A page of stores", body = MemoryStorePage), ApiErrors))]
 pub async fn list_stores(
     State(state): State<Arc<AppState>>,
-    headers: HeaderMap,
-    uri: Uri,
-) -> Response {
-    respond(
-        async {
-            admin(&state, &headers, "listing memory stores")?;
-            let q = Query::of(&uri);
-            let limit = q.limit(false)?;
-            let archived = q.flag("include_archived")?.unwrap_or(false);
-            let gte = q.time("created_at[gte]")?;
-            let lte = q.time("created_at[lte]")?;
-            let after = q.page().map(decode_page).transpose()?;
-            let (stores, next) = blocking(&state, move |store| {
-                let wanted = |ms: i64| gte.is_none_or(|t| ms >= t) && lte.is_none_or(|t| ms <= t);
-                let mut found = Vec::new();
-                let mut after = after;
-                loop {
-                    let (batch, more) = store
-                        .list_stores(archived, after.as_deref(), limit)
-                        .map_err(|e| failed(&e, ""))?;
-                    let batch_len = batch.len();
-                    for (i, info) in batch.into_iter().enumerate() {
-                        after = Some(info.id.clone());
-                        if wanted(info.created_ms) {
-                            found.push(info);
-                            if found.len() == limit {
-                                let rest = more || i + 1 < batch_len;
-                                return Ok((found, after.filter(|_| rest)));
-                            }
-                        }
-                    }
-                    if !more || batch_len == 0 {
-                        return Ok((found, None));
+    caller: Caller,
+    Params(paging): Params<Paging>,
+    Params(q): Params<StoreFilter>,
+) -> Result<Response, ApiError> {
+    caller.admin("listing memory stores")?;
+    let limit = paging.limit(false)?;
+    let archived = flag("include_archived", q.include_archived.as_deref())?.unwrap_or(false);
+    let gte = time("created_at[gte]", q.created_gte.as_deref())?;
+    let lte = time("created_at[lte]", q.created_lte.as_deref())?;
+    let after = paging.page().map(decode_page).transpose()?;
+    let (stores, next) = blocking(&state, move |store| {
+        let wanted = |ms: i64| gte.is_none_or(|t| ms >= t) && lte.is_none_or(|t| ms <= t);
+        let mut found = Vec::new();
+        let mut after = after;
+        loop {
+            let (batch, more) = store
+                .list_stores(archived, after.as_deref(), limit)
+                .map_err(|e| failed(&e, ""))?;
+            let batch_len = batch.len();
+            for (i, info) in batch.into_iter().enumerate() {
+                after = Some(info.id.clone());
+                if wanted(info.created_ms) {
+                    found.push(info);
+                    if found.len() == limit {
+                        let rest = more || i + 1 < batch_len;
+                        return Ok((found, after.filter(|_| rest)));
                     }
                 }
-            })
-            .await?;
-            let page = MemoryStorePage {
-                data: stores.iter().map(MemoryStoreObject::from).collect(),
-                next_page: next.map(|id| encode_page(&id)),
-            };
-            Ok(answer("", "memory_stores.list", &page))
+            }
+            if !more || batch_len == 0 {
+                return Ok((found, None));
+            }
         }
-        .await,
-    )
+    })
+    .await?;
+    let page = MemoryStorePage {
+        data: stores.iter().map(MemoryStoreObject::from).collect(),
+        next_page: next.map(|id| encode_page(&id)),
+    };
+    Ok(answer("", "memory_stores.list", &page))
 }
 
 /// A page token of the store listing: the last id listed, hex-encoded behind `msp_`.
@@ -265,23 +257,15 @@ fn decode_page(token: &str) -> Result<String, ApiError> {
     responses((status = 200, description = "The store", body = MemoryStoreObject), ApiErrors))]
 pub async fn retrieve_store(
     State(state): State<Arc<AppState>>,
-    id: Result<Path<String>, PathRejection>,
-    headers: HeaderMap,
-) -> Response {
-    respond(
-        async {
-            let id = store_id(id)?;
-            scoped(&state, &headers, &id)?;
-            let key = id.clone();
-            let info = blocking(&state, move |store| existing(store, &key)).await?;
-            Ok(answer(
-                &id,
-                "memory_stores.retrieve",
-                &MemoryStoreObject::from(&info),
-            ))
-        }
-        .await,
-    )
+    Reads { store: id, .. }: Reads,
+) -> Result<Response, ApiError> {
+    let key = id.clone();
+    let info = blocking(&state, move |store| existing(store, &key)).await?;
+    Ok(answer(
+        &id,
+        "memory_stores.retrieve",
+        &MemoryStoreObject::from(&info),
+    ))
 }
 
 /// `POST /v1/memory_stores/{memory_store_id}`: name, description, metadata changes (a key
@@ -293,56 +277,50 @@ pub async fn retrieve_store(
     responses((status = 200, description = "The store as changed", body = MemoryStoreObject), ApiErrors))]
 pub async fn update_store(
     State(state): State<Arc<AppState>>,
-    id: Result<Path<String>, PathRejection>,
+    Writes { store: id, caller }: Writes,
     headers: HeaderMap,
     body: Body,
-) -> Response {
-    respond(
-        async {
-            let id = store_id(id)?;
-            let actor = scoped_write(&state, &headers, &id)?.actor();
-            let req: UpdateStore = json_body(&state, &headers, body).await?;
-            if let Some(name) = &req.name {
-                check_name(name)?;
-            }
-            if let Some(description) = &req.description {
-                check_description(description)?;
-            }
-            let patch = req.metadata.unwrap_or_default();
-            for (k, v) in &patch {
-                check_pair(k, v.as_deref())?;
-            }
-            let key = id.clone();
-            let info = blocking(&state, move |store| {
-                let current = existing(store, &key)?;
-                let mut merged = current.metadata;
-                for (k, v) in &patch {
-                    match v {
-                        Some(v) => merged.insert(k.clone(), v.clone()),
-                        None => merged.remove(k),
-                    };
-                }
-                check_count(merged.len())?;
-                store
-                    .acting_as(actor)
-                    .update_store(
-                        &key,
-                        req.name.as_deref(),
-                        req.description.as_deref(),
-                        &patch,
-                    )
-                    .map_err(|e| failed(&e, &key))?
-                    .map_err(|r| refused(&r, true))
-            })
-            .await?;
-            Ok(answer(
-                &id,
-                "memory_stores.update",
-                &MemoryStoreObject::from(&info),
-            ))
+) -> Result<Response, ApiError> {
+    let actor = caller.actor();
+    let req: UpdateStore = json_body(&state, &headers, body).await?;
+    if let Some(name) = &req.name {
+        check_name(name)?;
+    }
+    if let Some(description) = &req.description {
+        check_description(description)?;
+    }
+    let patch = req.metadata.unwrap_or_default();
+    for (k, v) in &patch {
+        check_pair(k, v.as_deref())?;
+    }
+    let key = id.clone();
+    let info = blocking(&state, move |store| {
+        let current = existing(store, &key)?;
+        let mut merged = current.metadata;
+        for (k, v) in &patch {
+            match v {
+                Some(v) => merged.insert(k.clone(), v.clone()),
+                None => merged.remove(k),
+            };
         }
-        .await,
-    )
+        check_count(merged.len())?;
+        store
+            .acting_as(actor)
+            .update_store(
+                &key,
+                req.name.as_deref(),
+                req.description.as_deref(),
+                &patch,
+            )
+            .map_err(|e| failed(&e, &key))?
+            .map_err(|r| refused(&r, true))
+    })
+    .await?;
+    Ok(answer(
+        &id,
+        "memory_stores.update",
+        &MemoryStoreObject::from(&info),
+    ))
 }
 
 /// `POST /v1/memory_stores/{memory_store_id}/archive`: once archived, a store is read-only
@@ -355,31 +333,24 @@ pub async fn update_store(
     responses((status = 200, description = "The archived store", body = MemoryStoreObject), ApiErrors))]
 pub async fn archive_store(
     State(state): State<Arc<AppState>>,
-    id: Result<Path<String>, PathRejection>,
-    headers: HeaderMap,
-) -> Response {
-    respond(
-        async {
-            let id = store_id(id)?;
-            let actor = scoped_write(&state, &headers, &id)?.actor();
-            let key = id.clone();
-            let info = blocking(&state, move |store| {
-                existing(store, &key)?;
-                store
-                    .acting_as(actor)
-                    .archive_store(&key)
-                    .map_err(|e| failed(&e, &key))?
-                    .map_err(|r| refused(&r, false))
-            })
-            .await?;
-            Ok(answer(
-                &id,
-                "memory_stores.archive",
-                &MemoryStoreObject::from(&info),
-            ))
-        }
-        .await,
-    )
+    Writes { store: id, caller }: Writes,
+) -> Result<Response, ApiError> {
+    let actor = caller.actor();
+    let key = id.clone();
+    let info = blocking(&state, move |store| {
+        existing(store, &key)?;
+        store
+            .acting_as(actor)
+            .archive_store(&key)
+            .map_err(|e| failed(&e, &key))?
+            .map_err(|r| refused(&r, false))
+    })
+    .await?;
+    Ok(answer(
+        &id,
+        "memory_stores.archive",
+        &MemoryStoreObject::from(&info),
+    ))
 }
 
 /// `DELETE /v1/memory_stores/{memory_store_id}`: the store, its memories and every version.
@@ -390,32 +361,25 @@ pub async fn archive_store(
     responses((status = 200, description = "The store is deleted", body = DeletedMemoryStore), ApiErrors))]
 pub async fn delete_store(
     State(state): State<Arc<AppState>>,
-    id: Result<Path<String>, PathRejection>,
-    headers: HeaderMap,
-) -> Response {
-    respond(
-        async {
-            let id = store_id(id)?;
-            let actor = scoped_write(&state, &headers, &id)?.actor();
-            let key = id.clone();
-            blocking(&state, move |store| {
-                existing(store, &key)?;
-                let deleted = store.acting_as(actor).delete_store(&key);
-                if deleted.map_err(|e| failed(&e, &key))? {
-                    Ok(())
-                } else {
-                    Err(ApiError::not_found())
-                }
-            })
-            .await?;
-            Ok(answer(
-                &id,
-                "memory_stores.delete",
-                &DeletedMemoryStore::new(id.clone()),
-            ))
+    Writes { store: id, caller }: Writes,
+) -> Result<Response, ApiError> {
+    let actor = caller.actor();
+    let key = id.clone();
+    blocking(&state, move |store| {
+        existing(store, &key)?;
+        let deleted = store.acting_as(actor).delete_store(&key);
+        if deleted.map_err(|e| failed(&e, &key))? {
+            Ok(())
+        } else {
+            Err(ApiError::not_found())
         }
-        .await,
-    )
+    })
+    .await?;
+    Ok(answer(
+        &id,
+        "memory_stores.delete",
+        &DeletedMemoryStore::new(id.clone()),
+    ))
 }
 
 #[cfg(test)]

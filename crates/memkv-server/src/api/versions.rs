@@ -4,33 +4,30 @@
 
 use std::sync::Arc;
 
-use axum::extract::rejection::PathRejection;
-use axum::extract::{Path, State};
-use axum::http::{HeaderMap, Uri};
+use axum::extract::State;
 use axum::response::Response;
-use memkv::{Actor, MemoryId, Operation, Page, VersionFilter};
-
+use memkv::{Actor, MemoryId, Operation, Page, VersionFilter, VersionId};
+use serde::Deserialize;
 use utoipa::IntoParams;
 
 use super::objects::{MemoryVersionObject, MemoryVersionPage, Operation as VersionOperation};
-use super::{
-    Query, answer, failed, ids, on_store, refused, respond, scoped, scoped_write, store_id,
-};
+use super::{answer, failed, on_store, refused};
 use crate::AppState;
+use crate::access::{Item, Reads, Writes};
 use crate::error::ApiError;
+use crate::params::{Paging, Params, ViewBasic, ViewFull, time};
 use crate::routes::{REDACT, VERSION, VERSIONS};
-use crate::spec::{ApiErrors, Beta, Paging, StorePath, VersionPath, ViewBasic, ViewFull};
+use crate::spec::{ApiErrors, Beta, StorePath, VersionPath};
 
 /// The filters of the version listing.
-#[derive(IntoParams)]
+#[derive(Deserialize, IntoParams)]
 #[into_params(parameter_in = Query)]
-#[allow(dead_code)]
-struct VersionQuery {
+pub struct VersionQuery {
     /// Only this memory's versions (`mem_…`), deleted or not.
     memory_id: Option<String>,
     /// Only this kind of change.
-    #[param(inline)]
-    operation: Option<VersionOperation>,
+    #[param(value_type = Option<VersionOperation>, inline)]
+    operation: Option<String>,
     /// Only changes made with this key (`key_…`).
     api_key_id: Option<String>,
     /// Only changes made by this session.
@@ -38,25 +35,28 @@ struct VersionQuery {
     /// Only changes made by this service account (memkv has none: no version matches).
     service_account_id: Option<String>,
     /// Only versions written at or after this time.
-    #[param(rename = "created_at[gte]", format = DateTime)]
+    #[serde(rename = "created_at[gte]")]
+    #[param(format = DateTime)]
     created_gte: Option<String>,
     /// Only versions written at or before this time.
-    #[param(rename = "created_at[lte]", format = DateTime)]
+    #[serde(rename = "created_at[lte]")]
+    #[param(format = DateTime)]
     created_lte: Option<String>,
 }
 
 /// The filter of a version listing; `None` when no version can match (a service account, or
 /// two different authors).
-fn filter(q: &Query) -> Result<Option<VersionFilter>, ApiError> {
+fn filter(q: &VersionQuery) -> Result<Option<VersionFilter>, ApiError> {
     let memory = q
-        .get("memory_id")
+        .memory_id
+        .as_deref()
         .map(|m| {
             m.parse::<MemoryId>().map_err(|_| {
                 ApiError::invalid(format!("memory_id must be a memory id (mem_…), not {m:?}"))
             })
         })
         .transpose()?;
-    let operation = match q.get("operation") {
+    let operation = match q.operation.as_deref() {
         None => None,
         Some("created") => Some(Operation::Created),
         Some("modified") => Some(Operation::Modified),
@@ -67,17 +67,17 @@ fn filter(q: &Query) -> Result<Option<VersionFilter>, ApiError> {
             )));
         }
     };
-    let created_gte_ms = q.time("created_at[gte]")?;
-    let created_lte_ms = q.time("created_at[lte]")?;
+    let created_gte_ms = time("created_at[gte]", q.created_gte.as_deref())?;
+    let created_lte_ms = time("created_at[lte]", q.created_lte.as_deref())?;
     let authors: Vec<Actor> = [
-        q.get("api_key_id").map(|k| Actor::ApiKey(k.to_owned())),
-        q.get("session_id").map(|s| Actor::Session(s.to_owned())),
+        q.api_key_id.clone().map(Actor::ApiKey),
+        q.session_id.clone().map(Actor::Session),
     ]
     .into_iter()
     .flatten()
     .collect();
     // memkv records no service accounts: nothing was written by one.
-    if q.get("service_account_id").is_some() || authors.len() > 1 {
+    if q.service_account_id.is_some() || authors.len() > 1 {
         return Ok(None);
     }
     Ok(Some(VersionFilter {
@@ -100,44 +100,37 @@ fn filter(q: &Query) -> Result<Option<VersionFilter>, ApiError> {
     responses((status = 200, description = "A page of versions", body = MemoryVersionPage), ApiErrors))]
 pub async fn list_versions(
     State(state): State<Arc<AppState>>,
-    id: Result<Path<String>, PathRejection>,
-    headers: HeaderMap,
-    uri: Uri,
-) -> Response {
-    respond(
-        async {
-            let id = store_id(id)?;
-            let caller = scoped(&state, &headers, &id)?;
-            let q = Query::of(&uri);
-            let full = q.view(false)?;
-            let limit = q.limit(full)?;
-            let filter = filter(&q)?;
-            let page = q.page().map(str::to_owned);
-            let page = on_store(&state, &id, caller, move |user, key| {
-                let Some(filter) = filter else {
-                    return Ok(Page {
-                        items: Vec::new(),
-                        next: None,
-                    });
-                };
-                user.versions(&filter, page.as_deref(), limit, full)
-                    .map_err(|e| failed(&e, key))?
-                    .map_err(|r| refused(&r, false))
-            })
-            .await?;
-            let data = page
-                .items
-                .iter()
-                .map(|v| MemoryVersionObject::new(&id, v, full))
-                .collect();
-            let page = MemoryVersionPage {
-                data,
-                next_page: page.next,
-            };
-            Ok(answer(&id, "memory_versions.list", &page))
-        }
-        .await,
-    )
+    Reads { store: id, caller }: Reads,
+    Params(view): Params<ViewBasic>,
+    Params(paging): Params<Paging>,
+    Params(q): Params<VersionQuery>,
+) -> Result<Response, ApiError> {
+    let full = view.full()?;
+    let limit = paging.limit(full)?;
+    let filter = filter(&q)?;
+    let page = paging.page().map(str::to_owned);
+    let page = on_store(&state, &id, caller, move |user, key| {
+        let Some(filter) = filter else {
+            return Ok(Page {
+                items: Vec::new(),
+                next: None,
+            });
+        };
+        user.versions(&filter, page.as_deref(), limit, full)
+            .map_err(|e| failed(&e, key))?
+            .map_err(|r| refused(&r, false))
+    })
+    .await?;
+    let data = page
+        .items
+        .iter()
+        .map(|v| MemoryVersionObject::new(&id, v, full))
+        .collect();
+    let page = MemoryVersionPage {
+        data,
+        next_page: page.next,
+    };
+    Ok(answer(&id, "memory_versions.list", &page))
 }
 
 /// `GET /v1/memory_stores/{memory_store_id}/memory_versions/{memory_version_id}` (`view`
@@ -147,29 +140,22 @@ pub async fn list_versions(
     responses((status = 200, description = "The version", body = MemoryVersionObject), ApiErrors))]
 pub async fn retrieve_version(
     State(state): State<Arc<AppState>>,
-    path: Result<Path<(String, String)>, PathRejection>,
-    headers: HeaderMap,
-    uri: Uri,
-) -> Response {
-    respond(
-        async {
-            let (id, version) = ids(path)?;
-            let caller = scoped(&state, &headers, &id)?;
-            let full = Query::of(&uri).view(true)?;
-            let v = on_store(&state, &id, caller, move |user, key| {
-                user.version(version, full)
-                    .map_err(|e| failed(&e, key))?
-                    .ok_or_else(ApiError::not_found)
-            })
-            .await?;
-            Ok(answer(
-                &id,
-                "memory_versions.retrieve",
-                &MemoryVersionObject::new(&id, &v, full),
-            ))
-        }
-        .await,
-    )
+    Reads { store: id, caller }: Reads,
+    Item(version): Item<VersionId>,
+    Params(view): Params<ViewFull>,
+) -> Result<Response, ApiError> {
+    let full = view.full()?;
+    let v = on_store(&state, &id, caller, move |user, key| {
+        user.version(version, full)
+            .map_err(|e| failed(&e, key))?
+            .ok_or_else(ApiError::not_found)
+    })
+    .await?;
+    Ok(answer(
+        &id,
+        "memory_versions.retrieve",
+        &MemoryVersionObject::new(&id, &v, full),
+    ))
 }
 
 /// `POST /v1/memory_stores/{memory_store_id}/memory_versions/{memory_version_id}/redact`:
@@ -182,25 +168,18 @@ pub async fn retrieve_version(
     responses((status = 200, description = "The redacted version", body = MemoryVersionObject), ApiErrors))]
 pub async fn redact_version(
     State(state): State<Arc<AppState>>,
-    path: Result<Path<(String, String)>, PathRejection>,
-    headers: HeaderMap,
-) -> Response {
-    respond(
-        async {
-            let (id, version) = ids(path)?;
-            let caller = scoped_write(&state, &headers, &id)?;
-            let v = on_store(&state, &id, caller, move |user, key| {
-                user.redact(version)
-                    .map_err(|e| failed(&e, key))?
-                    .map_err(|r| refused(&r, false))
-            })
-            .await?;
-            Ok(answer(
-                &id,
-                "memory_versions.redact",
-                &MemoryVersionObject::new(&id, &v, false),
-            ))
-        }
-        .await,
-    )
+    Writes { store: id, caller }: Writes,
+    Item(version): Item<VersionId>,
+) -> Result<Response, ApiError> {
+    let v = on_store(&state, &id, caller, move |user, key| {
+        user.redact(version)
+            .map_err(|e| failed(&e, key))?
+            .map_err(|r| refused(&r, false))
+    })
+    .await?;
+    Ok(answer(
+        &id,
+        "memory_versions.redact",
+        &MemoryVersionObject::new(&id, &v, false),
+    ))
 }

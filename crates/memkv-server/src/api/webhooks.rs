@@ -5,8 +5,7 @@
 use std::sync::Arc;
 
 use axum::body::Body;
-use axum::extract::rejection::PathRejection;
-use axum::extract::{Path, State};
+use axum::extract::State;
 use axum::http::HeaderMap;
 use axum::response::Response;
 use memkv::Error;
@@ -14,8 +13,10 @@ use serde::Deserialize;
 use utoipa::{IntoParams, ToSchema};
 
 use super::objects::{DeletedWebhook, WebhookCreated, WebhookList, WebhookObject};
-use super::{admin, answer, blocking, failed, json_body, respond};
+use super::{answer, blocking, failed, json_body};
 use crate::AppState;
+use crate::access::Named;
+use crate::auth::Caller;
 use crate::error::ApiError;
 use crate::routes::{WEBHOOK, WEBHOOKS};
 use crate::spec::{ApiErrors, Beta};
@@ -70,32 +71,28 @@ fn refused(e: &Error) -> ApiError {
     responses((status = 200, description = "The endpoint and its signing secret", body = WebhookCreated), ApiErrors))]
 pub async fn create_webhook(
     State(state): State<Arc<AppState>>,
+    caller: Caller,
     headers: HeaderMap,
     body: Body,
-) -> Response {
-    respond(
-        async {
-            admin(&state, &headers, "registering a webhook")?;
-            let req: CreateWebhook = json_body(&state, &headers, body).await?;
-            let kinds = crate::webhooks::events(&req.events).map_err(ApiError::invalid)?;
-            let format = crate::webhooks::format(req.format.as_deref().unwrap_or("memkv"))
-                .map_err(ApiError::invalid)?;
-            let secret = crate::webhooks::new_secret()
-                .map_err(|_| ApiError::internal("no random source for the signing secret"))?;
-            let given = secret.clone();
-            let hook = blocking(&state, move |db| {
-                db.add_webhook(&req.url, &given, &req.stores, &kinds, format)
-                    .map_err(|e| refused(&e))
-            })
-            .await?;
-            Ok(answer(
-                "",
-                "webhooks.create",
-                &WebhookCreated::new(&hook, secret),
-            ))
-        }
-        .await,
-    )
+) -> Result<Response, ApiError> {
+    caller.admin("registering a webhook")?;
+    let req: CreateWebhook = json_body(&state, &headers, body).await?;
+    let kinds = crate::webhooks::events(&req.events).map_err(ApiError::invalid)?;
+    let format = crate::webhooks::format(req.format.as_deref().unwrap_or("memkv"))
+        .map_err(ApiError::invalid)?;
+    let secret = crate::webhooks::new_secret()
+        .map_err(|_| ApiError::internal("no random source for the signing secret"))?;
+    let given = secret.clone();
+    let hook = blocking(&state, move |db| {
+        db.add_webhook(&req.url, &given, &req.stores, &kinds, format)
+            .map_err(|e| refused(&e))
+    })
+    .await?;
+    Ok(answer(
+        "",
+        "webhooks.create",
+        &WebhookCreated::new(&hook, secret),
+    ))
 }
 
 /// `GET /v1/webhooks`: every endpoint, by id (no secrets).
@@ -104,18 +101,16 @@ pub async fn create_webhook(
     description = "Admin key. Each endpoint with the last seq delivered, failures in a row and the next attempt.",
     params(Beta),
     responses((status = 200, description = "Every endpoint", body = WebhookList), ApiErrors))]
-pub async fn list_webhooks(State(state): State<Arc<AppState>>, headers: HeaderMap) -> Response {
-    respond(
-        async {
-            admin(&state, &headers, "listing webhooks")?;
-            let hooks = blocking(&state, |db| db.webhooks().map_err(|e| refused(&e))).await?;
-            let list = WebhookList {
-                data: hooks.iter().map(WebhookObject::from).collect(),
-            };
-            Ok(answer("", "webhooks.list", &list))
-        }
-        .await,
-    )
+pub async fn list_webhooks(
+    State(state): State<Arc<AppState>>,
+    caller: Caller,
+) -> Result<Response, ApiError> {
+    caller.admin("listing webhooks")?;
+    let hooks = blocking(&state, |db| db.webhooks().map_err(|e| refused(&e))).await?;
+    let list = WebhookList {
+        data: hooks.iter().map(WebhookObject::from).collect(),
+    };
+    Ok(answer("", "webhooks.list", &list))
 }
 
 /// `DELETE /v1/webhooks/{webhook_id}`.
@@ -125,27 +120,21 @@ pub async fn list_webhooks(State(state): State<Arc<AppState>>, headers: HeaderMa
     responses((status = 200, description = "The endpoint is removed", body = DeletedWebhook), ApiErrors))]
 pub async fn delete_webhook(
     State(state): State<Arc<AppState>>,
-    id: Result<Path<String>, PathRejection>,
-    headers: HeaderMap,
-) -> Response {
-    respond(
-        async {
-            admin(&state, &headers, "removing a webhook")?;
-            let Path(id) = id.map_err(|_| ApiError::not_found())?;
-            let gone = id.clone();
-            let removed = blocking(&state, move |db| {
-                db.remove_webhook(&gone).map_err(|e| refused(&e))
-            })
-            .await?;
-            if !removed {
-                return Err(ApiError::not_found());
-            }
-            Ok(answer(
-                "",
-                "webhooks.delete",
-                &DeletedWebhook::new(id.clone()),
-            ))
-        }
-        .await,
-    )
+    caller: Caller,
+    Named(id): Named,
+) -> Result<Response, ApiError> {
+    caller.admin("removing a webhook")?;
+    let gone = id.clone();
+    let removed = blocking(&state, move |db| {
+        db.remove_webhook(&gone).map_err(|e| refused(&e))
+    })
+    .await?;
+    if !removed {
+        return Err(ApiError::not_found());
+    }
+    Ok(answer(
+        "",
+        "webhooks.delete",
+        &DeletedWebhook::new(id.clone()),
+    ))
 }

@@ -12,7 +12,7 @@ use axum::response::Response;
 use maud::{Markup, html};
 use memkv::{MemoryId, VersionId};
 
-use super::{Problem, Visit, after, posted, respond, view};
+use super::{Problem, Visit, after, posted, view};
 use crate::AppState;
 use crate::api::{blocking, existing, failed, handle, on_store, refused};
 
@@ -69,27 +69,22 @@ pub async fn confirm_restore(
     State(state): State<Arc<AppState>>,
     Path((store, version)): Path<(String, String)>,
     v: Visit,
-) -> Response {
-    respond(
-        async {
-            let ver = version_to_change(&state, &v, &store, &version).await?;
-            let explain = html! {
-                p { "Restoring makes the content of version " code { (ver.id) } " ("
-                    (ver.operation.as_str()) " " (view::time(ver.created_ms)) ") the memory's current content again, as a new version written by your key. "
-                    "If the memory was deleted since, it comes back at the version's path. Nothing is erased: every version stays." }
-                @if let Some(p) = &ver.path { p { "Path: " code { (p) } } }
-            };
-            Ok(confirm(
-                &v,
-                "Restore this version?",
-                explain,
-                &version_url(&store, &version, "restore"),
-                "Restore",
-                &view::memory_url(&store, &ver.memory.to_string()),
-            ))
-        }
-        .await,
-    )
+) -> Result<Response, Problem> {
+    let ver = version_to_change(&state, &v, &store, &version).await?;
+    let explain = html! {
+        p { "Restoring makes the content of version " code { (ver.id) } " ("
+            (ver.operation.as_str()) " " (view::time(ver.created_ms)) ") the memory's current content again, as a new version written by your key. "
+            "If the memory was deleted since, it comes back at the version's path. Nothing is erased: every version stays." }
+        @if let Some(p) = &ver.path { p { "Path: " code { (p) } } }
+    };
+    Ok(confirm(
+        &v,
+        "Restore this version?",
+        explain,
+        &version_url(&store, &version, "restore"),
+        "Restore",
+        &view::memory_url(&store, &ver.memory.to_string()),
+    ))
 }
 
 /// `POST /console/stores/{store}/versions/{version}/restore`.
@@ -98,25 +93,20 @@ pub async fn restore(
     Path((store, version)): Path<(String, String)>,
     headers: HeaderMap,
     body: Body,
-) -> Response {
-    respond(
-        async {
-            let (v, _) = posted(&state, &headers, body).await?;
-            let caller = v.writes(&state, &store)?;
-            let id: VersionId = version.parse().map_err(|_| Problem::not_found())?;
-            let restored = on_store(&state, &store, caller, move |s, store| {
-                s.restore(id)
-                    .map_err(|e| failed(&e, store))?
-                    .map_err(|r| refused(&r, false))
-            })
-            .await?;
-            Ok(after(
-                &view::memory_url(&store, &restored.id.to_string()),
-                "restored",
-            ))
-        }
-        .await,
-    )
+) -> Result<Response, Problem> {
+    let (v, _) = posted(&state, &headers, body).await?;
+    let caller = v.writes(&state, &store)?;
+    let id: VersionId = version.parse().map_err(|_| Problem::not_found())?;
+    let restored = on_store(&state, &store, caller, move |s, store| {
+        s.restore(id)
+            .map_err(|e| failed(&e, store))?
+            .map_err(|r| refused(&r, false))
+    })
+    .await?;
+    Ok(after(
+        &view::memory_url(&store, &restored.id.to_string()),
+        "restored",
+    ))
 }
 
 /// `GET /console/stores/{store}/versions/{version}/redact`.
@@ -124,28 +114,23 @@ pub async fn confirm_redact(
     State(state): State<Arc<AppState>>,
     Path((store, version)): Path<(String, String)>,
     v: Visit,
-) -> Response {
-    respond(
-        async {
-            let ver = version_to_change(&state, &v, &store, &version).await?;
-            let explain = html! {
-                p { "Redacting version " code { (ver.id) } " (" (ver.operation.as_str()) " " (view::time(ver.created_ms)) ") "
-                    strong { "erases its content, its path and its hash for good" }
-                    ": from every page of this console, the API, exports and backups taken from now on. "
-                    "The version stays in the memory's list, marked redacted, with when and by which key. This cannot be undone." }
-                p { "The current version of a live memory cannot be redacted (the memory would go on showing it): change or delete the memory first." }
-            };
-            Ok(confirm(
-                &v,
-                "Redact this version?",
-                explain,
-                &version_url(&store, &version, "redact"),
-                "Redact for good",
-                &view::memory_url(&store, &ver.memory.to_string()),
-            ))
-        }
-        .await,
-    )
+) -> Result<Response, Problem> {
+    let ver = version_to_change(&state, &v, &store, &version).await?;
+    let explain = html! {
+        p { "Redacting version " code { (ver.id) } " (" (ver.operation.as_str()) " " (view::time(ver.created_ms)) ") "
+            strong { "erases its content, its path and its hash for good" }
+            ": from every page of this console, the API, exports and backups taken from now on. "
+            "The version stays in the memory's list, marked redacted, with when and by which key. This cannot be undone." }
+        p { "The current version of a live memory cannot be redacted (the memory would go on showing it): change or delete the memory first." }
+    };
+    Ok(confirm(
+        &v,
+        "Redact this version?",
+        explain,
+        &version_url(&store, &version, "redact"),
+        "Redact for good",
+        &view::memory_url(&store, &ver.memory.to_string()),
+    ))
 }
 
 /// `POST /console/stores/{store}/versions/{version}/redact`.
@@ -154,25 +139,20 @@ pub async fn redact(
     Path((store, version)): Path<(String, String)>,
     headers: HeaderMap,
     body: Body,
-) -> Response {
-    respond(
-        async {
-            let (v, _) = posted(&state, &headers, body).await?;
-            let caller = v.writes(&state, &store)?;
-            let id: VersionId = version.parse().map_err(|_| Problem::not_found())?;
-            let ver = on_store(&state, &store, caller, move |s, store| {
-                s.redact(id)
-                    .map_err(|e| failed(&e, store))?
-                    .map_err(|r| refused(&r, false))
-            })
-            .await?;
-            Ok(after(
-                &view::memory_url(&store, &ver.memory.to_string()),
-                "redacted",
-            ))
-        }
-        .await,
-    )
+) -> Result<Response, Problem> {
+    let (v, _) = posted(&state, &headers, body).await?;
+    let caller = v.writes(&state, &store)?;
+    let id: VersionId = version.parse().map_err(|_| Problem::not_found())?;
+    let ver = on_store(&state, &store, caller, move |s, store| {
+        s.redact(id)
+            .map_err(|e| failed(&e, store))?
+            .map_err(|r| refused(&r, false))
+    })
+    .await?;
+    Ok(after(
+        &view::memory_url(&store, &ver.memory.to_string()),
+        "redacted",
+    ))
 }
 
 /// `GET /console/stores/{store}/memories/{memory}/delete`.
@@ -180,31 +160,26 @@ pub async fn confirm_delete(
     State(state): State<Arc<AppState>>,
     Path((store, memory)): Path<(String, String)>,
     v: Visit,
-) -> Response {
-    respond(
-        async {
-            let caller = v.writes(&state, &store)?;
-            let id: MemoryId = memory.parse().map_err(|_| Problem::not_found())?;
-            let m = on_store(&state, &store, caller, move |s, store| {
-                s.memory(id, false).map_err(|e| failed(&e, store))
-            })
-            .await?
-            .ok_or_else(Problem::not_found)?;
-            let explain = html! {
-                p { "Deleting " code { (m.path) } " (" (view::bytes(m.size)) ") removes it from the store: the agent no longer sees it. "
-                    "Its versions are kept (a deletion version is added, written by your key), so it can be restored from its page." }
-            };
-            Ok(confirm(
-                &v,
-                "Delete this memory?",
-                explain,
-                &format!("{}/delete", view::memory_url(&store, &memory)),
-                "Delete",
-                &view::memory_url(&store, &memory),
-            ))
-        }
-        .await,
-    )
+) -> Result<Response, Problem> {
+    let caller = v.writes(&state, &store)?;
+    let id: MemoryId = memory.parse().map_err(|_| Problem::not_found())?;
+    let m = on_store(&state, &store, caller, move |s, store| {
+        s.memory(id, false).map_err(|e| failed(&e, store))
+    })
+    .await?
+    .ok_or_else(Problem::not_found)?;
+    let explain = html! {
+        p { "Deleting " code { (m.path) } " (" (view::bytes(m.size)) ") removes it from the store: the agent no longer sees it. "
+            "Its versions are kept (a deletion version is added, written by your key), so it can be restored from its page." }
+    };
+    Ok(confirm(
+        &v,
+        "Delete this memory?",
+        explain,
+        &format!("{}/delete", view::memory_url(&store, &memory)),
+        "Delete",
+        &view::memory_url(&store, &memory),
+    ))
 }
 
 /// `POST /console/stores/{store}/memories/{memory}/delete`.
@@ -213,32 +188,27 @@ pub async fn delete(
     Path((store, memory)): Path<(String, String)>,
     headers: HeaderMap,
     body: Body,
-) -> Response {
-    respond(
-        async {
-            let (v, _) = posted(&state, &headers, body).await?;
-            let caller = v.writes(&state, &store)?;
-            let id: MemoryId = memory.parse().map_err(|_| Problem::not_found())?;
-            let dir = on_store(&state, &store, caller, move |s, store| {
-                let path = s
-                    .memory(id, false)
-                    .map_err(|e| failed(&e, store))?
-                    .map(|m| m.path);
-                s.delete_memory(id, None)
-                    .map_err(|e| failed(&e, store))?
-                    .map_err(|r| refused(&r, false))?;
-                Ok(path)
-            })
-            .await?;
-            let dir = dir
-                .as_deref()
-                .and_then(|p| p.rsplit_once('/'))
-                .map_or("/memories", |(d, _)| d)
-                .to_owned();
-            Ok(after(&view::dir_url(&store, &dir), "deleted"))
-        }
-        .await,
-    )
+) -> Result<Response, Problem> {
+    let (v, _) = posted(&state, &headers, body).await?;
+    let caller = v.writes(&state, &store)?;
+    let id: MemoryId = memory.parse().map_err(|_| Problem::not_found())?;
+    let dir = on_store(&state, &store, caller, move |s, store| {
+        let path = s
+            .memory(id, false)
+            .map_err(|e| failed(&e, store))?
+            .map(|m| m.path);
+        s.delete_memory(id, None)
+            .map_err(|e| failed(&e, store))?
+            .map_err(|r| refused(&r, false))?;
+        Ok(path)
+    })
+    .await?;
+    let dir = dir
+        .as_deref()
+        .and_then(|p| p.rsplit_once('/'))
+        .map_or("/memories", |(d, _)| d)
+        .to_owned();
+    Ok(after(&view::dir_url(&store, &dir), "deleted"))
 }
 
 /// `GET /console/stores/{store}/archive`.
@@ -246,28 +216,23 @@ pub async fn confirm_archive(
     State(state): State<Arc<AppState>>,
     Path(store): Path<String>,
     v: Visit,
-) -> Response {
-    respond(
-        async {
-            v.writes(&state, &store)?;
-            let key = store.clone();
-            let info = blocking(&state, move |db| existing(db, &key)).await?;
-            let explain = html! {
-                p { "Archiving " strong { (info.name) } " (" code { (info.id) } ") makes it read-only for good: "
-                    "the agent's writes and the API's changes are refused from then on. Its memories can still be read and deleted, "
-                    "its versions redacted, and the store deleted. There is no un-archiving." }
-            };
-            Ok(confirm(
-                &v,
-                "Archive this store?",
-                explain,
-                &format!("{}/archive", view::store_url(&store)),
-                "Archive",
-                &view::store_url(&store),
-            ))
-        }
-        .await,
-    )
+) -> Result<Response, Problem> {
+    v.writes(&state, &store)?;
+    let key = store.clone();
+    let info = blocking(&state, move |db| existing(db, &key)).await?;
+    let explain = html! {
+        p { "Archiving " strong { (info.name) } " (" code { (info.id) } ") makes it read-only for good: "
+            "the agent's writes and the API's changes are refused from then on. Its memories can still be read and deleted, "
+            "its versions redacted, and the store deleted. There is no un-archiving." }
+    };
+    Ok(confirm(
+        &v,
+        "Archive this store?",
+        explain,
+        &format!("{}/archive", view::store_url(&store)),
+        "Archive",
+        &view::store_url(&store),
+    ))
 }
 
 /// `POST /console/stores/{store}/archive`.
@@ -276,22 +241,17 @@ pub async fn archive(
     Path(store): Path<String>,
     headers: HeaderMap,
     body: Body,
-) -> Response {
-    respond(
-        async {
-            let (v, _) = posted(&state, &headers, body).await?;
-            let caller = v.writes(&state, &store)?;
-            let key = store.clone();
-            blocking(&state, move |db| {
-                handle(db, &key, &caller)?;
-                db.acting_as(caller.actor())
-                    .archive_store(&key)
-                    .map_err(|e| failed(&e, &key))?
-                    .map_err(|r| refused(&r, false))
-            })
-            .await?;
-            Ok(after(&view::store_url(&store), "archived"))
-        }
-        .await,
-    )
+) -> Result<Response, Problem> {
+    let (v, _) = posted(&state, &headers, body).await?;
+    let caller = v.writes(&state, &store)?;
+    let key = store.clone();
+    blocking(&state, move |db| {
+        handle(db, &key, &caller)?;
+        db.acting_as(caller.actor())
+            .archive_store(&key)
+            .map_err(|e| failed(&e, &key))?
+            .map_err(|r| refused(&r, false))
+    })
+    .await?;
+    Ok(after(&view::store_url(&store), "archived"))
 }

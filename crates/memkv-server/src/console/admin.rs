@@ -5,16 +5,17 @@ use std::sync::Arc;
 
 use axum::body::Body;
 use axum::extract::{Path, State};
-use axum::http::{HeaderMap, StatusCode, Uri};
+use axum::http::{HeaderMap, StatusCode};
 use axum::response::{IntoResponse, Response};
 use maud::{Markup, html};
 use memkv::{ApiKey, Error, KeyScope, NewKey};
 use serde_json::{Map, Value};
 
-use super::{Form, Problem, Visit, after, notice_for, posted, respond, view};
+use super::{Ask, Form, Problem, Visit, after, notice_for, posted, view};
 use crate::AppState;
 use crate::api::settings::{parse_patch, settings_json};
-use crate::api::{Query, blocking, failed};
+use crate::api::{blocking, failed};
+use crate::params::Params;
 
 fn key_refused(e: &Error) -> Problem {
     match e {
@@ -88,16 +89,14 @@ fn keys_page(v: &Visit, keys: &[ApiKey], done: Option<&str>, problem: Option<&st
 }
 
 /// `GET /console/keys`.
-pub async fn keys(State(state): State<Arc<AppState>>, v: Visit, uri: Uri) -> Response {
-    respond(
-        async {
-            v.admin("the API keys page")?;
-            let keys = blocking(&state, |db| db.api_keys().map_err(|e| failed(&e, ""))).await?;
-            let q = Query::of(&uri);
-            Ok(v.page("API keys", keys_page(&v, &keys, q.get("done"), None)))
-        }
-        .await,
-    )
+pub async fn keys(
+    State(state): State<Arc<AppState>>,
+    v: Visit,
+    Params(ask): Params<Ask>,
+) -> Result<Response, Problem> {
+    v.admin("the API keys page")?;
+    let keys = blocking(&state, |db| db.api_keys().map_err(|e| failed(&e, ""))).await?;
+    Ok(v.page("API keys", keys_page(&v, &keys, ask.done.as_deref(), None)))
 }
 
 fn new_key(form: &Form) -> Result<NewKey, String> {
@@ -138,37 +137,30 @@ pub async fn add_key(
     State(state): State<Arc<AppState>>,
     headers: HeaderMap,
     body: Body,
-) -> Response {
-    respond(
-        async {
-            let (v, form) = posted(&state, &headers, body).await?;
-            v.admin("adding an API key")?;
-            let problem = match new_key(&form) {
-                Ok(new) => {
-                    match blocking(&state, move |db| Ok(db.add_key(&new))).await? {
-                        Ok((added, key)) => {
-                            let body = html! {
-                                p.notice role="status" { "The key " code { (added.id) } " (" (scope_words(&added)) ") was added. Copy it now: it is not shown again." }
-                                p { label for="new-key" { "The new key" } }
-                                p { input #new-key.key type="text" readonly value=(key) size="60"; }
-                                p { a href="/console/keys" { "Back to the keys" } }
-                            };
-                            return Ok(v.page("Key added", body));
-                        }
-                        Err(e) => match key_refused(&e) {
-                            p if p.status == StatusCode::BAD_REQUEST => p.message,
-                            p => return Err(p),
-                        },
-                    }
-                }
-                Err(message) => message,
-            };
-            let keys = blocking(&state, |db| db.api_keys().map_err(|e| failed(&e, ""))).await?;
-            let page = v.page("API keys", keys_page(&v, &keys, None, Some(&problem)));
-            Ok((StatusCode::BAD_REQUEST, page).into_response())
-        }
-        .await,
-    )
+) -> Result<Response, Problem> {
+    let (v, form) = posted(&state, &headers, body).await?;
+    v.admin("adding an API key")?;
+    let problem = match new_key(&form) {
+        Ok(new) => match blocking(&state, move |db| Ok(db.add_key(&new))).await? {
+            Ok((added, key)) => {
+                let body = html! {
+                    p.notice role="status" { "The key " code { (added.id) } " (" (scope_words(&added)) ") was added. Copy it now: it is not shown again." }
+                    p { label for="new-key" { "The new key" } }
+                    p { input #new-key.key type="text" readonly value=(key) size="60"; }
+                    p { a href="/console/keys" { "Back to the keys" } }
+                };
+                return Ok(v.page("Key added", body));
+            }
+            Err(e) => match key_refused(&e) {
+                p if p.status == StatusCode::BAD_REQUEST => p.message,
+                p => return Err(p),
+            },
+        },
+        Err(message) => message,
+    };
+    let keys = blocking(&state, |db| db.api_keys().map_err(|e| failed(&e, ""))).await?;
+    let page = v.page("API keys", keys_page(&v, &keys, None, Some(&problem)));
+    Ok((StatusCode::BAD_REQUEST, page).into_response())
 }
 
 /// `GET /console/keys/{key}/revoke`.
@@ -176,27 +168,25 @@ pub async fn confirm_revoke(
     State(state): State<Arc<AppState>>,
     Path(id): Path<String>,
     v: Visit,
-) -> Response {
-    respond(
-        async {
-            v.admin("revoking an API key")?;
-            let keys = blocking(&state, |db| db.api_keys().map_err(|e| failed(&e, ""))).await?;
-            let k = keys.iter().find(|k| k.id == id).ok_or_else(Problem::not_found)?;
-            let own = v.caller.key_id.as_deref() == Some(k.id.as_str());
-            let body = html! {
-                p { "Revoking " code { (k.id) } " (" (scope_words(k)) @if !k.label.is_empty() { ", " (k.label) } ") "
-                    "stops it on every server of this database within a second. It cannot be undone." }
-                @if own { p.problem { "This is the key you are signed in with: you will be signed out." } }
-                form.confirm method="post" action=(format!("/console/keys/{}/revoke", view::segment(&k.id))) {
-                    input type="hidden" name="csrf" value=(v.csrf());
-                    button.danger type="submit" { "Revoke" }
-                    " " a href="/console/keys" { "Cancel" }
-                }
-            };
-            Ok(v.page("Revoke this key?", body))
+) -> Result<Response, Problem> {
+    v.admin("revoking an API key")?;
+    let keys = blocking(&state, |db| db.api_keys().map_err(|e| failed(&e, ""))).await?;
+    let k = keys
+        .iter()
+        .find(|k| k.id == id)
+        .ok_or_else(Problem::not_found)?;
+    let own = v.caller.key_id.as_deref() == Some(k.id.as_str());
+    let body = html! {
+        p { "Revoking " code { (k.id) } " (" (scope_words(k)) @if !k.label.is_empty() { ", " (k.label) } ") "
+            "stops it on every server of this database within a second. It cannot be undone." }
+        @if own { p.problem { "This is the key you are signed in with: you will be signed out." } }
+        form.confirm method="post" action=(format!("/console/keys/{}/revoke", view::segment(&k.id))) {
+            input type="hidden" name="csrf" value=(v.csrf());
+            button.danger type="submit" { "Revoke" }
+            " " a href="/console/keys" { "Cancel" }
         }
-        .await,
-    )
+    };
+    Ok(v.page("Revoke this key?", body))
 }
 
 /// `POST /console/keys/{key}/revoke`.
@@ -205,22 +195,17 @@ pub async fn revoke(
     Path(id): Path<String>,
     headers: HeaderMap,
     body: Body,
-) -> Response {
-    respond(
-        async {
-            let (v, _) = posted(&state, &headers, body).await?;
-            v.admin("revoking an API key")?;
-            let removed = blocking(&state, move |db| {
-                db.revoke_key(&id).map_err(|e| failed(&e, ""))
-            })
-            .await?;
-            if !removed {
-                return Err(Problem::not_found());
-            }
-            Ok(after("/console/keys", "revoked"))
-        }
-        .await,
-    )
+) -> Result<Response, Problem> {
+    let (v, _) = posted(&state, &headers, body).await?;
+    v.admin("revoking an API key")?;
+    let removed = blocking(&state, move |db| {
+        db.revoke_key(&id).map_err(|e| failed(&e, ""))
+    })
+    .await?;
+    if !removed {
+        return Err(Problem::not_found());
+    }
+    Ok(after("/console/keys", "revoked"))
 }
 
 /// A setting's value as the form shows it (empty: the store has none of its own).
@@ -281,21 +266,15 @@ pub async fn settings(
     State(state): State<Arc<AppState>>,
     Path(store): Path<String>,
     v: Visit,
-    uri: Uri,
-) -> Response {
-    respond(
-        async {
-            v.admin("a store's settings")?;
-            let key = store.clone();
-            let current = blocking(&state, move |db| current_settings(db, &key)).await?;
-            let q = Query::of(&uri);
-            Ok(v.page(
-                &format!("Settings of {store}"),
-                settings_page(&v, &store, &current, q.get("done"), None),
-            ))
-        }
-        .await,
-    )
+    Params(ask): Params<Ask>,
+) -> Result<Response, Problem> {
+    v.admin("a store's settings")?;
+    let key = store.clone();
+    let current = blocking(&state, move |db| current_settings(db, &key)).await?;
+    Ok(v.page(
+        &format!("Settings of {store}"),
+        settings_page(&v, &store, &current, ask.done.as_deref(), None),
+    ))
 }
 
 /// The form as a settings patch: a number or word sets, an empty field resets.
@@ -322,49 +301,43 @@ pub async fn save_settings(
     Path(store): Path<String>,
     headers: HeaderMap,
     body: Body,
-) -> Response {
-    respond(
-        async {
-            let (v, form) = posted(&state, &headers, body).await?;
-            v.admin("changing a store's settings")?;
-            let key = store.clone();
-            let outcome = match parse_patch(&patch_of(&form)) {
-                Err(message) => Err(message),
-                Ok((change, reset)) => {
-                    blocking(&state, move |db| {
-                        match db.update_store_settings(&key, &change, &reset) {
-                            Ok(_) => Ok(Ok(())),
-                            Err(e @ (Error::InvalidSettings(_) | Error::InvalidUser { .. })) => {
-                                Ok(Err(e.to_string()))
-                            }
-                            Err(e) => Err(failed(&e, &key)),
-                        }
-                    })
-                    .await?
+) -> Result<Response, Problem> {
+    let (v, form) = posted(&state, &headers, body).await?;
+    v.admin("changing a store's settings")?;
+    let key = store.clone();
+    let outcome = match parse_patch(&patch_of(&form)) {
+        Err(message) => Err(message),
+        Ok((change, reset)) => {
+            blocking(&state, move |db| {
+                match db.update_store_settings(&key, &change, &reset) {
+                    Ok(_) => Ok(Ok(())),
+                    Err(e @ (Error::InvalidSettings(_) | Error::InvalidUser { .. })) => {
+                        Ok(Err(e.to_string()))
+                    }
+                    Err(e) => Err(failed(&e, &key)),
                 }
-            };
-            match outcome {
-                Ok(()) => Ok(after(
-                    &format!("{}/settings", view::store_url(&store)),
-                    "saved",
-                )),
-                Err(problem) => {
-                    let key = store.clone();
-                    let current = blocking(&state, move |db| {
-                        let own = db.store_settings(&key).map_err(|e| failed(&e, &key))?;
-                        let effective =
-                            db.effective_settings(&key).map_err(|e| failed(&e, &key))?;
-                        Ok(settings_json(&key, &own, &effective))
-                    })
-                    .await?;
-                    let page = v.page(
-                        &format!("Settings of {store}"),
-                        settings_page(&v, &store, &current, None, Some(&problem)),
-                    );
-                    Ok((StatusCode::BAD_REQUEST, page).into_response())
-                }
-            }
+            })
+            .await?
         }
-        .await,
-    )
+    };
+    match outcome {
+        Ok(()) => Ok(after(
+            &format!("{}/settings", view::store_url(&store)),
+            "saved",
+        )),
+        Err(problem) => {
+            let key = store.clone();
+            let current = blocking(&state, move |db| {
+                let own = db.store_settings(&key).map_err(|e| failed(&e, &key))?;
+                let effective = db.effective_settings(&key).map_err(|e| failed(&e, &key))?;
+                Ok(settings_json(&key, &own, &effective))
+            })
+            .await?;
+            let page = v.page(
+                &format!("Settings of {store}"),
+                settings_page(&v, &store, &current, None, Some(&problem)),
+            );
+            Ok((StatusCode::BAD_REQUEST, page).into_response())
+        }
+    }
 }

@@ -15,6 +15,7 @@ use super::Problem;
 use super::session::{self, Session};
 use super::view::{self, Viewer};
 use crate::AppState;
+use crate::access::Intent;
 use crate::auth::{self, Allowed, Caller};
 
 /// A signed-in request: its session, and the key's caller as the API would see it.
@@ -41,7 +42,7 @@ impl Visit {
     }
 
     pub(super) fn is_admin(&self) -> bool {
-        matches!(self.caller.allowed, Allowed::Open | Allowed::Admin)
+        self.caller.is_admin()
     }
 
     /// A whole page for this visitor.
@@ -57,31 +58,19 @@ impl Visit {
     /// that is not the key's); counted against the store's rate limit (the key's was counted
     /// once, by [`visit`]).
     pub(super) fn reads(&self, state: &AppState, store: &str) -> Result<Caller, Problem> {
-        if !self.caller.may_use(store) {
-            return Err(Problem::not_found());
-        }
-        state.rates.store(store)?;
+        self.caller.admit(state, store, Intent::Read)?;
         Ok(self.caller.clone())
     }
 
     /// The caller, allowed to change store `store` (403 for a read-only key, as on the API).
     pub(super) fn writes(&self, state: &AppState, store: &str) -> Result<Caller, Problem> {
-        let caller = self.reads(state, store)?;
-        if caller.read_only {
-            return Err(Problem::forbidden(
-                "This API key is read-only: it cannot change the memory store. Nothing was changed.",
-            ));
-        }
-        Ok(caller)
+        self.caller.admit(state, store, Intent::Write)?;
+        Ok(self.caller.clone())
     }
 
     /// The caller, with an admin key (403 otherwise).
     pub(super) fn admin(&self, what: &str) -> Result<Caller, Problem> {
-        if self.is_admin() {
-            Ok(self.caller.clone())
-        } else {
-            Err(Problem::forbidden(format!("{what} needs an admin key")))
-        }
+        Ok(self.caller.clone().admin(what)?)
     }
 }
 

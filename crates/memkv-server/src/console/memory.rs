@@ -5,15 +5,15 @@ use std::collections::VecDeque;
 use std::sync::Arc;
 
 use axum::extract::{Path, State};
-use axum::http::Uri;
 use axum::response::Response;
 use maud::{Markup, html};
 use memkv::{Memory, MemoryId, Operation, Version, VersionFilter, VersionId};
 
-use super::{Problem, Visit, diff, notice_for, respond, view};
+use super::{Ask, Problem, Visit, diff, notice_for, view};
 use crate::AppState;
-use crate::api::{Query, blocking, failed, handle_and_info, on_store, wire};
+use crate::api::{blocking, failed, handle_and_info, on_store, wire};
 use crate::auth::Caller;
+use crate::params::Params;
 
 /// `1 line`, `3 lines`.
 fn lines(n: usize) -> String {
@@ -193,58 +193,52 @@ pub async fn memory(
     State(state): State<Arc<AppState>>,
     Path((store, memory)): Path<(String, String)>,
     v: Visit,
-    uri: Uri,
-) -> Response {
-    respond(
-        async {
-            let caller = v.reads(&state, &store)?;
-            let Found {
-                live,
-                versions,
-                older,
-                archived,
-            } = found(&state, caller, &store, &memory).await?;
-            let q = Query::of(&uri);
-            let title = live
-                .as_ref()
-                .map(|m| m.path.clone())
-                .or_else(|| versions.iter().rev().find_map(|v| v.path.clone()))
-                .unwrap_or_else(|| memory.clone());
-            let writer = !v.caller.read_only;
-            let body = html! {
-                (notice_for(q.get("done")))
-                p { a href=(view::store_url(&store)) { "Back to the store" } }
-                @match &live {
-                    Some(m) => {
-                        dl.facts {
-                            dt { "Path" } dd { code { (m.path) } }
-                            dt { "Id" } dd { code { (m.id) } }
-                            dt { "Size" } dd { (view::bytes(m.size)) " (" (m.size) " bytes)" }
-                            dt { "SHA-256" } dd { code.hash { (wire::hex(&m.sha256)) } }
-                            dt { "Created" } dd { (view::time(m.created_ms)) }
-                            dt { "Changed" } dd { (view::time(m.updated_ms)) }
-                        }
-                        @if writer {
-                            ul.actions { li { a href=(format!("{}/delete", view::memory_url(&store, &memory))) { "Delete this memory…" } } }
-                        }
-                        section aria-labelledby="content" {
-                            h2 #content { "Content" }
-                            (numbered(m.content.as_deref().unwrap_or("")))
-                        }
-                    },
-                    None => p.notice { "This memory was deleted; its versions are kept below." },
+    Params(ask): Params<Ask>,
+) -> Result<Response, Problem> {
+    let caller = v.reads(&state, &store)?;
+    let Found {
+        live,
+        versions,
+        older,
+        archived,
+    } = found(&state, caller, &store, &memory).await?;
+    let title = live
+        .as_ref()
+        .map(|m| m.path.clone())
+        .or_else(|| versions.iter().rev().find_map(|v| v.path.clone()))
+        .unwrap_or_else(|| memory.clone());
+    let writer = !v.caller.read_only;
+    let body = html! {
+        (notice_for(ask.done.as_deref()))
+        p { a href=(view::store_url(&store)) { "Back to the store" } }
+        @match &live {
+            Some(m) => {
+                dl.facts {
+                    dt { "Path" } dd { code { (m.path) } }
+                    dt { "Id" } dd { code { (m.id) } }
+                    dt { "Size" } dd { (view::bytes(m.size)) " (" (m.size) " bytes)" }
+                    dt { "SHA-256" } dd { code.hash { (wire::hex(&m.sha256)) } }
+                    dt { "Created" } dd { (view::time(m.created_ms)) }
+                    dt { "Changed" } dd { (view::time(m.updated_ms)) }
                 }
-                section aria-labelledby="versions" {
-                    h2 #versions { "Versions" }
-                    (diff_form(&store, &memory, &versions, None, None))
-                    @if older { p { "Only the newest " (VERSIONS_SHOWN) " versions are listed." } }
-                    (versions_table(&v, &store, &versions, live.as_ref().map(|m| m.version), archived))
+                @if writer {
+                    ul.actions { li { a href=(format!("{}/delete", view::memory_url(&store, &memory))) { "Delete this memory…" } } }
                 }
-            };
-            Ok(v.page(&title, body))
+                section aria-labelledby="content" {
+                    h2 #content { "Content" }
+                    (numbered(m.content.as_deref().unwrap_or("")))
+                }
+            },
+            None => p.notice { "This memory was deleted; its versions are kept below." },
         }
-        .await,
-    )
+        section aria-labelledby="versions" {
+            h2 #versions { "Versions" }
+            (diff_form(&store, &memory, &versions, None, None))
+            @if older { p { "Only the newest " (VERSIONS_SHOWN) " versions are listed." } }
+            (versions_table(&v, &store, &versions, live.as_ref().map(|m| m.version), archived))
+        }
+    };
+    Ok(v.page(&title, body))
 }
 
 /// `GET /console/stores/{store}/versions/{version}`: one version's facts and content.
@@ -252,41 +246,36 @@ pub async fn version(
     State(state): State<Arc<AppState>>,
     Path((store, version)): Path<(String, String)>,
     v: Visit,
-) -> Response {
-    respond(
-        async {
-            let caller = v.reads(&state, &store)?;
-            let id: VersionId = version.parse().map_err(|_| Problem::not_found())?;
-            let ver = on_store(&state, &store, caller, move |s, store| {
-                s.version(id, true).map_err(|e| failed(&e, store))
-            })
-            .await?
-            .ok_or_else(Problem::not_found)?;
-            let memory = ver.memory.to_string();
-            let body = html! {
-                p { a href=(view::memory_url(&store, &memory)) { "Back to the memory" } }
-                dl.facts {
-                    dt { "Version" } dd { code { (ver.id) } }
-                    dt { "Memory" } dd { code { (memory) } }
-                    dt { "Operation" } dd { (operation(&ver)) }
-                    dt { "When" } dd { (view::time(ver.created_ms)) }
-                    dt { "By" } dd { (view::actor(ver.actor.as_ref())) }
-                    dt { "Path" } dd { @match &ver.path { Some(p) => code { (p) }, None => "— (redacted)" } }
-                    @if let Some(sha) = &ver.sha256 { dt { "SHA-256" } dd { code.hash { (wire::hex(sha)) } } }
-                    @if let Some(r) = &ver.redacted {
-                        dt { "Redacted" } dd { (view::time(r.at_ms)) " by " (view::actor(r.by.as_ref())) }
-                    }
-                }
-                @match &ver.content {
-                    Some(c) => section aria-labelledby="content" { h2 #content { "Content" } (numbered(c)) },
-                    None if ver.redacted.is_some() => p { "This version was redacted: its content is erased." },
-                    None => p { "A deletion has no content." },
-                }
-            };
-            Ok(v.page(&format!("Version {}", ver.id), body))
+) -> Result<Response, Problem> {
+    let caller = v.reads(&state, &store)?;
+    let id: VersionId = version.parse().map_err(|_| Problem::not_found())?;
+    let ver = on_store(&state, &store, caller, move |s, store| {
+        s.version(id, true).map_err(|e| failed(&e, store))
+    })
+    .await?
+    .ok_or_else(Problem::not_found)?;
+    let memory = ver.memory.to_string();
+    let body = html! {
+        p { a href=(view::memory_url(&store, &memory)) { "Back to the memory" } }
+        dl.facts {
+            dt { "Version" } dd { code { (ver.id) } }
+            dt { "Memory" } dd { code { (memory) } }
+            dt { "Operation" } dd { (operation(&ver)) }
+            dt { "When" } dd { (view::time(ver.created_ms)) }
+            dt { "By" } dd { (view::actor(ver.actor.as_ref())) }
+            dt { "Path" } dd { @match &ver.path { Some(p) => code { (p) }, None => "— (redacted)" } }
+            @if let Some(sha) = &ver.sha256 { dt { "SHA-256" } dd { code.hash { (wire::hex(sha)) } } }
+            @if let Some(r) = &ver.redacted {
+                dt { "Redacted" } dd { (view::time(r.at_ms)) " by " (view::actor(r.by.as_ref())) }
+            }
         }
-        .await,
-    )
+        @match &ver.content {
+            Some(c) => section aria-labelledby="content" { h2 #content { "Content" } (numbered(c)) },
+            None if ver.redacted.is_some() => p { "This version was redacted: its content is erased." },
+            None => p { "A deletion has no content." },
+        }
+    };
+    Ok(v.page(&format!("Version {}", ver.id), body))
 }
 
 /// `GET /console/stores/{store}/memories/{memory}/diff?from=&to=`: the differences between two
@@ -295,59 +284,60 @@ pub async fn diff(
     State(state): State<Arc<AppState>>,
     Path((store, memory)): Path<(String, String)>,
     v: Visit,
-    uri: Uri,
-) -> Response {
-    respond(
-        async {
-            let q = Query::of(&uri);
-            let pick = |name: &str| -> Result<VersionId, Problem> {
-                q.get(name)
-                    .and_then(|t| t.parse().ok())
-                    .ok_or_else(|| Problem::bad(format!("choose two versions to compare ({name} is missing or not a version id)")))
-            };
-            let (from, to) = (pick("from")?, pick("to")?);
-            let caller = v.reads(&state, &store)?;
-            let found = found(&state, caller.clone(), &store, &memory).await?;
-            let mem_id: MemoryId = memory.parse().map_err(|_| Problem::not_found())?;
-            let (a, b) = on_store(&state, &store, caller, move |s, store| {
-                let get = |id| s.version(id, true).map_err(|e| failed(&e, store));
-                Ok((get(from)?, get(to)?))
+    Params(ask): Params<Ask>,
+) -> Result<Response, Problem> {
+    let pick = |name: &str, value: &Option<String>| -> Result<VersionId, Problem> {
+        value
+            .as_deref()
+            .and_then(|t| t.parse().ok())
+            .ok_or_else(|| {
+                Problem::bad(format!(
+                    "choose two versions to compare ({name} is missing or not a version id)"
+                ))
             })
-            .await?;
-            let (Some(a), Some(b)) = (a, b) else {
-                return Err(Problem::not_found());
-            };
-            if a.memory != mem_id || b.memory != mem_id {
-                return Err(Problem::bad("both versions must be versions of this memory"));
-            }
-            if let Some(gone) = [&a, &b].into_iter().find(|v| v.redacted.is_some()) {
-                return Err(Problem::bad(format!(
-                    "version {} was redacted: it has no content to compare",
-                    gone.id
-                )));
-            }
-            let (old, new) = (
-                a.content.clone().unwrap_or_default(),
-                b.content.clone().unwrap_or_default(),
-            );
-            // Up to the diff's deadline of work: off the async workers.
-            let (table, counts) = blocking(&state, move |_| Ok(diff::render(&old, &new))).await?;
-            let versions = found.versions;
-            let body = html! {
-                p { a href=(view::memory_url(&store, &memory)) { "Back to the memory" } }
-                (diff_form(&store, &memory, &versions, Some(from), Some(to)))
-                p.summary {
-                    "From " code { (a.id) } " (" (operation(&a)) ", " (view::time(a.created_ms)) ") to "
-                    code { (b.id) } " (" (operation(&b)) ", " (view::time(b.created_ms)) "): "
-                    (lines(counts.added)) " added, " (lines(counts.removed)) " removed."
-                }
-                @if let Some(pa) = &a.path { @if Some(pa) != b.path.as_ref() {
-                    p { "Path: " code { (pa) } " → " code { (b.path.as_deref().unwrap_or("—")) } }
-                } }
-                (table)
-            };
-            Ok(v.page("Differences", body))
+    };
+    let (from, to) = (pick("from", &ask.from)?, pick("to", &ask.to)?);
+    let caller = v.reads(&state, &store)?;
+    let found = found(&state, caller.clone(), &store, &memory).await?;
+    let mem_id: MemoryId = memory.parse().map_err(|_| Problem::not_found())?;
+    let (a, b) = on_store(&state, &store, caller, move |s, store| {
+        let get = |id| s.version(id, true).map_err(|e| failed(&e, store));
+        Ok((get(from)?, get(to)?))
+    })
+    .await?;
+    let (Some(a), Some(b)) = (a, b) else {
+        return Err(Problem::not_found());
+    };
+    if a.memory != mem_id || b.memory != mem_id {
+        return Err(Problem::bad(
+            "both versions must be versions of this memory",
+        ));
+    }
+    if let Some(gone) = [&a, &b].into_iter().find(|v| v.redacted.is_some()) {
+        return Err(Problem::bad(format!(
+            "version {} was redacted: it has no content to compare",
+            gone.id
+        )));
+    }
+    let (old, new) = (
+        a.content.clone().unwrap_or_default(),
+        b.content.clone().unwrap_or_default(),
+    );
+    // Up to the diff's deadline of work: off the async workers.
+    let (table, counts) = blocking(&state, move |_| Ok(diff::render(&old, &new))).await?;
+    let versions = found.versions;
+    let body = html! {
+        p { a href=(view::memory_url(&store, &memory)) { "Back to the memory" } }
+        (diff_form(&store, &memory, &versions, Some(from), Some(to)))
+        p.summary {
+            "From " code { (a.id) } " (" (operation(&a)) ", " (view::time(a.created_ms)) ") to "
+            code { (b.id) } " (" (operation(&b)) ", " (view::time(b.created_ms)) "): "
+            (lines(counts.added)) " added, " (lines(counts.removed)) " removed."
         }
-        .await,
-    )
+        @if let Some(pa) = &a.path { @if Some(pa) != b.path.as_ref() {
+            p { "Path: " code { (pa) } " → " code { (b.path.as_deref().unwrap_or("—")) } }
+        } }
+        (table)
+    };
+    Ok(v.page("Differences", body))
 }

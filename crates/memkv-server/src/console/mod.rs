@@ -39,6 +39,7 @@ use axum::routing::{get, post};
 use maud::{Markup, html};
 
 use crate::AppState;
+use crate::access::Denied;
 use crate::error::ApiError;
 use guard::{Form, Visit, posted};
 
@@ -181,6 +182,19 @@ impl From<ApiError> for Problem {
     }
 }
 
+/// The console's words for the refusals of `crate::access`, as full sentences.
+impl From<Denied> for Problem {
+    fn from(denied: Denied) -> Self {
+        match denied {
+            Denied::OutOfScope => Problem::not_found(),
+            Denied::Limited(e) => e.into(),
+            Denied::ReadOnly => Problem::forbidden(
+                "This API key is read-only: it cannot change the memory store. Nothing was changed.",
+            ),
+        }
+    }
+}
+
 impl IntoResponse for Problem {
     fn into_response(self) -> Response {
         let title = match self.status {
@@ -198,9 +212,21 @@ impl IntoResponse for Problem {
     }
 }
 
-/// A handler's outcome as the answer sent.
-fn respond(outcome: Result<Response, Problem>) -> Response {
-    outcome.unwrap_or_else(IntoResponse::into_response)
+/// What a console page's query string may say; each page reads its own fields.
+#[derive(Debug, Default, serde::Deserialize)]
+struct Ask {
+    /// The action just done, for the page's notice.
+    done: Option<String>,
+    /// A filter of the stores page, or a search's text.
+    q: Option<String>,
+    /// A search's mode (`ranked`, `literal`, `regex`).
+    mode: Option<String>,
+    /// The folder shown on a store's page, and the page of it.
+    dir: Option<String>,
+    page: Option<String>,
+    /// The versions a comparison shows.
+    from: Option<String>,
+    to: Option<String>,
 }
 
 /// After an action: back to `to`, with the action named for the notice.

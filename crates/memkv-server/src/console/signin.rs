@@ -10,7 +10,7 @@ use axum::response::{IntoResponse, Redirect, Response};
 use maud::{Markup, html};
 
 use super::guard::{form_within, posted, same_origin, session_cookie, set_cookie, visit};
-use super::{Problem, respond, view};
+use super::{Problem, view};
 use crate::AppState;
 use crate::auth::{self, Allowed};
 use crate::polls;
@@ -50,105 +50,90 @@ pub(super) async fn login(
     State(state): State<Arc<AppState>>,
     headers: HeaderMap,
     body: Body,
-) -> Response {
-    respond(
-        async {
-            // The sign-in form has no token to check: it must at least say where it comes from
-            // (every browser of the last years sends one or both).
-            let says =
-                headers.contains_key(header::ORIGIN) || headers.contains_key("sec-fetch-site");
-            if !says || !same_origin(&headers) {
-                return Err(Problem::forbidden(
-                    "This form was not sent from a page of this console.",
-                ));
-            }
-            // The one form read before any key is known: few at once, small and quick, so that
-            // no one without a key can hold the server's connections (`crate::polls`).
-            let Some(_reading) = state.waiters.signin() else {
-                return Err(Problem::new(
-                    StatusCode::SERVICE_UNAVAILABLE,
-                    "Too many sign-ins are under way; try again in a moment.",
-                ));
-            };
-            let form = form_within(
-                &headers,
-                body,
-                polls::SIGNIN_MAX_BODY,
-                polls::SIGNIN_BODY_TIMEOUT,
-            )
-            .await?;
-            let key = form.get("key").unwrap_or("").trim().to_owned();
-            let mut asked = HeaderMap::new();
-            if let Some(host) = headers.get(header::HOST) {
-                asked.insert(header::HOST, host.clone());
-            }
-            if !key.is_empty() {
-                match HeaderValue::from_str(&key) {
-                    Ok(v) => {
-                        asked.insert("x-api-key", v);
-                    }
-                    Err(_) => {
-                        let page = view::page(
-                            "Sign in",
-                            None,
-                            login_form(&state, Some("invalid API key")),
-                        );
-                        return Ok((StatusCode::UNAUTHORIZED, page).into_response());
-                    }
-                }
-            }
-            let caller = match auth::identify(&state, &asked) {
-                Ok(caller) => caller,
-                Err(e) if e.status == StatusCode::UNAUTHORIZED => {
-                    let page = view::page("Sign in", None, login_form(&state, Some(&e.message)));
-                    return Ok((StatusCode::UNAUTHORIZED, page).into_response());
-                }
-                Err(e) => return Err(e.into()),
-            };
-            if let Some(old) = session_cookie(&headers) {
-                state.sessions.end(&old);
-            }
-            let id = state
-                .sessions
-                .start(key)
-                .ok_or_else(|| Problem::new(StatusCode::INTERNAL_SERVER_ERROR, "no randomness"))?;
-            let to = match &caller.allowed {
-                Allowed::Store(s) => view::store_url(s),
-                _ => "/console/stores".to_owned(),
-            };
-            let mut response = Redirect::to(&to).into_response();
-            response.headers_mut().insert(
-                header::SET_COOKIE,
-                set_cookie(&headers, &id, state.sessions.lifetime().as_secs()),
-            );
-            Ok(response)
-        }
-        .await,
+) -> Result<Response, Problem> {
+    // The sign-in form has no token to check: it must at least say where it comes from
+    // (every browser of the last years sends one or both).
+    let says = headers.contains_key(header::ORIGIN) || headers.contains_key("sec-fetch-site");
+    if !says || !same_origin(&headers) {
+        return Err(Problem::forbidden(
+            "This form was not sent from a page of this console.",
+        ));
+    }
+    // The one form read before any key is known: few at once, small and quick, so that
+    // no one without a key can hold the server's connections (`crate::polls`).
+    let Some(_reading) = state.waiters.signin() else {
+        return Err(Problem::new(
+            StatusCode::SERVICE_UNAVAILABLE,
+            "Too many sign-ins are under way; try again in a moment.",
+        ));
+    };
+    let form = form_within(
+        &headers,
+        body,
+        polls::SIGNIN_MAX_BODY,
+        polls::SIGNIN_BODY_TIMEOUT,
     )
+    .await?;
+    let key = form.get("key").unwrap_or("").trim().to_owned();
+    let mut asked = HeaderMap::new();
+    if let Some(host) = headers.get(header::HOST) {
+        asked.insert(header::HOST, host.clone());
+    }
+    if !key.is_empty() {
+        match HeaderValue::from_str(&key) {
+            Ok(v) => {
+                asked.insert("x-api-key", v);
+            }
+            Err(_) => {
+                let page = view::page("Sign in", None, login_form(&state, Some("invalid API key")));
+                return Ok((StatusCode::UNAUTHORIZED, page).into_response());
+            }
+        }
+    }
+    let caller = match auth::identify(&state, &asked) {
+        Ok(caller) => caller,
+        Err(e) if e.status == StatusCode::UNAUTHORIZED => {
+            let page = view::page("Sign in", None, login_form(&state, Some(&e.message)));
+            return Ok((StatusCode::UNAUTHORIZED, page).into_response());
+        }
+        Err(e) => return Err(e.into()),
+    };
+    if let Some(old) = session_cookie(&headers) {
+        state.sessions.end(&old);
+    }
+    let id = state
+        .sessions
+        .start(key)
+        .ok_or_else(|| Problem::new(StatusCode::INTERNAL_SERVER_ERROR, "no randomness"))?;
+    let to = match &caller.allowed {
+        Allowed::Store(s) => view::store_url(s),
+        _ => "/console/stores".to_owned(),
+    };
+    let mut response = Redirect::to(&to).into_response();
+    response.headers_mut().insert(
+        header::SET_COOKIE,
+        set_cookie(&headers, &id, state.sessions.lifetime().as_secs()),
+    );
+    Ok(response)
 }
 
 pub(super) async fn logout(
     State(state): State<Arc<AppState>>,
     headers: HeaderMap,
     body: Body,
-) -> Response {
-    respond(
-        async {
-            posted(&state, &headers, body).await?;
-            if let Some(id) = session_cookie(&headers) {
-                state.sessions.end(&id);
-            }
-            let mut response = view::page(
-                "Signed out",
-                None,
-                html! { p { "You are signed out. " a href="/console/login" { "Sign in again" } } },
-            )
-            .into_response();
-            response
-                .headers_mut()
-                .insert(header::SET_COOKIE, set_cookie(&headers, "", 0));
-            Ok(response)
-        }
-        .await,
+) -> Result<Response, Problem> {
+    posted(&state, &headers, body).await?;
+    if let Some(id) = session_cookie(&headers) {
+        state.sessions.end(&id);
+    }
+    let mut response = view::page(
+        "Signed out",
+        None,
+        html! { p { "You are signed out. " a href="/console/login" { "Sign in again" } } },
     )
+    .into_response();
+    response
+        .headers_mut()
+        .insert(header::SET_COOKIE, set_cookie(&headers, "", 0));
+    Ok(response)
 }

@@ -5,15 +5,15 @@ use std::collections::HashMap;
 use std::sync::Arc;
 
 use axum::extract::{Path, State};
-use axum::http::Uri;
 use axum::response::Response;
 use maud::{Markup, html};
 use memkv::{ChangeEntry, Error, ListItem, SearchMode, SearchRequest, StoreInfo};
 
-use super::{Problem, Visit, notice_for, respond, view};
+use super::{Ask, Problem, Visit, notice_for, view};
 use crate::AppState;
-use crate::api::{Query, blocking, failed, handle_and_info, on_store};
+use crate::api::{blocking, failed, handle_and_info, on_store};
 use crate::auth::Allowed;
+use crate::params::Params;
 
 /// Rows on one page of a folder.
 const FOLDER_PAGE: usize = 200;
@@ -33,122 +33,122 @@ struct Row {
 }
 
 /// `GET /console/stores?q=`: every store (admin) or the key's own, filtered by name or id.
-pub async fn list(State(state): State<Arc<AppState>>, v: Visit, uri: Uri) -> Response {
-    respond(
-        async {
-            let q = Query::of(&uri);
-            let filter = q.get("q").unwrap_or("").trim().to_owned();
-            let only = match &v.caller.allowed {
-                Allowed::Store(s) => Some(s.clone()),
-                _ => None,
-            };
-            let needle = filter.to_lowercase();
-            let (rows, matched) = blocking(&state, move |db| {
-                let mut infos = Vec::new();
-                match &only {
-                    Some(id) => infos.extend(db.store_info(id).map_err(|e| failed(&e, id))?),
-                    None => {
-                        let mut after: Option<String> = None;
-                        loop {
-                            let (page, more) = db
-                                .list_stores(true, after.as_deref(), 1000)
-                                .map_err(|e| failed(&e, ""))?;
-                            after = page.last().map(|s| s.id.clone());
-                            infos.extend(page);
-                            if !more || after.is_none() {
-                                break;
-                            }
-                        }
+pub async fn list(
+    State(state): State<Arc<AppState>>,
+    v: Visit,
+    Params(ask): Params<Ask>,
+) -> Result<Response, Problem> {
+    let filter = ask.q.as_deref().unwrap_or("").trim().to_owned();
+    let only = match &v.caller.allowed {
+        Allowed::Store(s) => Some(s.clone()),
+        _ => None,
+    };
+    let needle = filter.to_lowercase();
+    let (rows, matched) = blocking(&state, move |db| {
+        let mut infos = Vec::new();
+        match &only {
+            Some(id) => infos.extend(db.store_info(id).map_err(|e| failed(&e, id))?),
+            None => {
+                let mut after: Option<String> = None;
+                loop {
+                    let (page, more) = db
+                        .list_stores(true, after.as_deref(), 1000)
+                        .map_err(|e| failed(&e, ""))?;
+                    after = page.last().map(|s| s.id.clone());
+                    infos.extend(page);
+                    if !more || after.is_none() {
+                        break;
                     }
                 }
-                if let Some(id) = &only {
-                    infos.retain(|s| {
-                        needle.is_empty()
-                            || s.name.to_lowercase().contains(&needle)
-                            || s.id.to_lowercase().contains(&needle)
-                    });
-                    let matched = infos.len();
-                    let rows = infos
-                        .into_iter()
-                        .map(|info| {
-                            let user = db.user(id).map_err(|_| crate::error::ApiError::not_found())?;
-                            let files = user.files().map_err(|e| failed(&e, id))?;
-                            Ok(Row {
-                                info,
-                                files: files.len() as u64,
-                                bytes: files.iter().map(|f| f.size).sum(),
-                                last_write_ms: files.iter().map(|f| f.modified_ms).max(),
-                            })
-                        })
-                        .collect::<Result<Vec<Row>, crate::error::ApiError>>()?;
-                    return Ok((rows, matched));
-                }
-                infos.retain(|s| {
-                    needle.is_empty()
-                        || s.name.to_lowercase().contains(&needle)
-                        || s.id.to_lowercase().contains(&needle)
-                });
-                let matched = infos.len();
-                infos.truncate(STORES_SHOWN);
-                let totals: HashMap<String, (u64, u64, i64)> = db
-                    .users()
-                    .map_err(|e| failed(&e, ""))?
-                    .into_iter()
-                    .map(|u| (u.user, (u.files, u.bytes, u.last_write_ms)))
-                    .collect();
-                let rows: Vec<Row> = infos
-                    .into_iter()
-                    .map(|info| {
-                        let t = totals.get(&info.id).copied();
-                        Row {
-                            files: t.map_or(0, |t| t.0),
-                            bytes: t.map_or(0, |t| t.1),
-                            last_write_ms: t.map(|t| t.2),
-                            info,
-                        }
-                    })
-                    .collect();
-                Ok((rows, matched))
-            })
-            .await?;
-            let body = html! {
-                form.filter method="get" action="/console/stores" role="search" {
-                    label for="q" { "Filter by name or id" }
-                    input #q type="search" name="q" value=(filter);
-                    button type="submit" { "Filter" }
-                }
-                @if rows.is_empty() {
-                    p { "No store matches." }
-                } @else {
-                    table.stores {
-                        caption { (matched) " " (if matched == 1 { "store" } else { "stores" }) }
-                        thead { tr {
-                            th scope="col" { "Name" } th scope="col" { "Id" }
-                            th scope="col" class="num" { "Memories" } th scope="col" class="num" { "Bytes" }
-                            th scope="col" { "Last write" } th scope="col" { "Archived" }
-                        } }
-                        tbody {
-                            @for r in &rows {
-                                tr {
-                                    td { a href=(view::store_url(&r.info.id)) { (r.info.name) } }
-                                    td { code { (r.info.id) } }
-                                    td.num { (r.files) }
-                                    td.num { (view::bytes(r.bytes)) }
-                                    td { @match r.last_write_ms { Some(ms) => (view::time(ms)), None => "—" } }
-                                    td { @match r.info.archived_ms { Some(ms) => (view::time(ms)), None => "no" } }
-                                }
-                            }
-                        }
-                    }
-                    @if matched > rows.len() {
-                        p { "Showing the first " (rows.len()) "; narrow the filter to see the others." }
-                    }
-                }
-            };
-            Ok(v.page("Stores", body))
+            }
         }
-        .await,
-    )
+        if let Some(id) = &only {
+            infos.retain(|s| {
+                needle.is_empty()
+                    || s.name.to_lowercase().contains(&needle)
+                    || s.id.to_lowercase().contains(&needle)
+            });
+            let matched = infos.len();
+            let rows = infos
+                .into_iter()
+                .map(|info| {
+                    let user = db
+                        .user(id)
+                        .map_err(|_| crate::error::ApiError::not_found())?;
+                    let files = user.files().map_err(|e| failed(&e, id))?;
+                    Ok(Row {
+                        info,
+                        files: files.len() as u64,
+                        bytes: files.iter().map(|f| f.size).sum(),
+                        last_write_ms: files.iter().map(|f| f.modified_ms).max(),
+                    })
+                })
+                .collect::<Result<Vec<Row>, crate::error::ApiError>>()?;
+            return Ok((rows, matched));
+        }
+        infos.retain(|s| {
+            needle.is_empty()
+                || s.name.to_lowercase().contains(&needle)
+                || s.id.to_lowercase().contains(&needle)
+        });
+        let matched = infos.len();
+        infos.truncate(STORES_SHOWN);
+        let totals: HashMap<String, (u64, u64, i64)> = db
+            .users()
+            .map_err(|e| failed(&e, ""))?
+            .into_iter()
+            .map(|u| (u.user, (u.files, u.bytes, u.last_write_ms)))
+            .collect();
+        let rows: Vec<Row> = infos
+            .into_iter()
+            .map(|info| {
+                let t = totals.get(&info.id).copied();
+                Row {
+                    files: t.map_or(0, |t| t.0),
+                    bytes: t.map_or(0, |t| t.1),
+                    last_write_ms: t.map(|t| t.2),
+                    info,
+                }
+            })
+            .collect();
+        Ok((rows, matched))
+    })
+    .await?;
+    let body = html! {
+        form.filter method="get" action="/console/stores" role="search" {
+            label for="q" { "Filter by name or id" }
+            input #q type="search" name="q" value=(filter);
+            button type="submit" { "Filter" }
+        }
+        @if rows.is_empty() {
+            p { "No store matches." }
+        } @else {
+            table.stores {
+                caption { (matched) " " (if matched == 1 { "store" } else { "stores" }) }
+                thead { tr {
+                    th scope="col" { "Name" } th scope="col" { "Id" }
+                    th scope="col" class="num" { "Memories" } th scope="col" class="num" { "Bytes" }
+                    th scope="col" { "Last write" } th scope="col" { "Archived" }
+                } }
+                tbody {
+                    @for r in &rows {
+                        tr {
+                            td { a href=(view::store_url(&r.info.id)) { (r.info.name) } }
+                            td { code { (r.info.id) } }
+                            td.num { (r.files) }
+                            td.num { (view::bytes(r.bytes)) }
+                            td { @match r.last_write_ms { Some(ms) => (view::time(ms)), None => "—" } }
+                            td { @match r.info.archived_ms { Some(ms) => (view::time(ms)), None => "no" } }
+                        }
+                    }
+                }
+            }
+            @if matched > rows.len() {
+                p { "Showing the first " (rows.len()) "; narrow the filter to see the others." }
+            }
+        }
+    };
+    Ok(v.page("Stores", body))
 }
 
 /// The store's newest [`RECENT_SHOWN`] entries, the last [`RECENT_SCAN`] of its feed
@@ -234,104 +234,98 @@ pub async fn store(
     State(state): State<Arc<AppState>>,
     Path(id): Path<String>,
     v: Visit,
-    uri: Uri,
-) -> Response {
-    respond(
-        async {
-            let caller = v.reads(&state, &id)?;
-            let q = Query::of(&uri);
-            let dir = q.get("dir").unwrap_or("/memories").to_owned();
-            let page = q.get("page").map(str::to_owned);
-            let (folder, dir2) = (dir.clone(), dir.clone());
-            let key = id.clone();
-            let (info, totals, listing, recent) = blocking(&state, move |db| {
-                let id = key.as_str();
-                let (s, info) = handle_and_info(db, id, &caller)?;
-                let totals = s.totals().map_err(|e| failed(&e, id))?;
-                let listing = s
-                    .list_memories(&folder, 1, page.as_deref(), FOLDER_PAGE, false)
-                    .map_err(|e| failed(&e, id))?;
-                let last = s.last_change().map_err(|e| failed(&e, id))?;
-                let recent = recent_changes(&s, last).map_err(|e| failed(&e, id))?;
-                Ok((info, totals, listing, recent))
-            })
-            .await?;
-            let listing = listing.map_err(|r| Problem::bad(r.message()))?;
-            let read_only = v.caller.read_only;
-            let body = html! {
-                (notice_for(q.get("done")))
-                dl.facts {
-                    dt { "Id" } dd { code { (info.id) } }
-                    @if !info.description.is_empty() { dt { "Description" } dd { (info.description) } }
-                    dt { "Memories" } dd { (totals.0) }
-                    dt { "Size" } dd { (view::bytes(totals.1)) }
-                    dt { "Versions kept" } dd { (info.history.versions) }
-                    dt { "Created" } dd { (view::time(info.created_ms)) }
-                    dt { "Archived" } dd { @match info.archived_ms { Some(ms) => { (view::time(ms)) " (read-only)" }, None => "no" } }
+    Params(ask): Params<Ask>,
+) -> Result<Response, Problem> {
+    let caller = v.reads(&state, &id)?;
+    let dir = ask.dir.as_deref().unwrap_or("/memories").to_owned();
+    let page = ask.page.as_deref().map(str::to_owned);
+    let (folder, dir2) = (dir.clone(), dir.clone());
+    let key = id.clone();
+    let (info, totals, listing, recent) = blocking(&state, move |db| {
+        let id = key.as_str();
+        let (s, info) = handle_and_info(db, id, &caller)?;
+        let totals = s.totals().map_err(|e| failed(&e, id))?;
+        let listing = s
+            .list_memories(&folder, 1, page.as_deref(), FOLDER_PAGE, false)
+            .map_err(|e| failed(&e, id))?;
+        let last = s.last_change().map_err(|e| failed(&e, id))?;
+        let recent = recent_changes(&s, last).map_err(|e| failed(&e, id))?;
+        Ok((info, totals, listing, recent))
+    })
+    .await?;
+    let listing = listing.map_err(|r| Problem::bad(r.message()))?;
+    let read_only = v.caller.read_only;
+    let body = html! {
+        (notice_for(ask.done.as_deref()))
+        dl.facts {
+            dt { "Id" } dd { code { (info.id) } }
+            @if !info.description.is_empty() { dt { "Description" } dd { (info.description) } }
+            dt { "Memories" } dd { (totals.0) }
+            dt { "Size" } dd { (view::bytes(totals.1)) }
+            dt { "Versions kept" } dd { (info.history.versions) }
+            dt { "Created" } dd { (view::time(info.created_ms)) }
+            dt { "Archived" } dd { @match info.archived_ms { Some(ms) => { (view::time(ms)) " (read-only)" }, None => "no" } }
+        }
+        @if v.is_admin() || (!read_only && info.archived_ms.is_none()) {
+            ul.actions {
+                @if !read_only && info.archived_ms.is_none() {
+                    li { a href=(format!("{}/archive", view::store_url(&info.id))) { "Archive this store…" } }
                 }
-                @if v.is_admin() || (!read_only && info.archived_ms.is_none()) {
-                    ul.actions {
-                        @if !read_only && info.archived_ms.is_none() {
-                            li { a href=(format!("{}/archive", view::store_url(&info.id))) { "Archive this store…" } }
-                        }
-                        @if v.is_admin() {
-                            li { a href=(format!("{}/settings", view::store_url(&info.id))) { "Settings" } }
-                        }
-                    }
+                @if v.is_admin() {
+                    li { a href=(format!("{}/settings", view::store_url(&info.id))) { "Settings" } }
                 }
-                (search_form(&info.id, "", SearchMode::Ranked))
-                section aria-labelledby="tree" {
-                    h2 #tree { "Memories" }
-                    (breadcrumbs(&info.id, &dir2))
-                    @if listing.items.is_empty() {
-                        p { "This folder is empty." }
-                    } @else {
-                        table.tree {
-                            thead { tr { th scope="col" { "Name" } th scope="col" class="num" { "Size" } th scope="col" { "Changed" } } }
-                            tbody {
-                                @for item in &listing.items {
-                                    @match item {
-                                        ListItem::Prefix(p) => tr.folder {
-                                            td { a href=(view::dir_url(&info.id, p.trim_end_matches('/'))) { (name_of(p)) "/" } }
-                                            td.num { "—" } td { "—" }
-                                        },
-                                        ListItem::Memory(m) => tr {
-                                            td { a href=(view::memory_url(&info.id, &m.id.to_string())) { (name_of(&m.path)) } }
-                                            td.num { (view::bytes(m.size)) }
-                                            td { (view::time(m.updated_ms)) }
-                                        },
-                                    }
-                                }
+            }
+        }
+        (search_form(&info.id, "", SearchMode::Ranked))
+        section aria-labelledby="tree" {
+            h2 #tree { "Memories" }
+            (breadcrumbs(&info.id, &dir2))
+            @if listing.items.is_empty() {
+                p { "This folder is empty." }
+            } @else {
+                table.tree {
+                    thead { tr { th scope="col" { "Name" } th scope="col" class="num" { "Size" } th scope="col" { "Changed" } } }
+                    tbody {
+                        @for item in &listing.items {
+                            @match item {
+                                ListItem::Prefix(p) => tr.folder {
+                                    td { a href=(view::dir_url(&info.id, p.trim_end_matches('/'))) { (name_of(p)) "/" } }
+                                    td.num { "—" } td { "—" }
+                                },
+                                ListItem::Memory(m) => tr {
+                                    td { a href=(view::memory_url(&info.id, &m.id.to_string())) { (name_of(&m.path)) } }
+                                    td.num { (view::bytes(m.size)) }
+                                    td { (view::time(m.updated_ms)) }
+                                },
                             }
                         }
-                        @if let Some(next) = &listing.next {
-                            p { a href=(format!("{}&page={}", view::dir_url(&info.id, &dir2), view::query_value(next))) { "Next page" } }
-                        }
                     }
                 }
-                section aria-labelledby="recent" {
-                    h2 #recent { "Recent changes" }
-                    @if recent.is_empty() {
-                        p { "No change in the store's change log." }
-                    } @else {
-                        table.changes {
-                            thead { tr { th scope="col" { "When" } th scope="col" { "What" } th scope="col" { "Memory" } th scope="col" { "By" } } }
-                            tbody { @for e in &recent { (change_row(&info.id, e)) } }
-                        }
-                    }
+                @if let Some(next) = &listing.next {
+                    p { a href=(format!("{}&page={}", view::dir_url(&info.id, &dir2), view::query_value(next))) { "Next page" } }
                 }
-            };
-            // Names need not be unique (a store made through the API may share a name with a
-            // memory tool's store id): the title says which store this is.
-            let title = if info.name == info.id {
-                info.name.clone()
-            } else {
-                format!("{} ({})", info.name, info.id)
-            };
-            Ok(v.page(&title, body))
+            }
         }
-        .await,
-    )
+        section aria-labelledby="recent" {
+            h2 #recent { "Recent changes" }
+            @if recent.is_empty() {
+                p { "No change in the store's change log." }
+            } @else {
+                table.changes {
+                    thead { tr { th scope="col" { "When" } th scope="col" { "What" } th scope="col" { "Memory" } th scope="col" { "By" } } }
+                    tbody { @for e in &recent { (change_row(&info.id, e)) } }
+                }
+            }
+        }
+    };
+    // Names need not be unique (a store made through the API may share a name with a
+    // memory tool's store id): the title says which store this is.
+    let title = if info.name == info.id {
+        info.name.clone()
+    } else {
+        format!("{} ({})", info.name, info.id)
+    };
+    Ok(v.page(&title, body))
 }
 
 /// The last segment of a path (`/memories/a/b.md` → `b.md`, `/memories/a/` → `a`).
@@ -364,54 +358,48 @@ pub async fn search(
     State(state): State<Arc<AppState>>,
     Path(id): Path<String>,
     v: Visit,
-    uri: Uri,
-) -> Response {
-    respond(
-        async {
-            let caller = v.reads(&state, &id)?;
-            let q = Query::of(&uri);
-            let query = q.get("q").unwrap_or("").to_owned();
-            let mode = match q.get("mode").unwrap_or("ranked") {
-                "ranked" => SearchMode::Ranked,
-                "literal" => SearchMode::Literal,
-                "regex" => SearchMode::Regex,
-                other => return Err(Problem::bad(format!("no search mode {other:?}"))),
-            };
-            let request = SearchRequest::new(query.clone(), mode)
-                .case_insensitive(true)
-                .context(1);
-            let results = on_store(&state, &id, caller, move |s, _| Ok(s.search(&request))).await?;
-            let body = html! {
-                p { a href=(view::store_url(&id)) { "Back to the store" } }
-                (search_form(&id, &query, mode))
-                @match &results {
-                    Err(e) => p.problem role="alert" { (e) },
-                    Ok(r) if r.hits.is_empty() => p { "Nothing matches." },
-                    Ok(r) => {
-                        p { (r.hits.len()) " memories match"
-                            @if r.more > 0 { "; " (r.more) " more not shown" }
-                            @if r.unsearched > 0 { "; " (r.unsearched) " not searched in time" }
-                            "." }
-                        @for hit in &r.hits {
-                            section.hit {
-                                h2 { a href=(view::memory_url(&id, &hit.memory_id.to_string())) { (hit.path) } }
-                                table.lines {
-                                    tbody {
-                                        @for line in &hit.lines {
-                                            tr.match[line.is_match] {
-                                                th scope="row" class="num" { (line.line_number) }
-                                                td { code { (line.text) } }
-                                            }
-                                        }
+    Params(ask): Params<Ask>,
+) -> Result<Response, Problem> {
+    let caller = v.reads(&state, &id)?;
+    let query = ask.q.as_deref().unwrap_or("").to_owned();
+    let mode = match ask.mode.as_deref().unwrap_or("ranked") {
+        "ranked" => SearchMode::Ranked,
+        "literal" => SearchMode::Literal,
+        "regex" => SearchMode::Regex,
+        other => return Err(Problem::bad(format!("no search mode {other:?}"))),
+    };
+    let request = SearchRequest::new(query.clone(), mode)
+        .case_insensitive(true)
+        .context(1);
+    let results = on_store(&state, &id, caller, move |s, _| Ok(s.search(&request))).await?;
+    let body = html! {
+        p { a href=(view::store_url(&id)) { "Back to the store" } }
+        (search_form(&id, &query, mode))
+        @match &results {
+            Err(e) => p.problem role="alert" { (e) },
+            Ok(r) if r.hits.is_empty() => p { "Nothing matches." },
+            Ok(r) => {
+                p { (r.hits.len()) " memories match"
+                    @if r.more > 0 { "; " (r.more) " more not shown" }
+                    @if r.unsearched > 0 { "; " (r.unsearched) " not searched in time" }
+                    "." }
+                @for hit in &r.hits {
+                    section.hit {
+                        h2 { a href=(view::memory_url(&id, &hit.memory_id.to_string())) { (hit.path) } }
+                        table.lines {
+                            tbody {
+                                @for line in &hit.lines {
+                                    tr.match[line.is_match] {
+                                        th scope="row" class="num" { (line.line_number) }
+                                        td { code { (line.text) } }
                                     }
                                 }
                             }
                         }
                     }
                 }
-            };
-            Ok(v.page(&format!("Search: {query}"), body))
+            }
         }
-        .await,
-    )
+    };
+    Ok(v.page(&format!("Search: {query}"), body))
 }
