@@ -7,6 +7,7 @@
 //! (401), then the store it may use (404, the same answer whether or not another store
 //! exists), then the store's rate (429), then a read-only key's write (403).
 
+use std::marker::PhantomData;
 use std::str::FromStr;
 use std::sync::Arc;
 
@@ -143,95 +144,92 @@ impl memkv_mcp::http::Authorize for McpKeys {
     }
 }
 
-/// A store named by a memory-stores API route (`{memory_store_id}`), which the caller may read.
+/// A store named by a route's path (its first parameter), which the caller may reach for what
+/// `K` says: [`Reads`], [`Writes`], [`ToolStore`].
 #[derive(Debug)]
-pub struct Reads {
+pub struct Scoped<K> {
     /// The store's id, as decoded from the path.
     pub store: String,
     /// Who asks.
     pub caller: Caller,
+    kind: PhantomData<K>,
 }
 
-/// As [`Reads`], for a route that changes the store: a read-only key is refused (403).
-#[derive(Debug)]
-pub struct Writes {
-    /// The store's id, as decoded from the path.
-    pub store: String,
-    /// Who asks.
-    pub caller: Caller,
-}
+/// What a [`Scoped`] route wants of its store, and its answer to a store id that is not UTF-8.
+pub trait Kind {
+    /// What it wants.
+    const INTENT: Intent;
 
-/// The store of the tool route (`{store}`): read-only keys get in (the model's writes are
-/// answered with the read-only message); a store id that is not UTF-8 is a 400 for a key that
-/// may name any store (no store can have it), a 404 for a store key.
-#[derive(Debug)]
-pub struct ToolStore {
-    /// The store's id, as decoded from the path.
-    pub store: String,
-    /// Who asks.
-    pub caller: Caller,
-}
-
-/// The caller, and the first parameter of the route's path (the store) once decided.
-async fn scoped(
-    parts: &mut Parts,
-    state: &AppState,
-    intent: Intent,
-    not_utf8: fn(&Caller) -> ApiError,
-) -> Result<(String, Caller), ApiError> {
-    let caller = auth::identify(state, &parts.headers)?;
-    let store = match RawPathParams::from_request_parts(parts, state).await {
-        Ok(params) => params.iter().next().map(|(_, value)| value.to_owned()),
-        Err(_) => return Err(not_utf8(&caller)),
-    };
-    let store = store.ok_or_else(ApiError::not_found)?;
-    caller.admit(state, &store, intent)?;
-    Ok((store, caller))
-}
-
-impl FromRequestParts<Arc<AppState>> for Reads {
-    type Rejection = ApiError;
-
-    async fn from_request_parts(
-        parts: &mut Parts,
-        state: &Arc<AppState>,
-    ) -> Result<Self, Self::Rejection> {
-        let (store, caller) = scoped(parts, state, Intent::Read, |_| ApiError::not_found()).await?;
-        Ok(Reads { store, caller })
+    /// The answer to a store id that is not UTF-8: no store can have it (404).
+    fn not_utf8(caller: &Caller) -> ApiError {
+        let _ = caller;
+        ApiError::not_found()
     }
 }
 
-impl FromRequestParts<Arc<AppState>> for Writes {
-    type Rejection = ApiError;
+/// A memory-stores API route that reads the store (`{memory_store_id}`).
+#[derive(Debug)]
+pub enum Read {}
+/// A memory-stores API route that changes the store: a read-only key is refused (403).
+#[derive(Debug)]
+pub enum Write {}
+/// The tool route (`{store}`): read-only keys get in (the model's writes are answered with the
+/// read-only message); a store id that is not UTF-8 is a 400 for a key that may name any store
+/// (no store can have it), a 404 for a store key.
+#[derive(Debug)]
+pub enum Tool {}
 
-    async fn from_request_parts(
-        parts: &mut Parts,
-        state: &Arc<AppState>,
-    ) -> Result<Self, Self::Rejection> {
-        let (store, caller) =
-            scoped(parts, state, Intent::Write, |_| ApiError::not_found()).await?;
-        Ok(Writes { store, caller })
-    }
+impl Kind for Read {
+    const INTENT: Intent = Intent::Read;
 }
 
-impl FromRequestParts<Arc<AppState>> for ToolStore {
-    type Rejection = ApiError;
+impl Kind for Write {
+    const INTENT: Intent = Intent::Write;
+}
 
-    async fn from_request_parts(
-        parts: &mut Parts,
-        state: &Arc<AppState>,
-    ) -> Result<Self, Self::Rejection> {
-        let not_utf8 = |caller: &Caller| match caller.allowed {
+impl Kind for Tool {
+    const INTENT: Intent = Intent::Read;
+
+    fn not_utf8(caller: &Caller) -> ApiError {
+        match caller.allowed {
             Allowed::Store(_) => ApiError::not_found(),
             _ => ApiError::invalid("the store id in the path is not valid UTF-8"),
-        };
-        let (store, caller) = scoped(parts, state, Intent::Read, not_utf8).await?;
-        Ok(ToolStore { store, caller })
+        }
     }
 }
 
-/// The last parameter of a route's path (a memory's `mem_…`, a version's `memver_…`, a key's
-/// or a webhook's id) as `I`: 404 for one that is not.
+/// A store the caller may read.
+pub type Reads = Scoped<Read>;
+/// A store the caller may change.
+pub type Writes = Scoped<Write>;
+/// The tool route's store.
+pub type ToolStore = Scoped<Tool>;
+
+impl<K: Kind> FromRequestParts<Arc<AppState>> for Scoped<K> {
+    type Rejection = ApiError;
+
+    async fn from_request_parts(
+        parts: &mut Parts,
+        state: &Arc<AppState>,
+    ) -> Result<Self, Self::Rejection> {
+        let caller = auth::identify(state, &parts.headers)?;
+        let store = match RawPathParams::from_request_parts(parts, state).await {
+            Ok(params) => params.iter().next().map(|(_, value)| value.to_owned()),
+            Err(_) => return Err(K::not_utf8(&caller)),
+        };
+        let store = store.ok_or_else(ApiError::not_found)?;
+        caller.admit(state, &store, K::INTENT)?;
+        Ok(Scoped {
+            store,
+            caller,
+            kind: PhantomData,
+        })
+    }
+}
+
+/// The last parameter of a route's path as `I` (a memory's `mem_…`, a version's `memver_…`, a
+/// key's or a webhook's id; the store of an admin's route, as a `String`): 404 for one that is
+/// not (or is not UTF-8).
 #[derive(Debug)]
 pub struct Item<I>(pub I);
 
@@ -247,26 +245,6 @@ impl<I: FromStr, S: Send + Sync> FromRequestParts<S> for Item<I> {
             .last()
             .and_then(|(_, value)| value.parse().ok())
             .map(Item)
-            .ok_or_else(ApiError::not_found)
-    }
-}
-
-/// The store a route's path names (its first parameter), for a route whose caller is checked
-/// otherwise (an admin's): 404 for an id that is not UTF-8.
-#[derive(Debug)]
-pub struct Named(pub String);
-
-impl<S: Send + Sync> FromRequestParts<S> for Named {
-    type Rejection = ApiError;
-
-    async fn from_request_parts(parts: &mut Parts, state: &S) -> Result<Self, Self::Rejection> {
-        let params = RawPathParams::from_request_parts(parts, state)
-            .await
-            .map_err(|_| ApiError::not_found())?;
-        params
-            .iter()
-            .next()
-            .map(|(_, value)| Named(value.to_owned()))
             .ok_or_else(ApiError::not_found)
     }
 }

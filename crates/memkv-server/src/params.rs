@@ -160,6 +160,31 @@ impl Paging {
     }
 }
 
+/// A listing's time range: what was made (a store created, a version written) within it, both
+/// ends included.
+#[derive(Deserialize, IntoParams)]
+#[into_params(parameter_in = Query)]
+pub struct Created {
+    /// Only what was made at or after this time.
+    #[serde(rename = "created_at[gte]")]
+    #[param(format = DateTime)]
+    gte: Option<String>,
+    /// Only what was made at or before this time.
+    #[serde(rename = "created_at[lte]")]
+    #[param(format = DateTime)]
+    lte: Option<String>,
+}
+
+impl Created {
+    /// The range's ends, as milliseconds since the epoch.
+    pub fn range(&self) -> Result<(Option<i64>, Option<i64>), ApiError> {
+        Ok((
+            time("created_at[gte]", self.gte.as_deref())?,
+            time("created_at[lte]", self.lte.as_deref())?,
+        ))
+    }
+}
+
 /// `limit`: 1 to `max`, `default` when not given.
 pub fn limit_within(limit: Option<&str>, default: usize, max: usize) -> Result<usize, ApiError> {
     match limit {

@@ -85,7 +85,7 @@ pub struct ToolInfo {
         ToolErrors))]
 pub async fn tool(
     State(state): State<Arc<AppState>>,
-    ToolStore { store, caller }: ToolStore,
+    ToolStore { store, caller, .. }: ToolStore,
     headers: HeaderMap,
     body: Body,
 ) -> Result<Response, ApiError> {

@@ -14,9 +14,9 @@ use serde_json::Value;
 use utoipa::{IntoParams, ToSchema};
 
 use super::objects::{ApiKeyCreated, ApiKeyList, ApiKeyObject, DeletedApiKey};
-use super::{answer, blocking, failed, json_body, wire};
+use super::{answer_with, failed, json_body, wire};
 use crate::AppState;
-use crate::access::Named;
+use crate::access::Item;
 use crate::auth::Caller;
 use crate::error::ApiError;
 use crate::routes::{KEY, KEYS};
@@ -105,9 +105,11 @@ pub async fn create_key(
         label: req.label,
         expires_ms,
     };
-    let (added, key) =
-        blocking(&state, move |db| db.add_key(&new).map_err(|e| refused(&e))).await?;
-    Ok(answer("", "keys.create", &ApiKeyCreated::new(&added, key)))
+    answer_with(&state, "", "keys.create", move |db, _| {
+        let (added, key) = db.add_key(&new).map_err(|e| refused(&e))?;
+        Ok(ApiKeyCreated::new(&added, key))
+    })
+    .await
 }
 
 /// `GET /v1/keys`: every key, by id (never the keys).
@@ -121,11 +123,13 @@ pub async fn list_keys(
     caller: Caller,
 ) -> Result<Response, ApiError> {
     caller.admin("listing API keys")?;
-    let keys = blocking(&state, |db| db.api_keys().map_err(|e| refused(&e))).await?;
-    let list = ApiKeyList {
-        data: keys.iter().map(ApiKeyObject::from).collect(),
-    };
-    Ok(answer("", "keys.list", &list))
+    answer_with(&state, "", "keys.list", |db, _| {
+        let keys = db.api_keys().map_err(|e| refused(&e))?;
+        Ok(ApiKeyList {
+            data: keys.iter().map(ApiKeyObject::from).collect(),
+        })
+    })
+    .await
 }
 
 /// `DELETE /v1/keys/{key_id}`: revokes the key on every server of the database (on this one at
@@ -138,16 +142,14 @@ pub async fn list_keys(
 pub async fn delete_key(
     State(state): State<Arc<AppState>>,
     caller: Caller,
-    Named(id): Named,
+    Item(id): Item<String>,
 ) -> Result<Response, ApiError> {
     caller.admin("revoking an API key")?;
-    let gone = id.clone();
-    let removed = blocking(&state, move |db| {
-        db.revoke_key(&gone).map_err(|e| refused(&e))
+    answer_with(&state, "", "keys.delete", move |db, _| {
+        match db.revoke_key(&id).map_err(|e| refused(&e))? {
+            true => Ok(DeletedApiKey::new(id)),
+            false => Err(ApiError::not_found()),
+        }
     })
-    .await?;
-    if !removed {
-        return Err(ApiError::not_found());
-    }
-    Ok(answer("", "keys.delete", &DeletedApiKey::new(id.clone())))
+    .await
 }

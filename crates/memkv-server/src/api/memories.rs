@@ -14,7 +14,7 @@ use serde::{Deserialize, Deserializer};
 use utoipa::{IntoParams, ToSchema};
 
 use super::objects::{DeletedMemory, MemoryItem, MemoryObject, MemoryPage};
-use super::{answer, failed, json_body, on_store, refused, wire};
+use super::{answer_on, failed, json_body, refused, wire};
 use crate::AppState;
 use crate::access::{Item, Reads, Writes};
 use crate::error::ApiError;
@@ -140,7 +140,9 @@ fn sha256(text: &str, name: &str) -> Result<[u8; 32], ApiError> {
     responses((status = 200, description = "The new memory", body = MemoryObject), ApiErrors))]
 pub async fn create_memory(
     State(state): State<Arc<AppState>>,
-    Writes { store: id, caller }: Writes,
+    Writes {
+        store: id, caller, ..
+    }: Writes,
     Params(view): Params<ViewBasic>,
     headers: HeaderMap,
     body: Body,
@@ -154,7 +156,7 @@ pub async fn create_memory(
     };
     let content = content.unwrap_or_default();
     let path = model_path(&req.path)?;
-    let memory = on_store(&state, &id, caller, move |user, key| {
+    answer_on(&state, &id, caller, "memories.create", move |user, key| {
         let mut m = user
             .create_memory(&path, &content)
             .map_err(|e| failed(&e, key))?
@@ -162,14 +164,9 @@ pub async fn create_memory(
         if full && m.content.is_none() {
             m.content = Some(content);
         }
-        Ok(m)
+        Ok(MemoryObject::new(key, &m, full))
     })
-    .await?;
-    Ok(answer(
-        &id,
-        "memories.create",
-        &MemoryObject::new(&id, &memory, full),
-    ))
+    .await
 }
 
 /// `GET /v1/memory_stores/{memory_store_id}/memories`: `path_prefix` (whole segments, ends
@@ -182,7 +179,9 @@ pub async fn create_memory(
     responses((status = 200, description = "A page of memories and prefixes", body = MemoryPage), ApiErrors))]
 pub async fn list_memories(
     State(state): State<Arc<AppState>>,
-    Reads { store: id, caller }: Reads,
+    Reads {
+        store: id, caller, ..
+    }: Reads,
     Params(view): Params<ViewBasic>,
     Params(paging): Params<Paging>,
     Params(filter): Params<MemoryFilter>,
@@ -192,31 +191,29 @@ pub async fn list_memories(
     let dir = filter.dir()?;
     let depth = filter.depth()?;
     let page = paging.page().map(str::to_owned);
-    let page = on_store(&state, &id, caller, move |user, key| {
-        match user
+    answer_on(&state, &id, caller, "memories.list", move |user, key| {
+        let page = match user
             .list_memories(&dir, depth, page.as_deref(), limit, full)
             .map_err(|e| failed(&e, key))?
         {
-            Ok(listed) => Ok(listed),
+            Ok(listed) => listed,
             // Nothing below the prefix: an empty page.
-            Err(ApiRefusal::NotFound) => Ok(Page {
+            Err(ApiRefusal::NotFound) => Page {
                 items: Vec::new(),
                 next: None,
-            }),
-            Err(r) => Err(refused(&r, false)),
-        }
+            },
+            Err(r) => return Err(refused(&r, false)),
+        };
+        Ok(MemoryPage {
+            data: page
+                .items
+                .iter()
+                .map(|item| MemoryItem::new(key, item, full))
+                .collect(),
+            next_page: page.next,
+        })
     })
-    .await?;
-    let data = page
-        .items
-        .iter()
-        .map(|item| MemoryItem::new(&id, item, full))
-        .collect();
-    let page = MemoryPage {
-        data,
-        next_page: page.next,
-    };
-    Ok(answer(&id, "memories.list", &page))
+    .await
 }
 
 /// `GET /v1/memory_stores/{memory_store_id}/memories/{memory_id}` (`view` defaults to `full`).
@@ -225,22 +222,27 @@ pub async fn list_memories(
     responses((status = 200, description = "The memory", body = MemoryObject), ApiErrors))]
 pub async fn retrieve_memory(
     State(state): State<Arc<AppState>>,
-    Reads { store: id, caller }: Reads,
+    Reads {
+        store: id, caller, ..
+    }: Reads,
     Item(memory): Item<MemoryId>,
     Params(view): Params<ViewFull>,
 ) -> Result<Response, ApiError> {
     let full = view.full()?;
-    let m = on_store(&state, &id, caller, move |user, key| {
-        user.memory(memory, full)
-            .map_err(|e| failed(&e, key))?
-            .ok_or_else(ApiError::not_found)
-    })
-    .await?;
-    Ok(answer(
+    answer_on(
+        &state,
         &id,
+        caller,
         "memories.retrieve",
-        &MemoryObject::new(&id, &m, full),
-    ))
+        move |user, key| {
+            let m = user
+                .memory(memory, full)
+                .map_err(|e| failed(&e, key))?
+                .ok_or_else(ApiError::not_found)?;
+            Ok(MemoryObject::new(key, &m, full))
+        },
+    )
+    .await
 }
 
 /// `POST /v1/memory_stores/{memory_store_id}/memories/{memory_id}`: new content and/or a new
@@ -254,7 +256,9 @@ pub async fn retrieve_memory(
     responses((status = 200, description = "The memory as changed", body = MemoryObject), ApiErrors))]
 pub async fn update_memory(
     State(state): State<Arc<AppState>>,
-    Writes { store: id, caller }: Writes,
+    Writes {
+        store: id, caller, ..
+    }: Writes,
     Item(memory): Item<MemoryId>,
     Params(view): Params<ViewBasic>,
     headers: HeaderMap,
@@ -278,7 +282,7 @@ pub async fn update_memory(
         }
     };
     let new_path = req.path.as_deref().map(model_path).transpose()?;
-    let m = on_store(&state, &id, caller, move |user, key| {
+    answer_on(&state, &id, caller, "memories.update", move |user, key| {
         let mut m = user
             .update_memory(
                 memory,
@@ -297,14 +301,9 @@ pub async fn update_memory(
                     .and_then(|again| again.content),
             };
         }
-        Ok(m)
+        Ok(MemoryObject::new(key, &m, full))
     })
-    .await?;
-    Ok(answer(
-        &id,
-        "memories.update",
-        &MemoryObject::new(&id, &m, full),
-    ))
+    .await
 }
 
 /// `DELETE /v1/memory_stores/{memory_store_id}/memories/{memory_id}`: 409 (nothing deleted)
@@ -316,7 +315,9 @@ pub async fn update_memory(
     responses((status = 200, description = "The memory is deleted", body = DeletedMemory), ApiErrors))]
 pub async fn delete_memory(
     State(state): State<Arc<AppState>>,
-    Writes { store: id, caller }: Writes,
+    Writes {
+        store: id, caller, ..
+    }: Writes,
     Item(memory): Item<MemoryId>,
     Params(condition): Params<DeleteCondition>,
 ) -> Result<Response, ApiError> {
@@ -325,15 +326,11 @@ pub async fn delete_memory(
         .as_deref()
         .map(|h| sha256(h, "expected_content_sha256"))
         .transpose()?;
-    on_store(&state, &id, caller, move |user, key| {
+    answer_on(&state, &id, caller, "memories.delete", move |user, key| {
         user.delete_memory(memory, expected)
             .map_err(|e| failed(&e, key))?
-            .map_err(|r| refused(&r, false))
+            .map_err(|r| refused(&r, false))?;
+        Ok(DeletedMemory::new(memory.to_string()))
     })
-    .await?;
-    Ok(answer(
-        &id,
-        "memories.delete",
-        &DeletedMemory::new(memory.to_string()),
-    ))
+    .await
 }

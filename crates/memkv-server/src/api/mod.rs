@@ -182,6 +182,33 @@ pub async fn on_store<T: Send + 'static>(
     blocking(state, move |store| work(handle(store, &id, &caller)?, &id)).await
 }
 
+/// Runs `work` on the blocking pool (as [`blocking`]) with the database and `id` (a store's id,
+/// or `""` for a route of no one store), answering what it returns as JSON (`operation` names
+/// it in the request's log line).
+pub async fn answer_with<T: Serialize + Send + 'static>(
+    state: &Arc<AppState>,
+    id: &str,
+    operation: &'static str,
+    work: impl FnOnce(&Database, &str) -> Result<T, ApiError> + Send + 'static,
+) -> Result<Response, ApiError> {
+    let key = id.to_owned();
+    let value = blocking(state, move |db| work(db, &key)).await?;
+    Ok(answer(id, operation, &value))
+}
+
+/// As [`on_store`], answering what `work` returns as JSON (`operation` names it in the
+/// request's log line).
+pub async fn answer_on<T: Serialize + Send + 'static>(
+    state: &Arc<AppState>,
+    id: &str,
+    caller: Caller,
+    operation: &'static str,
+    work: impl FnOnce(memkv::MemoryStore<'_>, &str) -> Result<T, ApiError> + Send + 'static,
+) -> Result<Response, ApiError> {
+    let value = on_store(state, id, caller, work).await?;
+    Ok(answer(id, operation, &value))
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

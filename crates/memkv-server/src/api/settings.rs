@@ -17,9 +17,9 @@ use utoipa::{IntoParams, ToSchema};
 use super::objects::{
     Bound, EffectiveSettings, OwnSettings, Period, Secrets, SettingsObject, SettingsType,
 };
-use super::{answer, blocking, failed, json_body};
+use super::{answer_with, failed, json_body};
 use crate::AppState;
-use crate::access::{Named, Reads};
+use crate::access::{Item, Reads};
 use crate::auth::Caller;
 use crate::error::ApiError;
 use crate::routes::SETTINGS;
@@ -167,14 +167,11 @@ pub async fn retrieve_settings(
     State(state): State<Arc<AppState>>,
     Reads { store: id, .. }: Reads,
 ) -> Result<Response, ApiError> {
-    let key = id.clone();
-    let out = blocking(&state, move |db| {
-        let own = db.store_settings(&key).map_err(|e| refused(&e, &key))?;
-        let effective = db.effective_settings(&key).map_err(|e| refused(&e, &key))?;
-        Ok(settings_object(&key, &own, &effective))
+    answer_with(&state, &id, "memory_stores.settings.retrieve", |db, key| {
+        let own = db.store_settings(key).map_err(|e| refused(&e, key))?;
+        answer_settings(db, key, &own)
     })
-    .await?;
-    Ok(answer(&id, "memory_stores.settings.retrieve", &out))
+    .await
 }
 
 /// `PATCH /v1/memory_stores/{memory_store_id}/settings` (admin): `{"max_files": 100, "ttl":
@@ -187,23 +184,35 @@ pub async fn retrieve_settings(
 pub async fn update_settings(
     State(state): State<Arc<AppState>>,
     caller: Caller,
-    Named(id): Named,
+    Item(id): Item<String>,
     headers: HeaderMap,
     body: Body,
 ) -> Result<Response, ApiError> {
     caller.admin("changing a store's settings")?;
     let body: Map<String, Value> = json_body(&state, &headers, body).await?;
     let (change, reset) = parse_patch(&body).map_err(ApiError::invalid)?;
-    let key = id.clone();
-    let out = blocking(&state, move |db| {
-        let own = db
-            .update_store_settings(&key, &change, &reset)
-            .map_err(|e| refused(&e, &key))?;
-        let effective = db.effective_settings(&key).map_err(|e| refused(&e, &key))?;
-        Ok(settings_object(&key, &own, &effective))
-    })
-    .await?;
-    Ok(answer(&id, "memory_stores.settings.update", &out))
+    answer_with(
+        &state,
+        &id,
+        "memory_stores.settings.update",
+        move |db, key| {
+            let own = db
+                .update_store_settings(key, &change, &reset)
+                .map_err(|e| refused(&e, key))?;
+            answer_settings(db, key, &own)
+        },
+    )
+    .await
+}
+
+/// The settings object of store `key`, whose own settings are `own`.
+fn answer_settings(
+    db: &memkv::Database,
+    key: &str,
+    own: &StoreSettings,
+) -> Result<SettingsObject, ApiError> {
+    let effective = db.effective_settings(key).map_err(|e| refused(&e, key))?;
+    Ok(settings_object(key, own, &effective))
 }
 
 #[cfg(test)]

@@ -14,12 +14,12 @@ use utoipa::openapi::schema::{Object, ObjectBuilder, SchemaType, Type};
 use utoipa::{IntoParams, ToSchema};
 
 use super::objects::{DeletedMemoryStore, MemoryStoreObject, MemoryStorePage};
-use super::{answer, bad_page, blocking, existing, failed, json_body, refused};
+use super::{answer, answer_with, bad_page, blocking, existing, failed, json_body, refused};
 use crate::AppState;
 use crate::access::{Reads, Writes};
 use crate::auth::Caller;
 use crate::error::ApiError;
-use crate::params::{Paging, Params, flag, time};
+use crate::params::{Created, Paging, Params, flag};
 use crate::routes::{ARCHIVE, STORE, STORES};
 use crate::spec::{ApiErrors, Beta, StorePath};
 
@@ -113,14 +113,6 @@ pub struct StoreFilter {
     /// Include archived stores.
     #[param(value_type = Option<bool>)]
     include_archived: Option<String>,
-    /// Only stores created at or after this time.
-    #[serde(rename = "created_at[gte]")]
-    #[param(format = DateTime)]
-    created_gte: Option<String>,
-    /// Only stores created at or before this time.
-    #[serde(rename = "created_at[lte]")]
-    #[param(format = DateTime)]
-    created_lte: Option<String>,
 }
 
 // The rules are the library's (`memkv::stores::fields`), which an import applies too.
@@ -186,19 +178,19 @@ pub async fn create_store(
 #[utoipa::path(get, path = STORES, operation_id = "memory_stores_list",
     summary = "List memory stores",
     description = "Admin key (or keyless on loopback). In id order; archived stores only with `include_archived=true`.",
-    params(StoreFilter, Paging, Beta),
+    params(StoreFilter, Created, Paging, Beta),
     responses((status = 200, description = "A page of stores", body = MemoryStorePage), ApiErrors))]
 pub async fn list_stores(
     State(state): State<Arc<AppState>>,
     caller: Caller,
     Params(paging): Params<Paging>,
     Params(q): Params<StoreFilter>,
+    Params(created): Params<Created>,
 ) -> Result<Response, ApiError> {
     caller.admin("listing memory stores")?;
     let limit = paging.limit(false)?;
     let archived = flag("include_archived", q.include_archived.as_deref())?.unwrap_or(false);
-    let gte = time("created_at[gte]", q.created_gte.as_deref())?;
-    let lte = time("created_at[lte]", q.created_lte.as_deref())?;
+    let (gte, lte) = created.range()?;
     let after = paging.page().map(decode_page).transpose()?;
     let (stores, next) = blocking(&state, move |store| {
         let wanted = |ms: i64| gte.is_none_or(|t| ms >= t) && lte.is_none_or(|t| ms <= t);
@@ -259,13 +251,10 @@ pub async fn retrieve_store(
     State(state): State<Arc<AppState>>,
     Reads { store: id, .. }: Reads,
 ) -> Result<Response, ApiError> {
-    let key = id.clone();
-    let info = blocking(&state, move |store| existing(store, &key)).await?;
-    Ok(answer(
-        &id,
-        "memory_stores.retrieve",
-        &MemoryStoreObject::from(&info),
-    ))
+    answer_with(&state, &id, "memory_stores.retrieve", |db, id| {
+        Ok(MemoryStoreObject::from(&existing(db, id)?))
+    })
+    .await
 }
 
 /// `POST /v1/memory_stores/{memory_store_id}`: name, description, metadata changes (a key
@@ -277,7 +266,9 @@ pub async fn retrieve_store(
     responses((status = 200, description = "The store as changed", body = MemoryStoreObject), ApiErrors))]
 pub async fn update_store(
     State(state): State<Arc<AppState>>,
-    Writes { store: id, caller }: Writes,
+    Writes {
+        store: id, caller, ..
+    }: Writes,
     headers: HeaderMap,
     body: Body,
 ) -> Result<Response, ApiError> {
@@ -293,9 +284,8 @@ pub async fn update_store(
     for (k, v) in &patch {
         check_pair(k, v.as_deref())?;
     }
-    let key = id.clone();
-    let info = blocking(&state, move |store| {
-        let current = existing(store, &key)?;
+    answer_with(&state, &id, "memory_stores.update", move |store, key| {
+        let current = existing(store, key)?;
         let mut merged = current.metadata;
         for (k, v) in &patch {
             match v {
@@ -304,23 +294,14 @@ pub async fn update_store(
             };
         }
         check_count(merged.len())?;
-        store
+        let info = store
             .acting_as(actor)
-            .update_store(
-                &key,
-                req.name.as_deref(),
-                req.description.as_deref(),
-                &patch,
-            )
-            .map_err(|e| failed(&e, &key))?
-            .map_err(|r| refused(&r, true))
+            .update_store(key, req.name.as_deref(), req.description.as_deref(), &patch)
+            .map_err(|e| failed(&e, key))?
+            .map_err(|r| refused(&r, true))?;
+        Ok(MemoryStoreObject::from(&info))
     })
-    .await?;
-    Ok(answer(
-        &id,
-        "memory_stores.update",
-        &MemoryStoreObject::from(&info),
-    ))
+    .await
 }
 
 /// `POST /v1/memory_stores/{memory_store_id}/archive`: once archived, a store is read-only
@@ -333,24 +314,21 @@ pub async fn update_store(
     responses((status = 200, description = "The archived store", body = MemoryStoreObject), ApiErrors))]
 pub async fn archive_store(
     State(state): State<Arc<AppState>>,
-    Writes { store: id, caller }: Writes,
+    Writes {
+        store: id, caller, ..
+    }: Writes,
 ) -> Result<Response, ApiError> {
     let actor = caller.actor();
-    let key = id.clone();
-    let info = blocking(&state, move |store| {
-        existing(store, &key)?;
-        store
+    answer_with(&state, &id, "memory_stores.archive", move |store, key| {
+        existing(store, key)?;
+        let info = store
             .acting_as(actor)
-            .archive_store(&key)
-            .map_err(|e| failed(&e, &key))?
-            .map_err(|r| refused(&r, false))
+            .archive_store(key)
+            .map_err(|e| failed(&e, key))?
+            .map_err(|r| refused(&r, false))?;
+        Ok(MemoryStoreObject::from(&info))
     })
-    .await?;
-    Ok(answer(
-        &id,
-        "memory_stores.archive",
-        &MemoryStoreObject::from(&info),
-    ))
+    .await
 }
 
 /// `DELETE /v1/memory_stores/{memory_store_id}`: the store, its memories and every version.
@@ -361,25 +339,21 @@ pub async fn archive_store(
     responses((status = 200, description = "The store is deleted", body = DeletedMemoryStore), ApiErrors))]
 pub async fn delete_store(
     State(state): State<Arc<AppState>>,
-    Writes { store: id, caller }: Writes,
+    Writes {
+        store: id, caller, ..
+    }: Writes,
 ) -> Result<Response, ApiError> {
     let actor = caller.actor();
-    let key = id.clone();
-    blocking(&state, move |store| {
-        existing(store, &key)?;
-        let deleted = store.acting_as(actor).delete_store(&key);
-        if deleted.map_err(|e| failed(&e, &key))? {
-            Ok(())
+    answer_with(&state, &id, "memory_stores.delete", move |store, key| {
+        existing(store, key)?;
+        let deleted = store.acting_as(actor).delete_store(key);
+        if deleted.map_err(|e| failed(&e, key))? {
+            Ok(DeletedMemoryStore::new(key.to_owned()))
         } else {
             Err(ApiError::not_found())
         }
     })
-    .await?;
-    Ok(answer(
-        &id,
-        "memory_stores.delete",
-        &DeletedMemoryStore::new(id.clone()),
-    ))
+    .await
 }
 
 #[cfg(test)]

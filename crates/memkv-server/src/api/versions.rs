@@ -11,11 +11,11 @@ use serde::Deserialize;
 use utoipa::IntoParams;
 
 use super::objects::{MemoryVersionObject, MemoryVersionPage, Operation as VersionOperation};
-use super::{answer, failed, on_store, refused};
+use super::{answer_on, failed, refused};
 use crate::AppState;
 use crate::access::{Item, Reads, Writes};
 use crate::error::ApiError;
-use crate::params::{Paging, Params, ViewBasic, ViewFull, time};
+use crate::params::{Created, Paging, Params, ViewBasic, ViewFull};
 use crate::routes::{REDACT, VERSION, VERSIONS};
 use crate::spec::{ApiErrors, Beta, StorePath, VersionPath};
 
@@ -34,19 +34,11 @@ pub struct VersionQuery {
     session_id: Option<String>,
     /// Only changes made by this service account (memkv has none: no version matches).
     service_account_id: Option<String>,
-    /// Only versions written at or after this time.
-    #[serde(rename = "created_at[gte]")]
-    #[param(format = DateTime)]
-    created_gte: Option<String>,
-    /// Only versions written at or before this time.
-    #[serde(rename = "created_at[lte]")]
-    #[param(format = DateTime)]
-    created_lte: Option<String>,
 }
 
 /// The filter of a version listing; `None` when no version can match (a service account, or
 /// two different authors).
-fn filter(q: &VersionQuery) -> Result<Option<VersionFilter>, ApiError> {
+fn filter(q: &VersionQuery, created: &Created) -> Result<Option<VersionFilter>, ApiError> {
     let memory = q
         .memory_id
         .as_deref()
@@ -67,8 +59,7 @@ fn filter(q: &VersionQuery) -> Result<Option<VersionFilter>, ApiError> {
             )));
         }
     };
-    let created_gte_ms = time("created_at[gte]", q.created_gte.as_deref())?;
-    let created_lte_ms = time("created_at[lte]", q.created_lte.as_deref())?;
+    let (created_gte_ms, created_lte_ms) = created.range()?;
     let authors: Vec<Actor> = [
         q.api_key_id.clone().map(Actor::ApiKey),
         q.session_id.clone().map(Actor::Session),
@@ -96,41 +87,49 @@ fn filter(q: &VersionQuery) -> Result<Option<VersionFilter>, ApiError> {
 #[utoipa::path(get, path = VERSIONS, operation_id = "memory_versions_list",
     summary = "List memory versions",
     description = "Oldest first. Every change to a memory, through this API or the memory tool, is a version; a deleted memory's versions stay.",
-    params(StorePath, VersionQuery, Paging, ViewBasic, Beta),
+    params(StorePath, VersionQuery, Created, Paging, ViewBasic, Beta),
     responses((status = 200, description = "A page of versions", body = MemoryVersionPage), ApiErrors))]
 pub async fn list_versions(
     State(state): State<Arc<AppState>>,
-    Reads { store: id, caller }: Reads,
+    Reads {
+        store: id, caller, ..
+    }: Reads,
     Params(view): Params<ViewBasic>,
     Params(paging): Params<Paging>,
     Params(q): Params<VersionQuery>,
+    Params(created): Params<Created>,
 ) -> Result<Response, ApiError> {
     let full = view.full()?;
     let limit = paging.limit(full)?;
-    let filter = filter(&q)?;
+    let filter = filter(&q, &created)?;
     let page = paging.page().map(str::to_owned);
-    let page = on_store(&state, &id, caller, move |user, key| {
-        let Some(filter) = filter else {
-            return Ok(Page {
-                items: Vec::new(),
-                next: None,
-            });
-        };
-        user.versions(&filter, page.as_deref(), limit, full)
-            .map_err(|e| failed(&e, key))?
-            .map_err(|r| refused(&r, false))
-    })
-    .await?;
-    let data = page
-        .items
-        .iter()
-        .map(|v| MemoryVersionObject::new(&id, v, full))
-        .collect();
-    let page = MemoryVersionPage {
-        data,
-        next_page: page.next,
-    };
-    Ok(answer(&id, "memory_versions.list", &page))
+    answer_on(
+        &state,
+        &id,
+        caller,
+        "memory_versions.list",
+        move |user, key| {
+            let page = match filter {
+                None => Page {
+                    items: Vec::new(),
+                    next: None,
+                },
+                Some(filter) => user
+                    .versions(&filter, page.as_deref(), limit, full)
+                    .map_err(|e| failed(&e, key))?
+                    .map_err(|r| refused(&r, false))?,
+            };
+            Ok(MemoryVersionPage {
+                data: page
+                    .items
+                    .iter()
+                    .map(|v| MemoryVersionObject::new(key, v, full))
+                    .collect(),
+                next_page: page.next,
+            })
+        },
+    )
+    .await
 }
 
 /// `GET /v1/memory_stores/{memory_store_id}/memory_versions/{memory_version_id}` (`view`
@@ -140,22 +139,27 @@ pub async fn list_versions(
     responses((status = 200, description = "The version", body = MemoryVersionObject), ApiErrors))]
 pub async fn retrieve_version(
     State(state): State<Arc<AppState>>,
-    Reads { store: id, caller }: Reads,
+    Reads {
+        store: id, caller, ..
+    }: Reads,
     Item(version): Item<VersionId>,
     Params(view): Params<ViewFull>,
 ) -> Result<Response, ApiError> {
     let full = view.full()?;
-    let v = on_store(&state, &id, caller, move |user, key| {
-        user.version(version, full)
-            .map_err(|e| failed(&e, key))?
-            .ok_or_else(ApiError::not_found)
-    })
-    .await?;
-    Ok(answer(
+    answer_on(
+        &state,
         &id,
+        caller,
         "memory_versions.retrieve",
-        &MemoryVersionObject::new(&id, &v, full),
-    ))
+        move |user, key| {
+            let v = user
+                .version(version, full)
+                .map_err(|e| failed(&e, key))?
+                .ok_or_else(ApiError::not_found)?;
+            Ok(MemoryVersionObject::new(key, &v, full))
+        },
+    )
+    .await
 }
 
 /// `POST /v1/memory_stores/{memory_store_id}/memory_versions/{memory_version_id}/redact`:
@@ -168,18 +172,23 @@ pub async fn retrieve_version(
     responses((status = 200, description = "The redacted version", body = MemoryVersionObject), ApiErrors))]
 pub async fn redact_version(
     State(state): State<Arc<AppState>>,
-    Writes { store: id, caller }: Writes,
+    Writes {
+        store: id, caller, ..
+    }: Writes,
     Item(version): Item<VersionId>,
 ) -> Result<Response, ApiError> {
-    let v = on_store(&state, &id, caller, move |user, key| {
-        user.redact(version)
-            .map_err(|e| failed(&e, key))?
-            .map_err(|r| refused(&r, false))
-    })
-    .await?;
-    Ok(answer(
+    answer_on(
+        &state,
         &id,
+        caller,
         "memory_versions.redact",
-        &MemoryVersionObject::new(&id, &v, false),
-    ))
+        move |user, key| {
+            let v = user
+                .redact(version)
+                .map_err(|e| failed(&e, key))?
+                .map_err(|r| refused(&r, false))?;
+            Ok(MemoryVersionObject::new(key, &v, false))
+        },
+    )
+    .await
 }

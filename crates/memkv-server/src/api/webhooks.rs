@@ -13,9 +13,9 @@ use serde::Deserialize;
 use utoipa::{IntoParams, ToSchema};
 
 use super::objects::{DeletedWebhook, WebhookCreated, WebhookList, WebhookObject};
-use super::{answer, blocking, failed, json_body};
+use super::{answer_with, failed, json_body};
 use crate::AppState;
-use crate::access::Named;
+use crate::access::Item;
 use crate::auth::Caller;
 use crate::error::ApiError;
 use crate::routes::{WEBHOOK, WEBHOOKS};
@@ -82,17 +82,13 @@ pub async fn create_webhook(
         .map_err(ApiError::invalid)?;
     let secret = crate::webhooks::new_secret()
         .map_err(|_| ApiError::internal("no random source for the signing secret"))?;
-    let given = secret.clone();
-    let hook = blocking(&state, move |db| {
-        db.add_webhook(&req.url, &given, &req.stores, &kinds, format)
-            .map_err(|e| refused(&e))
+    answer_with(&state, "", "webhooks.create", move |db, _| {
+        let hook = db
+            .add_webhook(&req.url, &secret, &req.stores, &kinds, format)
+            .map_err(|e| refused(&e))?;
+        Ok(WebhookCreated::new(&hook, secret))
     })
-    .await?;
-    Ok(answer(
-        "",
-        "webhooks.create",
-        &WebhookCreated::new(&hook, secret),
-    ))
+    .await
 }
 
 /// `GET /v1/webhooks`: every endpoint, by id (no secrets).
@@ -106,11 +102,13 @@ pub async fn list_webhooks(
     caller: Caller,
 ) -> Result<Response, ApiError> {
     caller.admin("listing webhooks")?;
-    let hooks = blocking(&state, |db| db.webhooks().map_err(|e| refused(&e))).await?;
-    let list = WebhookList {
-        data: hooks.iter().map(WebhookObject::from).collect(),
-    };
-    Ok(answer("", "webhooks.list", &list))
+    answer_with(&state, "", "webhooks.list", |db, _| {
+        let hooks = db.webhooks().map_err(|e| refused(&e))?;
+        Ok(WebhookList {
+            data: hooks.iter().map(WebhookObject::from).collect(),
+        })
+    })
+    .await
 }
 
 /// `DELETE /v1/webhooks/{webhook_id}`.
@@ -121,20 +119,14 @@ pub async fn list_webhooks(
 pub async fn delete_webhook(
     State(state): State<Arc<AppState>>,
     caller: Caller,
-    Named(id): Named,
+    Item(id): Item<String>,
 ) -> Result<Response, ApiError> {
     caller.admin("removing a webhook")?;
-    let gone = id.clone();
-    let removed = blocking(&state, move |db| {
-        db.remove_webhook(&gone).map_err(|e| refused(&e))
+    answer_with(&state, "", "webhooks.delete", move |db, _| {
+        match db.remove_webhook(&id).map_err(|e| refused(&e))? {
+            true => Ok(DeletedWebhook::new(id)),
+            false => Err(ApiError::not_found()),
+        }
     })
-    .await?;
-    if !removed {
-        return Err(ApiError::not_found());
-    }
-    Ok(answer(
-        "",
-        "webhooks.delete",
-        &DeletedWebhook::new(id.clone()),
-    ))
+    .await
 }
