@@ -100,6 +100,24 @@ fn the_public_types_have_their_methods_in_one_place() {
     assert_eq!(found.len(), 4, "{found:?}");
 }
 
+#[test]
+fn these_types_have_their_methods_beside_them() {
+    // Types defined outside `src/api/` whose methods were once split between two files: each
+    // type's inherent methods are in the file that defines it.
+    for (ty, home) in [
+        ("Actor", "src/history/actor.rs"),
+        ("SearchResults", "src/search/results.rs"),
+    ] {
+        let files: BTreeSet<PathBuf> = sources(&library())
+            .into_iter()
+            .filter(|(_, _, code)| code.lines().any(|l| l == format!("impl {ty} {{")))
+            .map(|(path, _, _)| path)
+            .collect();
+        let home = Path::new(env!("CARGO_MANIFEST_DIR")).join(home);
+        assert_eq!(files, BTreeSet::from([home]), "`impl {ty}`");
+    }
+}
+
 /// The modules (their first `depth` path segments) each module under `root` imports: every
 /// `crate::…` and `super::…` path in its code.
 fn imports(root: &Path, depth: usize) -> BTreeMap<String, BTreeSet<String>> {
