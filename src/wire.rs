@@ -83,7 +83,7 @@ impl From<&ChangeEntry> for ChangeObject {
             memory_version_id: c.version.map(|v| v.to_string()),
             path: (of_memory && !redaction).then(|| api_path(&c.path)),
             previous_path: previous.then(|| api_path(&c.previous_path)),
-            content_sha256: content.then(|| c.sha256.as_ref().map(hex)),
+            content_sha256: content.then(|| c.sha256.as_ref().map(hex::encode)),
             content_size_bytes: content.then_some(c.size),
             created_by: c.actor.as_ref().map(ActorObject::from),
             created_at: crate::time::rfc3339_ms(c.at_ms),
@@ -100,14 +100,6 @@ impl ChangeEntry {
     pub fn to_json(&self) -> serde_json::Value {
         serde_json::to_value(ChangeObject::from(self)).expect("a change object serializes")
     }
-}
-
-fn hex(bytes: &[u8; 32]) -> String {
-    use std::fmt::Write as _;
-    bytes.iter().fold(String::with_capacity(64), |mut s, b| {
-        let _ = write!(s, "{b:02x}");
-        s
-    })
 }
 
 /// A change's `type` in JSON: its event type (`memory.created`, …).

@@ -328,7 +328,7 @@ impl ApiRefusal {
             ApiRefusal::NotFound => "Not found".to_owned(),
             ApiRefusal::PreconditionFailed { current } => format!(
                 "Precondition failed: the memory changed since it was read (its content_sha256 is now {})",
-                crate::layout::hex(current)
+                hex::encode(current)
             ),
             ApiRefusal::PathExists { path } => format!("{path} already exists"),
             ApiRefusal::ParentIsFile { path, parent } => {
