@@ -242,7 +242,7 @@ pub(crate) fn files(scope: Scope<'_>) -> Result<Vec<FileInfo>, Error> {
             out.push(FileInfo {
                 path,
                 size: meta.size,
-                sha256: crate::layout::hex(&meta.sha256),
+                sha256: hex::encode(meta.sha256),
                 created_ms: meta.created_ms,
                 modified_ms: meta.modified_ms,
                 accessed_ms,

@@ -71,8 +71,8 @@ pub(crate) fn check_user<T: ReadTxn + ?Sized>(txn: &T, user: &str) -> Result<Vec
             )),
             Some((_, sha256)) if *sha256 != meta.sha256 => problems.push(format!(
                 "the content of {path} does not match its SHA-256 (recorded {}, found {}): it was damaged",
-                layout::hex(&meta.sha256),
-                layout::hex(sha256)
+                hex::encode(meta.sha256),
+                hex::encode(sha256)
             )),
             Some(_) => {}
         }

@@ -143,7 +143,10 @@ pub fn generate() -> Result<(String, String), Error> {
     random(&mut secret)?;
     let mut id = [0u8; 6];
     random(&mut id)?;
-    Ok((format!("key_{}", hex(&id)), format!("mkv_{}", hex(&secret))))
+    Ok((
+        format!("key_{}", hex::encode(id)),
+        format!("mkv_{}", hex::encode(secret)),
+    ))
 }
 
 /// The stored record (postcard, field order as listed; `docs/design.md`).
@@ -243,14 +246,6 @@ fn all(txn: &dyn ReadTxn, live: bool) -> Result<Vec<ApiKey>, Error> {
 
 fn random(bytes: &mut [u8]) -> Result<(), Error> {
     getrandom::fill(bytes).map_err(|e| Error::storage(format!("no random bytes: {e}")))
-}
-
-fn hex(bytes: &[u8]) -> String {
-    use std::fmt::Write as _;
-    bytes.iter().fold(String::new(), |mut s, b| {
-        let _ = write!(s, "{b:02x}");
-        s
-    })
 }
 
 /// The body of [`crate::Database::add_key`].
@@ -412,7 +407,7 @@ mod tests {
             assert!(!valid_id(bad), "{bad}");
         }
         assert_eq!(
-            hex(&hash("x")),
+            hex::encode(hash("x")),
             "2d711642b726b04401627ca9fbac32f5c8530fb1903cc4db02258717921a4881"
         );
     }

@@ -95,16 +95,6 @@ pub fn sha256(bytes: &[u8]) -> [u8; 32] {
     Sha256::digest(bytes).into()
 }
 
-/// Lowercase hexadecimal, as the memory-stores API and export files spell hashes.
-pub fn hex(bytes: &[u8]) -> String {
-    use std::fmt::Write;
-    let mut out = String::with_capacity(bytes.len() * 2);
-    for b in bytes {
-        let _ = write!(out, "{b:02x}");
-    }
-    out
-}
-
 /// Number of files and their total size: per directory, and per user.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Totals {
@@ -351,7 +341,7 @@ mod tests {
         // The hash is the lowercase-hex SHA-256 of the UTF-8 bytes (FIPS 180-2 test vector).
         let Node::File(meta) = node else { panic!() };
         assert_eq!(
-            hex(&meta.sha256),
+            hex::encode(meta.sha256),
             "ba7816bf8f01cfea414140de5dae2223b00361a396177a9cb410ff61f20015ad"
         );
         assert!(matches!(

@@ -35,14 +35,20 @@
 //!
 //! # Layout
 //!
-//! Imports flow downward through this list (`tests/it/architecture.rs` checks that no two
-//! modules import each other, directly or round a loop):
+//! Imports flow downward through this list: a module may import the modules of its own item
+//! and of the items below it, never those of an item above (`tests/it/architecture.rs` checks
+//! this order, and that no two modules import each other, directly or round a loop):
 //!
 //! - `api`: the public face, each type's methods in one file ([`Database`], [`DatabaseBuilder`],
 //!   [`MemoryStore`], [`OwnedMemoryStore`]), each a thin step into the module that does the
 //!   work; [`protocol`]: `tool_use` / `tool_result` and JSON Lines, one answer for every face.
 //!   `crates/memkv-cli` (the `memkv` binary) is a thin CLI over the library, as are the server
 //!   (`crates/memkv-server`) and MCP (`crates/memkv-mcp`) faces.
+//! - [`wire`]: the JSON objects the faces answer (an actor, a change-log entry, search
+//!   results) as types, which describe themselves for OpenAPI with the `openapi` feature.
+//! - [`search`]: search over a store's current memories from one snapshot (exact: a regular
+//!   expression or a literal, line by line, as ripgrep matches; [`MemoryStore::search`]), and
+//!   `memory_search`, memkv's second tool for the model ([`MemoryStore::answer_search`]).
 //! - `stores`, `memories`, `versions`: the memory-stores API's stores, memories and versions;
 //!   `admin`: users, check, expiry, pruning and operator reads; `backup`: export, import, and
 //!   plain-directory migration ([`crate::Database::export`] into an [`ExportFile`] or any writer,
@@ -58,28 +64,26 @@
 //!   log's entries before each commit and hands the committed changes to the commit hooks
 //!   after it (and wakes [`CommitSignal`]s), and the `Engine` every module above works on (the
 //!   backend, the policies, the clock, the queue).
-//! - [`search`]: search over a store's current memories from one snapshot (exact: a regular
-//!   expression or a literal, line by line, as ripgrep matches; [`MemoryStore::search`]), and
-//!   `memory_search`, memkv's second tool for the model ([`MemoryStore::answer_search`]).
-//! - [`wire`]: the JSON objects the faces answer (an actor, a change-log entry, search
-//!   results) as types, which describe themselves for OpenAPI with the `openapi` feature.
+//! - `exec` and `tree`: the commands' semantics and the directory index with its aggregates,
+//!   written once over the seam; `access`: access times noted by views, written with the next
+//!   writes.
 //! - `changes`: the change log, an outbox written in the transaction of each change, numbered
 //!   in commit order across the database ([`crate::Database::changes`], [`ChangeEntry`]),
 //!   scrubbed by redactions, trimmed by its [`ChangeRetention`].
-//! - `exec` and `tree`: the commands' semantics and the directory index with its aggregates,
-//!   written once over the seam; `limits` and `secrets`: what every write is checked against;
-//!   `access`: access times noted by views, written with the next writes.
+//! - [`command`]: the six commands and their parsing from JSON; `blocks`: the tool's blocks;
+//!   `messages`: every model-facing string, and nothing else; `user_id`: the rules for user ids.
+//! - `limits` and `secrets`: what every write is checked against.
 //! - `history`: ids, versions, retention, and (`history::change`) what a committed write changed
 //!   ([`Change`]), as [`CommitHook`]s see it.
-//! - [`command`]: the six commands and their parsing from JSON; `blocks`: the tool's blocks;
-//!   `messages`: every model-facing string, and nothing else; [`path`]: model input to a
-//!   validated [`MemoryPath`] (pure, no I/O); `user_id`: the rules for user ids.
 //! - `layout`: keys and records as bytes; [`storage`]: the narrow transactional seam;
 //!   [`storage::redb`] is the embedded default and holds every table definition, its
 //!   [arrangement version](storage::redb::REDB_FORMAT), the journal through which a file's
 //!   commits become durable with one append and flush, and the disk reserve that lets writes
 //!   which free space commit on a full disk; `postgres` (feature `postgres`) the same in
 //!   PostgreSQL; the logical layout version is `layout::LAYOUT_VERSION`.
+//! - `error`: the library's errors; [`path`]: model input to a validated [`MemoryPath`] (pure,
+//!   no I/O); [`lines`]: reading lines with a length cap; [`json`]: JSON that refuses duplicate
+//!   keys; `time`: timestamps as text and durations as milliseconds.
 //!
 //! `docs/design.md` describes the storage format and the reasoning; `BENCHMARKS.md` the
 //! measured performance.

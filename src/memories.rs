@@ -393,22 +393,16 @@ pub(crate) fn list_memories(
 
 /// A page token: the hex of the key the next page starts at.
 pub(crate) fn hex_of(key: &[u8]) -> String {
-    layout::hex(key)
+    hex::encode(key)
 }
 
 /// The key of a page token; `None` for anything that is not lowercase hex.
 pub(crate) fn unhex(token: &str) -> Option<Vec<u8>> {
-    if !token.len().is_multiple_of(2) || token.len() > 4096 {
+    let lowercase = token
+        .bytes()
+        .all(|c| matches!(c, b'0'..=b'9' | b'a'..=b'f'));
+    if !lowercase || token.len() > 4096 {
         return None;
     }
-    let digit = |c: u8| match c {
-        b'0'..=b'9' => Some(c - b'0'),
-        b'a'..=b'f' => Some(c - b'a' + 10),
-        _ => None,
-    };
-    token
-        .as_bytes()
-        .chunks_exact(2)
-        .map(|p| Some(digit(p[0])? << 4 | digit(p[1])?))
-        .collect()
+    hex::decode(token).ok()
 }

@@ -125,7 +125,7 @@ fn new_store_id() -> Result<String, Error> {
     std::fs::File::open("/dev/urandom")
         .and_then(|mut f| f.read_exact(&mut bytes))
         .map_err(|e| Error::storage(format!("cannot read /dev/urandom: {e}")))?;
-    Ok(format!("memstore_{}", crate::layout::hex(&bytes)))
+    Ok(format!("memstore_{}", hex::encode(bytes)))
 }
 
 /// Every key of a user's space lies below this bound: path encodings hold no 0xFF byte, and

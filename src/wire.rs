@@ -1,54 +1,19 @@
 //! The JSON objects the faces answer, as types: an actor, a change-log entry, search results.
 //! Each face serializes these, so the shape is written down once; with the `openapi` feature
 //! each also describes itself (utoipa's `ToSchema`), and the HTTP server's `/openapi.json` is
-//! derived from them. The tool blocks themselves are `blocks`' types; with the feature this
+//! derived from them. An actor's object and the search results' are written beside their types
+//! (`history::actor`, `search::results`, so that each type's methods are in one file) and
+//! re-exported here. The tool blocks themselves are `blocks`' types; with the feature this
 //! module also describes them (`ToolInput`, `ToolUseBlock`, `ToolResultBlock`,
 //! `ToolOutputObject`), held to `blocks`' serialization by tests.
 
 use serde::Serialize;
 
 use crate::changes::ChangeEntry;
-use crate::history::Actor;
 use crate::history::change::ChangeKind;
-use crate::search::{SearchHit, SearchLine, SearchResults};
 
-/// Who made a change: an API key, an agent session, or a person at the CLI.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
-#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema), schema(as = Actor))]
-#[serde(tag = "type", rename_all = "snake_case", deny_unknown_fields)]
-pub enum ActorObject {
-    /// A caller of `memkv serve`, by its API key's id.
-    ApiActor {
-        /// The key's id (`key_…`).
-        api_key_id: String,
-    },
-    /// An agent session: an MCP session, `memkv exec`, a tool session of an SDK adapter.
-    SessionActor {
-        /// The session's id.
-        session_id: String,
-    },
-    /// A person: the operator at the CLI.
-    UserActor {
-        /// Their login name.
-        user_id: String,
-    },
-}
-
-impl From<&Actor> for ActorObject {
-    fn from(actor: &Actor) -> Self {
-        match actor {
-            Actor::ApiKey(id) => ActorObject::ApiActor {
-                api_key_id: id.clone(),
-            },
-            Actor::Session(id) => ActorObject::SessionActor {
-                session_id: id.clone(),
-            },
-            Actor::User(id) => ActorObject::UserActor {
-                user_id: id.clone(),
-            },
-        }
-    }
-}
+pub use crate::history::actor::ActorObject;
+pub use crate::search::results::{SearchHitObject, SearchLineObject, SearchResultsObject};
 
 /// An entry of the change log as every face shows it (the feed, webhooks, `memkv changes`).
 /// A field that does not apply to the entry's type is absent; a path or hash a redaction
@@ -118,18 +83,11 @@ impl From<&ChangeEntry> for ChangeObject {
             memory_version_id: c.version.map(|v| v.to_string()),
             path: (of_memory && !redaction).then(|| api_path(&c.path)),
             previous_path: previous.then(|| api_path(&c.previous_path)),
-            content_sha256: content.then(|| c.sha256.as_ref().map(hex)),
+            content_sha256: content.then(|| c.sha256.as_ref().map(hex::encode)),
             content_size_bytes: content.then_some(c.size),
             created_by: c.actor.as_ref().map(ActorObject::from),
             created_at: crate::time::rfc3339_ms(c.at_ms),
         }
-    }
-}
-
-impl Actor {
-    /// The memory-stores API's actor object (`api_actor`, `session_actor`, `user_actor`).
-    pub fn to_json(&self) -> serde_json::Value {
-        serde_json::to_value(ActorObject::from(self)).expect("an actor object serializes")
     }
 }
 
@@ -141,102 +99,6 @@ impl ChangeEntry {
     /// A field a redaction scrubbed is `null`.
     pub fn to_json(&self) -> serde_json::Value {
         serde_json::to_value(ChangeObject::from(self)).expect("a change object serializes")
-    }
-}
-
-impl SearchResults {
-    /// The JSON the HTTP server answers and `memkv search --json` prints: `data`, one object per
-    /// memory (`path` as the memory-stores API spells it, `memory_id`, `score` for ranked search,
-    /// `lines` with `line_number`, `text`, `is_match`), then `more` and `unsearched`.
-    pub fn to_json(&self) -> serde_json::Value {
-        serde_json::to_value(SearchResultsObject::from(self)).expect("search results serialize")
-    }
-}
-
-fn hex(bytes: &[u8; 32]) -> String {
-    use std::fmt::Write as _;
-    bytes.iter().fold(String::with_capacity(64), |mut s, b| {
-        let _ = write!(s, "{b:02x}");
-        s
-    })
-}
-
-/// What a search found, as the HTTP server answers it and `memkv search --json` prints it.
-#[derive(Debug, Clone, PartialEq, Serialize)]
-#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema), schema(as = SearchResults))]
-#[serde(deny_unknown_fields)]
-pub struct SearchResultsObject {
-    /// The memories with matches, each with its lines.
-    pub data: Vec<SearchHitObject>,
-    /// Matching lines (ranked: memories) beyond `limit`, not answered.
-    pub more: u64,
-    /// Memories not searched because the time budget ran out.
-    pub unsearched: u64,
-}
-
-/// One memory with matches.
-#[derive(Debug, Clone, PartialEq, Serialize)]
-#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema), schema(as = SearchHit))]
-#[serde(deny_unknown_fields)]
-pub struct SearchHitObject {
-    /// Its path, relative to the store's root.
-    pub path: String,
-    /// Its id.
-    #[cfg_attr(feature = "openapi", schema(pattern = "^mem_[0-9a-f]{16}$"))]
-    pub memory_id: String,
-    /// Ranked search: the memory's BM25 score.
-    #[serde(skip_serializing_if = "Option::is_none")]
-    #[cfg_attr(feature = "openapi", schema(value_type = f64))]
-    pub score: Option<f64>,
-    /// Its matching lines (ranked: its best lines) with their context, in order.
-    pub lines: Vec<SearchLineObject>,
-}
-
-/// One line of a memory.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
-#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema), schema(as = SearchLine))]
-#[serde(deny_unknown_fields)]
-pub struct SearchLineObject {
-    /// Its number, from 1.
-    #[cfg_attr(feature = "openapi", schema(minimum = 1))]
-    pub line_number: u64,
-    /// Its text, without the line break.
-    pub text: String,
-    /// `false`: a line of context.
-    pub is_match: bool,
-}
-
-impl From<&SearchResults> for SearchResultsObject {
-    fn from(results: &SearchResults) -> Self {
-        SearchResultsObject {
-            data: results.hits.iter().map(SearchHitObject::from).collect(),
-            more: results.more,
-            unsearched: results.unsearched,
-        }
-    }
-}
-
-impl From<&SearchHit> for SearchHitObject {
-    fn from(hit: &SearchHit) -> Self {
-        SearchHitObject {
-            path: crate::path::api_path(&hit.path),
-            memory_id: hit.memory_id.to_string(),
-            // The f32's own shortest decimal (not the f64 it widens to).
-            score: hit
-                .score
-                .map(|s| s.to_string().parse().unwrap_or(f64::from(s))),
-            lines: hit.lines.iter().map(SearchLineObject::from).collect(),
-        }
-    }
-}
-
-impl From<&SearchLine> for SearchLineObject {
-    fn from(line: &SearchLine) -> Self {
-        SearchLineObject {
-            line_number: line.line_number,
-            text: line.text.clone(),
-            is_match: line.is_match,
-        }
     }
 }
 

@@ -11,7 +11,7 @@ use tempfile::NamedTempFile;
 
 use sha2::{Digest, Sha256};
 
-use super::{EXPORT_FORMAT, EXPORT_VERSION, Line, Progress, Summary, hex, history, sha256_hex};
+use super::{EXPORT_FORMAT, EXPORT_VERSION, Line, Progress, Summary, history, sha256_hex};
 use crate::error::Error;
 use crate::exec::Expired;
 use crate::history::{MemoryId, VersionId};
@@ -206,7 +206,7 @@ pub(crate) fn export(
             }
         }
     }
-    let digest = hex(&out.hasher.clone().finalize());
+    let digest = hex::encode(out.hasher.clone().finalize());
     write_line(
         &mut out,
         &Line::Trailer {

@@ -5,7 +5,7 @@ use std::collections::BTreeMap;
 
 use serde::{Deserialize, Serialize};
 
-use super::{Line, hex, import_error, sha256_hex};
+use super::{Line, import_error, sha256_hex};
 use crate::error::Error;
 use crate::history::body::Body;
 use crate::history::record::{StoreRecord, VersionRecord};
@@ -115,7 +115,7 @@ pub(super) fn version_line(
         actor: r.actor.as_ref().map(ActorLine::from),
         path: r.path,
         size: r.size,
-        sha256: r.sha256.map(|h| hex(&h)),
+        sha256: r.sha256.map(hex::encode),
         content,
         redacted: r.redacted.map(|r| RedactionLine {
             at_ms: r.at_ms,

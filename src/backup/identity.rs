@@ -15,9 +15,7 @@ const RESTORED_FROM: &[u8] = b"restored_from";
 /// The database's identity, in hex; `None` before a writer has made it (a database of an older
 /// build opened read-only).
 pub(crate) fn of(txn: &dyn ReadTxn) -> Result<Option<String>, Error> {
-    Ok(txn
-        .get(Space::Database, "", KEY)?
-        .map(|bytes| super::hex(&bytes)))
+    Ok(txn.get(Space::Database, "", KEY)?.map(hex::encode))
 }
 
 /// Makes the identity if the database has none and may be written. Never stops an open: a

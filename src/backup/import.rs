@@ -7,7 +7,7 @@ use sha2::{Digest, Sha256};
 
 use super::source::{ImportSource, for_each_line};
 use super::verify::{guarded, selected};
-use super::{Conflict, Entry, Line, Progress, Summary, hex, import_error};
+use super::{Conflict, Entry, Line, Progress, Summary, import_error};
 use super::{history, identity};
 use crate::error::Error;
 use crate::exec;
@@ -216,7 +216,7 @@ pub(crate) fn import_from(
             }
         }
         // The file must not have changed since it was verified.
-        if hex(&digest.finalize()) != verified.files_digest {
+        if hex::encode(digest.finalize()) != verified.files_digest {
             return Err(import_error(
                 0,
                 "the file changed while it was being imported",

@@ -208,7 +208,8 @@ pub(crate) fn escape_path(path: &Path) -> String {
             }
         }
         for b in chunk.invalid() {
-            out.push_str(&format!("\\x{b:02x}"));
+            out.push_str("\\x");
+            out.push_str(&hex::encode([*b]));
         }
     }
     out
@@ -226,12 +227,8 @@ pub(crate) fn max_line_bytes(limits: &Limits) -> usize {
 /// clocks that disagree a little). A time far in the future would make a file immune to expiry.
 pub(crate) const MAX_CLOCK_SKEW_MS: i64 = 24 * 3600 * 1000;
 
-fn hex(bytes: &[u8]) -> String {
-    bytes.iter().map(|b| format!("{b:02x}")).collect()
-}
-
 fn sha256_hex(data: &[u8]) -> String {
-    hex(&Sha256::digest(data))
+    hex::encode(Sha256::digest(data))
 }
 
 fn io_error(path: &Path) -> impl FnOnce(io::Error) -> Error + '_ {

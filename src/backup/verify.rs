@@ -9,7 +9,7 @@ use super::history::{Block, VersionLine};
 use super::source::{ImportSource, NOT_A_HEADER, for_each_line};
 use super::{
     EXPORT_FORMAT, EXPORT_VERSION, HISTORY_VERSION, IDENTITY_VERSION, INCREMENTAL_VERSION, Line,
-    MAX_CLOCK_SKEW_MS, Progress, Summary, hex, import_error, sha256_hex,
+    MAX_CLOCK_SKEW_MS, Progress, Summary, import_error, sha256_hex,
 };
 use crate::error::Error;
 use crate::exec;
@@ -327,7 +327,7 @@ pub(super) fn verify(
             "the file ends without a trailer (truncated?)",
         ));
     };
-    if hex(&all.finalize()) != sha256 {
+    if hex::encode(all.finalize()) != sha256 {
         return Err(import_error(
             n,
             "the digest does not match the lines before it (changed or reordered)",
@@ -369,7 +369,7 @@ pub(super) fn verify(
         database: from,
         deleted,
         files: selected_summary.files,
-        files_digest: hex(&files_digest.finalize()),
+        files_digest: hex::encode(files_digest.finalize()),
         selected: selected_summary,
         users: writes,
     })

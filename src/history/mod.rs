@@ -9,6 +9,7 @@
 //! Ids are per-store sequence numbers: `mem_` / `memver_` and 16 lowercase hex digits. A
 //! memory's id is the number of its `created` version.
 
+pub(crate) mod actor;
 pub(crate) mod append;
 pub(crate) mod body;
 pub(crate) mod change;
@@ -21,6 +22,8 @@ use std::str::FromStr;
 use std::time::Duration;
 
 use serde::{Deserialize, Serialize};
+
+pub use actor::Actor;
 
 /// A memory's id: `mem_` and 16 lowercase hex digits. Stays the same across renames.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
@@ -70,39 +73,6 @@ impl FromStr for VersionId {
     type Err = InvalidId;
     fn from_str(s: &str) -> Result<Self, InvalidId> {
         parse_hex_id(s, "memver_").map(VersionId)
-    }
-}
-
-/// Who made a change (recorded when it happens, never updated).
-#[derive(Debug, Clone, PartialEq, Eq, Hash, Serialize, Deserialize)]
-pub enum Actor {
-    /// A caller of `memkv serve`, by the id of its API key (`key_…`).
-    ApiKey(String),
-    /// An agent session: an MCP session, `memkv exec`, a tool session of an SDK adapter.
-    Session(String),
-    /// A person: the operator at the CLI (`user_id` is their login name).
-    User(String),
-}
-
-impl Actor {
-    /// The operator running a CLI command: `User(<login name>)`, or `User("operator")`.
-    pub fn operator() -> Actor {
-        let name = std::env::var("USER")
-            .or_else(|_| std::env::var("LOGNAME"))
-            .ok()
-            .filter(|n| !n.is_empty() && n.len() <= 64 && !n.chars().any(char::is_control))
-            .unwrap_or_else(|| "operator".to_owned());
-        Actor::User(name)
-    }
-}
-
-impl fmt::Display for Actor {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        match self {
-            Actor::ApiKey(id) => write!(f, "api key {id}"),
-            Actor::Session(id) => write!(f, "session {id}"),
-            Actor::User(id) => write!(f, "user {id}"),
-        }
     }
 }
 
@@ -358,7 +328,7 @@ impl ApiRefusal {
             ApiRefusal::NotFound => "Not found".to_owned(),
             ApiRefusal::PreconditionFailed { current } => format!(
                 "Precondition failed: the memory changed since it was read (its content_sha256 is now {})",
-                crate::layout::hex(current)
+                hex::encode(current)
             ),
             ApiRefusal::PathExists { path } => format!("{path} already exists"),
             ApiRefusal::ParentIsFile { path, parent } => {

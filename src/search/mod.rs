@@ -12,17 +12,18 @@
 mod grep;
 #[cfg(feature = "ranked")]
 pub(crate) mod ranked;
+pub(crate) mod results;
 pub mod tool;
 
 use std::time::Duration;
 
 use crate::error::Error;
-use crate::history::MemoryId;
 use crate::messages;
 use crate::path::MemoryPath;
 use crate::pipeline::Scope;
 
 pub(crate) use grep::Matcher;
+pub use results::{SearchHit, SearchLine, SearchResults};
 
 /// The longest query, in bytes.
 pub const MAX_QUERY_BYTES: usize = 1_000;
@@ -168,54 +169,6 @@ impl SearchRequest {
         }
         Ok(())
     }
-}
-
-/// What a search found.
-#[derive(Debug, Clone, PartialEq, Default)]
-#[non_exhaustive]
-pub struct SearchResults {
-    /// The memories with matches, in path order, each with its lines.
-    pub hits: Vec<SearchHit>,
-    /// Matching lines (ranked: memories) beyond the limit, not in `hits`.
-    pub more: u64,
-    /// Memories not searched because the time budget ran out (0 when all were).
-    pub unsearched: u64,
-}
-
-impl SearchResults {
-    /// Matching lines answered (context lines not counted).
-    pub fn matching_lines(&self) -> usize {
-        self.hits
-            .iter()
-            .map(|h| h.lines.iter().filter(|l| l.is_match).count())
-            .sum()
-    }
-}
-
-/// One memory with matches.
-#[derive(Debug, Clone, PartialEq)]
-#[non_exhaustive]
-pub struct SearchHit {
-    /// Its path, `/memories/…`.
-    pub path: String,
-    /// Its id.
-    pub memory_id: MemoryId,
-    /// Its BM25 score (ranked search only).
-    pub score: Option<f32>,
-    /// Its matching lines (ranked: its best lines) with their context, in order.
-    pub lines: Vec<SearchLine>,
-}
-
-/// One line of a memory.
-#[derive(Debug, Clone, PartialEq, Eq)]
-#[non_exhaustive]
-pub struct SearchLine {
-    /// Its number, from 1.
-    pub line_number: u64,
-    /// The line, without its line break.
-    pub text: String,
-    /// A matching line (`false`: a line of context).
-    pub is_match: bool,
 }
 
 /// The ranked-search indexes of a database (none without the `ranked` feature).

@@ -1,6 +1,7 @@
 //! The library's shape, checked over its source: every write goes through the pipeline, each
-//! public type's methods live in `src/api/`, and no two modules import each other (directly or
-//! round a loop), at the level of the top modules and of their files.
+//! public type's methods live in `src/api/`, no two modules import each other (directly or
+//! round a loop), at the level of the top modules and of their files, and the top modules import
+//! down the layer list of lib.rs, which docs/design.md draws.
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::path::{Path, PathBuf};
@@ -99,6 +100,24 @@ fn the_public_types_have_their_methods_in_one_place() {
     assert_eq!(found.len(), 4, "{found:?}");
 }
 
+#[test]
+fn these_types_have_their_methods_beside_them() {
+    // Types defined outside `src/api/` whose methods were once split between two files: each
+    // type's inherent methods are in the file that defines it.
+    for (ty, home) in [
+        ("Actor", "src/history/actor.rs"),
+        ("SearchResults", "src/search/results.rs"),
+    ] {
+        let files: BTreeSet<PathBuf> = sources(&library())
+            .into_iter()
+            .filter(|(_, _, code)| code.lines().any(|l| l == format!("impl {ty} {{")))
+            .map(|(path, _, _)| path)
+            .collect();
+        let home = Path::new(env!("CARGO_MANIFEST_DIR")).join(home);
+        assert_eq!(files, BTreeSet::from([home]), "`impl {ty}`");
+    }
+}
+
 /// The modules (their first `depth` path segments) each module under `root` imports: every
 /// `crate::…` and `super::…` path in its code.
 fn imports(root: &Path, depth: usize) -> BTreeMap<String, BTreeSet<String>> {
@@ -125,36 +144,63 @@ fn imports(root: &Path, depth: usize) -> BTreeMap<String, BTreeSet<String>> {
                         continue;
                     }
                 }
-                let rest = &code[i + prefix.len()..];
-                let mut segments = base.clone();
-                for segment in rest.split("::") {
-                    let name: String = segment
-                        .chars()
-                        .take_while(|c| c.is_alphanumeric() || *c == '_')
-                        .collect();
-                    if name.is_empty() {
-                        break;
+                for path in named(&code[i + prefix.len()..]) {
+                    let segments = [base.clone(), path].concat();
+                    // The longest known module the path names.
+                    let target = (1..=segments.len())
+                        .rev()
+                        .map(|n| key(&segments[..n]))
+                        .find(|k| known.contains(k));
+                    if let Some(target) = target
+                        && target != me
+                        && !me.starts_with(&format!("{target}::"))
+                    {
+                        edges.entry(me.clone()).or_default().insert(target);
                     }
-                    segments.push(name.clone());
-                    if name.len() != segment.len() {
-                        break;
-                    }
-                }
-                // The longest known module the path names.
-                let target = (1..=segments.len())
-                    .rev()
-                    .map(|n| key(&segments[..n]))
-                    .find(|k| known.contains(k));
-                if let Some(target) = target
-                    && target != me
-                    && !me.starts_with(&format!("{target}::"))
-                {
-                    edges.entry(me.clone()).or_default().insert(target);
                 }
             }
         }
     }
     edges
+}
+
+/// The paths that the text after a `crate::` names: `a::b::C` one, a group `{a::b, c::{d, e}}`
+/// one for each item (`a::b`, `c`).
+fn named(rest: &str) -> Vec<Vec<String>> {
+    if let Some(group) = rest.strip_prefix('{') {
+        let mut out = Vec::new();
+        let (mut depth, mut start) = (0, 0);
+        for (i, c) in group.char_indices() {
+            match c {
+                '{' => depth += 1,
+                '}' if depth > 0 => depth -= 1,
+                '}' | ',' if depth == 0 => {
+                    out.extend(named(group[start..i].trim_start()));
+                    if c == '}' {
+                        break;
+                    }
+                    start = i + 1;
+                }
+                _ => {}
+            }
+        }
+        return out;
+    }
+    let mut segments = Vec::new();
+    for segment in rest.split("::") {
+        let name: String = segment
+            .chars()
+            .take_while(|c| c.is_alphanumeric() || *c == '_')
+            .collect();
+        if name.is_empty() {
+            break;
+        }
+        segments.push(name.clone());
+        if name.len() != segment.len() {
+            break;
+        }
+    }
+    vec![segments]
 }
 
 /// A loop in `edges`, if there is one.
@@ -208,6 +254,111 @@ fn no_two_modules_import_each_other() {
     let library = imports(&library(), 1);
     assert!(library.len() > 10, "{library:?}");
     assert!(library["api"].contains("pipeline"), "{library:?}");
+}
+
+/// The library's top modules, as lib.rs declares them.
+fn top_modules() -> BTreeSet<String> {
+    let lib = std::fs::read_to_string(library().join("lib.rs")).unwrap();
+    lib.lines()
+        .filter_map(|l| {
+            l.strip_prefix("pub mod ")
+                .or_else(|| l.strip_prefix("mod "))
+        })
+        .filter_map(|l| l.strip_suffix(';'))
+        .map(str::to_owned)
+        .collect()
+}
+
+/// The items of lib.rs's `# Layout` list, top first, each as the top modules it names in
+/// backquotes (a module's first mention places it).
+fn documented_layers() -> Vec<BTreeSet<String>> {
+    let lib = std::fs::read_to_string(library().join("lib.rs")).unwrap();
+    let modules = top_modules();
+    let mut items: Vec<String> = Vec::new();
+    let mut lines = lib.lines().filter_map(|l| l.strip_prefix("//!"));
+    lines.by_ref().find(|l| l.trim() == "# Layout").unwrap();
+    for line in lines {
+        if let Some(first) = line.strip_prefix(" - ") {
+            items.push(first.to_owned());
+        } else if let (Some(more), Some(item)) = (line.strip_prefix("   "), items.last_mut()) {
+            item.push(' ');
+            item.push_str(more);
+        } else if !items.is_empty() {
+            break;
+        }
+    }
+    let mut placed = BTreeSet::new();
+    items
+        .iter()
+        .map(|item| {
+            item.split('`')
+                .skip(1)
+                .step_by(2)
+                .filter(|name| modules.contains(*name) && placed.insert(name.to_string()))
+                .map(str::to_owned)
+                .collect()
+        })
+        .collect()
+}
+
+#[test]
+fn imports_flow_down_the_documented_layers() {
+    let layers = documented_layers();
+    let layer: BTreeMap<&str, usize> = layers
+        .iter()
+        .enumerate()
+        .flat_map(|(i, names)| names.iter().map(move |n| (n.as_str(), i)))
+        .collect();
+    let unplaced: Vec<_> = top_modules()
+        .into_iter()
+        .filter(|m| !layer.contains_key(m.as_str()))
+        .collect();
+    let mut upward = Vec::new();
+    for (from, targets) in imports(&library(), 1) {
+        for to in targets {
+            if let (Some(above), Some(below)) = (layer.get(to.as_str()), layer.get(from.as_str()))
+                && above < below
+            {
+                upward.push(format!("{from} -> {to}"));
+            }
+        }
+    }
+    assert!(
+        unplaced.is_empty() && upward.is_empty(),
+        "modules not in lib.rs's layout: {unplaced:?}; imports of a module listed above the \
+         importer: {upward:?}"
+    );
+    assert!(layers.len() > 5 && layer["api"] == 0, "{layers:?}");
+}
+
+#[test]
+fn the_design_diagram_has_the_documented_layers() {
+    // docs/design.md draws lib.rs's list: a group of files between two `|` for each item, each
+    // file (`name.rs`, `name/`, `name/mod.rs`) in the left column, at the line's first indent.
+    let design =
+        std::fs::read_to_string(Path::new(env!("CARGO_MANIFEST_DIR")).join("docs/design.md"))
+            .unwrap();
+    let modules = top_modules();
+    let diagram = design
+        .split("Inside the library, imports flow downward")
+        .nth(1)
+        .and_then(|s| s.split("```").nth(1))
+        .unwrap();
+    let mut groups: Vec<BTreeSet<String>> = vec![BTreeSet::new()];
+    for line in diagram.lines() {
+        if line.trim() == "|" {
+            groups.push(BTreeSet::new());
+        } else if line.starts_with(' ') && !line.starts_with("  ") {
+            let left: String = line.chars().take(35).collect();
+            for file in left.split([' ', ',']) {
+                let name = file.split(['/', '.']).next().unwrap();
+                if modules.contains(name) {
+                    groups.last_mut().unwrap().insert(name.to_owned());
+                }
+            }
+        }
+    }
+    assert_eq!(groups, documented_layers());
 }
 
 #[test]

@@ -6,6 +6,7 @@ mod backup_history;
 mod changes;
 mod concurrency;
 mod crash;
+mod doc_paths;
 mod erasure;
 mod expiry;
 mod faults;

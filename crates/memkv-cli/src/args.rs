@@ -192,9 +192,9 @@ pub enum Commands {
     Check(CheckArgs),
     /// Serve the memory tool over MCP on stdin/stdout (Claude Desktop, Claude Code, ...)
     ///
-    /// One tool, `memory`, acting on --user's /memories. The database is opened by this process,
-    /// or, with --url and --api-key, calls are forwarded to a running `memkv serve` (a database
-    /// has one owner). Standard output carries the protocol; logs go to standard error.
+    /// Two tools, `memory` and `memory_search`, acting on --user's /memories. The database is
+    /// opened by this process, or, with --url and --api-key, calls are forwarded to a running
+    /// `memkv serve` (a database has one owner). Standard output carries the protocol; logs go to standard error.
     Mcp(McpArgs),
     /// Serve the memory tool over HTTP: POST /v1/memory_stores/{store}/tool (docs/server.md)
     Serve(ServeArgs),

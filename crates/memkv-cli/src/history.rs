@@ -30,10 +30,6 @@ fn actor_json(actor: Option<&Actor>) -> Value {
     }
 }
 
-fn hex(bytes: &[u8]) -> String {
-    bytes.iter().map(|b| format!("{b:02x}")).collect()
-}
-
 /// The store `user`, which must exist (have written at least once).
 fn existing<'s>(store: &'s Database, user: &str) -> Result<MemoryStore<'s>> {
     let handle = store.user(user)?;
@@ -136,7 +132,7 @@ fn version_row(v: &Version) -> String {
         memkv::utc(v.created_ms),
         v.operation.as_str(),
         v.size.map_or_else(dash, |s| s.to_string()),
-        v.sha256.map_or_else(dash, |h| hex(&h[..6])),
+        v.sha256.map_or_else(dash, |h| hex::encode(&h[..6])),
         actor_text(v.actor.as_ref()),
     )
 }
@@ -150,7 +146,7 @@ fn version_json(v: &Version) -> Value {
         "created_ms": v.created_ms,
         "path": v.path,
         "size": v.size,
-        "sha256": v.sha256.map(|h| hex(&h)),
+        "sha256": v.sha256.map(hex::encode),
         "actor": actor_json(v.actor.as_ref()),
         "redacted": v.redacted.as_ref().map(|r| json!({
             "time": memkv::utc(r.at_ms),
@@ -212,7 +208,7 @@ pub fn redact(global: &Global, args: &VersionArgs) -> Result {
         (Some(path), Some(size), Some(sha)) => {
             format!(
                 "path {path}, {size} bytes of content (sha256 {})",
-                hex(&sha)
+                hex::encode(sha)
             )
         }
         (Some(path), _, _) => format!("path {path} (a deletion: no content)"),

@@ -11,6 +11,15 @@
 //! whoever writes to standard error holds `out` while taking the buffer. Dropping the
 //! [`LogBuffer`] (the end of `serve`, an error included) writes out what is left; so does a
 //! panic, before its message. A process killed outright loses at most the last [`EVERY`].
+//!
+//! Why not `tracing-appender`'s `NonBlocking` (issue 43 asked): built with `lossy(false)` it
+//! is lossless and bounded too, and over a `BufWriter` its worker writes many lines to a
+//! write. What it lacks is the panic's order: its queue is written out only by its worker or
+//! when its `WorkerGuard` is dropped, and nothing else can flush it, so a panic on an async
+//! worker prints its message (straight to standard error) while the lines logged before it,
+//! the request that panicked among them, may still be queued; here the panic hook writes them
+//! out first. Its bound is also a count of lines (128,000 by default), not of bytes, and the
+//! lock file does not have it.
 
 use std::io::{self, Write};
 use std::sync::atomic::{AtomicBool, Ordering};

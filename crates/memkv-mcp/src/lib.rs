@@ -1,12 +1,13 @@
 //! memkv's memory tool as an MCP server, on the official Rust SDK (`rmcp`).
 //!
-//! One tool, `memory`, whose input schema is the six commands of `memory_20250818` and whose
-//! result is memkv's exact answer as one text item, `isError` set on the model's mistakes. The
-//! answer always comes from [`memkv::protocol`], so MCP says byte for byte what `memkv exec` and
-//! the HTTP tool route say.
+//! Two tools: `memory`, whose input schema is the six commands of `memory_20250818`, and
+//! `memory_search`, memkv's search over the same store (defined by the library). Each result is
+//! memkv's exact answer as one text item, `isError` set on the model's mistakes. The answer
+//! always comes from [`memkv::protocol`], so MCP says byte for byte what `memkv exec` and the
+//! HTTP tool route say.
 //!
 //! # Layout
-//! - [`tool`]: the tool's definition and the shape of its result.
+//! - [`tool`]: the two tools' definitions and the shape of their results.
 //! - [`MemoryServer`] (`server`): the rmcp handler, backed by a store this process owns
 //!   ([`MemoryServer::local`]) or by a running `memkv serve` ([`MemoryServer::remote`], through
 //!   [`forward`]). A redb file has exactly one owner, so a second process forwards.

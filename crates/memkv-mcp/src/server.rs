@@ -33,7 +33,7 @@ enum Target {
     PerRequest(Option<Arc<Semaphore>>),
 }
 
-/// The `memory` tool as an MCP server. Cheap to clone.
+/// The `memory` and `memory_search` tools as an MCP server. Cheap to clone.
 #[derive(Debug, Clone)]
 pub struct MemoryServer {
     target: Target,

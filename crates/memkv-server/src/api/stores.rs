@@ -226,8 +226,7 @@ pub async fn list_stores(
 
 /// A page token of the store listing: the last id listed, hex-encoded behind `msp_`.
 fn encode_page(id: &str) -> String {
-    let hex: String = id.bytes().map(|b| format!("{b:02x}")).collect();
-    format!("msp_{hex}")
+    format!("msp_{}", hex::encode(id))
 }
 
 fn decode_page(token: &str) -> Result<String, ApiError> {
@@ -235,11 +234,7 @@ fn decode_page(token: &str) -> Result<String, ApiError> {
     if hex.is_empty() || hex.len() % 2 != 0 || !hex.is_ascii() {
         return Err(bad_page());
     }
-    let bytes = (0..hex.len())
-        .step_by(2)
-        .map(|i| u8::from_str_radix(&hex[i..i + 2], 16))
-        .collect::<Result<Vec<u8>, _>>()
-        .map_err(|_| bad_page())?;
+    let bytes = hex::decode(hex).map_err(|_| bad_page())?;
     String::from_utf8(bytes).map_err(|_| bad_page())
 }
 

@@ -35,7 +35,7 @@ pub fn duration(d: Duration) -> String {
 
 /// Lowercase hex of a SHA-256.
 pub fn hex(hash: &[u8; 32]) -> String {
-    hash.iter().map(|b| format!("{b:02x}")).collect()
+    hex::encode(hash)
 }
 
 /// A SHA-256 given as 64 lowercase hex digits, as the API takes it.
@@ -49,9 +49,7 @@ pub fn parse_sha256(text: &str) -> Option<[u8; 32]> {
         return None;
     }
     let mut out = [0u8; 32];
-    for (i, byte) in out.iter_mut().enumerate() {
-        *byte = u8::from_str_radix(&text[2 * i..2 * i + 2], 16).ok()?;
-    }
+    hex::decode_to_slice(text, &mut out).ok()?;
     Some(out)
 }
 

@@ -227,7 +227,7 @@ impl KeyFile {
         let record = KeyRecord {
             id,
             store: new.scope.store().map(str::to_owned),
-            sha256: hex(&memkv::keys::hash(&key)),
+            sha256: hex::encode(memkv::keys::hash(&key)),
             created: memkv::utc(now_ms()),
             read_only: new.scope.read_only(),
             label: new.label.clone(),
@@ -378,18 +378,9 @@ pub(super) fn now_ms() -> i64 {
         .map_or(0, |d| i64::try_from(d.as_millis()).unwrap_or(i64::MAX))
 }
 
-fn hex(bytes: &[u8]) -> String {
-    bytes.iter().map(|b| format!("{b:02x}")).collect()
-}
-
 fn decode_hash(text: &str) -> Option<[u8; 32]> {
-    if text.len() != 64 || !text.is_ascii() {
-        return None;
-    }
     let mut out = [0u8; 32];
-    for (i, byte) in out.iter_mut().enumerate() {
-        *byte = u8::from_str_radix(&text[2 * i..2 * i + 2], 16).ok()?;
-    }
+    hex::decode_to_slice(text, &mut out).ok()?;
     Some(out)
 }
 
@@ -408,7 +399,7 @@ mod tests {
     #[test]
     fn hashes_round_trip() {
         let h = memkv::keys::hash("x");
-        assert_eq!(decode_hash(&hex(&h)), Some(h));
+        assert_eq!(decode_hash(&hex::encode(h)), Some(h));
         assert_eq!(decode_hash("zz"), None);
         assert_eq!(decode_hash(&"é".repeat(32)), None);
     }
@@ -417,7 +408,7 @@ mod tests {
     fn a_line_must_spell_out_every_field() {
         let dir = tempfile::tempdir().unwrap();
         let file = KeyFile::new(dir.path().join("k"));
-        let h = hex(&[7u8; 32]);
+        let h = hex::encode([7u8; 32]);
         for (line, ok) in [
             (
                 format!(
