@@ -322,7 +322,7 @@ pub enum ApiRefusal {
 impl ApiRefusal {
     /// The reason, in a sentence without its closing period, for the API's error envelope: a
     /// client may append its own sentence, as the SDK's sandbox sync does when it shows the agent
-    /// "<message>. Read the file again before you retry.".
+    /// "`<message>`. Read the file again before you retry.".
     pub fn message(&self) -> String {
         match self {
             ApiRefusal::NotFound => "Not found".to_owned(),

@@ -269,9 +269,11 @@ pub fn decode_segment(text: &str) -> Option<String> {
     let mut i = 0;
     while i < bytes.len() {
         if bytes[i] == b'%' {
-            let hex = bytes.get(i + 1..i + 3)?;
-            let hex = std::str::from_utf8(hex).ok()?;
-            out.push(u8::from_str_radix(hex, 16).ok()?);
+            // Two hex digits exactly (`from_str_radix` alone would take `%+a`).
+            let hex = bytes
+                .get(i + 1..i + 3)
+                .filter(|h| h.iter().all(u8::is_ascii_hexdigit))?;
+            out.push(u8::from_str_radix(std::str::from_utf8(hex).ok()?, 16).ok()?);
             i += 3;
         } else {
             out.push(bytes[i]);
@@ -284,6 +286,14 @@ pub fn decode_segment(text: &str) -> Option<String> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn segments_decode_two_hex_digits_exactly() {
+        assert_eq!(decode_segment("a%2Fb%20c").as_deref(), Some("a/b c"));
+        for bad in ["%+a", "%2", "%zz", "%-1", "%ff"] {
+            assert_eq!(decode_segment(bad), None, "{bad}");
+        }
+    }
 
     /// A server on loopback that answers one request with `head` and then `body_bytes` zero
     /// bytes (or until the client goes); its address.

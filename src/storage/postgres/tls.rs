@@ -71,6 +71,8 @@ fn decode(value: &str) -> String {
     while i < bytes.len() {
         let hex = bytes
             .get(i + 1..i + 3)
+            // Two hex digits exactly (`from_str_radix` alone would take `%+a`).
+            .filter(|h| h.iter().all(u8::is_ascii_hexdigit))
             .and_then(|h| std::str::from_utf8(h).ok())
             .and_then(|h| u8::from_str_radix(h, 16).ok());
         match (bytes[i], hex) {

@@ -196,7 +196,7 @@ pub(super) fn replay_for_reading(path: &Path) -> Result<(), Error> {
     Ok(())
 }
 
-/// What [`accept_journal_loss`] did.
+/// What `accept_journal_loss` did.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct JournalLoss {
     /// Commits replayed from the journal (its intact records before any damage).
