@@ -5,16 +5,15 @@
 
 use std::sync::Arc;
 
-use axum::body::Body;
 use axum::extract::{Path, State};
-use axum::http::HeaderMap;
 use axum::response::Response;
 use maud::{Markup, html};
 use memkv::{MemoryId, VersionId};
 
-use super::{Problem, Visit, after, posted, view};
+use super::{Posted, Problem, Visit, after, view};
 use crate::AppState;
 use crate::api::{blocking, existing, failed, handle, on_store, refused};
+use crate::error::ApiError;
 
 /// A confirmation page: what the action does, a button that does it, and a way back.
 fn confirm(
@@ -91,22 +90,35 @@ pub async fn confirm_restore(
 pub async fn restore(
     State(state): State<Arc<AppState>>,
     Path((store, version)): Path<(String, String)>,
-    headers: HeaderMap,
-    body: Body,
+    Posted(v, _): Posted,
 ) -> Result<Response, Problem> {
-    let (v, _) = posted(&state, &headers, body).await?;
-    let caller = v.writes(&state, &store)?;
-    let id: VersionId = version.parse().map_err(|_| Problem::not_found())?;
-    let restored = on_store(&state, &store, caller, move |s, store| {
-        s.restore(id)
+    on_version(&state, &v, &store, &version, "restored", |s, id, store| {
+        let restored = s
+            .restore(id)
             .map_err(|e| failed(&e, store))?
-            .map_err(|r| refused(&r, false))
+            .map_err(|r| refused(&r, false))?;
+        Ok(restored.id)
     })
-    .await?;
-    Ok(after(
-        &view::memory_url(&store, &restored.id.to_string()),
-        "restored",
-    ))
+    .await
+}
+
+/// A form post's change to version `version` of store `store` (a key that may change the
+/// store; 404 for an id that is not a version's): `act` on the blocking pool, then back to the
+/// page of the memory it names, with `done` for the notice.
+async fn on_version(
+    state: &Arc<AppState>,
+    v: &Visit,
+    store: &str,
+    version: &str,
+    done: &str,
+    act: impl FnOnce(memkv::MemoryStore<'_>, VersionId, &str) -> Result<MemoryId, ApiError>
+    + Send
+    + 'static,
+) -> Result<Response, Problem> {
+    let caller = v.writes(state, store)?;
+    let id: VersionId = version.parse().map_err(|_| Problem::not_found())?;
+    let memory = on_store(state, store, caller, move |s, store| act(s, id, store)).await?;
+    Ok(after(&view::memory_url(store, &memory.to_string()), done))
 }
 
 /// `GET /console/stores/{store}/versions/{version}/redact`.
@@ -137,22 +149,16 @@ pub async fn confirm_redact(
 pub async fn redact(
     State(state): State<Arc<AppState>>,
     Path((store, version)): Path<(String, String)>,
-    headers: HeaderMap,
-    body: Body,
+    Posted(v, _): Posted,
 ) -> Result<Response, Problem> {
-    let (v, _) = posted(&state, &headers, body).await?;
-    let caller = v.writes(&state, &store)?;
-    let id: VersionId = version.parse().map_err(|_| Problem::not_found())?;
-    let ver = on_store(&state, &store, caller, move |s, store| {
-        s.redact(id)
+    on_version(&state, &v, &store, &version, "redacted", |s, id, store| {
+        let redacted = s
+            .redact(id)
             .map_err(|e| failed(&e, store))?
-            .map_err(|r| refused(&r, false))
+            .map_err(|r| refused(&r, false))?;
+        Ok(redacted.memory)
     })
-    .await?;
-    Ok(after(
-        &view::memory_url(&store, &ver.memory.to_string()),
-        "redacted",
-    ))
+    .await
 }
 
 /// `GET /console/stores/{store}/memories/{memory}/delete`.
@@ -186,10 +192,8 @@ pub async fn confirm_delete(
 pub async fn delete(
     State(state): State<Arc<AppState>>,
     Path((store, memory)): Path<(String, String)>,
-    headers: HeaderMap,
-    body: Body,
+    Posted(v, _): Posted,
 ) -> Result<Response, Problem> {
-    let (v, _) = posted(&state, &headers, body).await?;
     let caller = v.writes(&state, &store)?;
     let id: MemoryId = memory.parse().map_err(|_| Problem::not_found())?;
     let dir = on_store(&state, &store, caller, move |s, store| {
@@ -239,10 +243,8 @@ pub async fn confirm_archive(
 pub async fn archive(
     State(state): State<Arc<AppState>>,
     Path(store): Path<String>,
-    headers: HeaderMap,
-    body: Body,
+    Posted(v, _): Posted,
 ) -> Result<Response, Problem> {
-    let (v, _) = posted(&state, &headers, body).await?;
     let caller = v.writes(&state, &store)?;
     let key = store.clone();
     blocking(&state, move |db| {

@@ -3,15 +3,14 @@
 
 use std::sync::Arc;
 
-use axum::body::Body;
 use axum::extract::{Path, State};
-use axum::http::{HeaderMap, StatusCode};
+use axum::http::StatusCode;
 use axum::response::{IntoResponse, Response};
 use maud::{Markup, html};
 use memkv::{ApiKey, Error, KeyScope, NewKey};
 use serde_json::{Map, Value};
 
-use super::{Ask, Form, Problem, Visit, after, notice_for, posted, view};
+use super::{Ask, Form, Posted, Problem, Visit, after, notice_for, view};
 use crate::AppState;
 use crate::api::settings::{parse_patch, settings_json};
 use crate::api::{blocking, failed};
@@ -135,10 +134,8 @@ fn new_key(form: &Form) -> Result<NewKey, String> {
 /// `POST /console/keys`: adds a key and shows it, once.
 pub async fn add_key(
     State(state): State<Arc<AppState>>,
-    headers: HeaderMap,
-    body: Body,
+    Posted(v, form): Posted,
 ) -> Result<Response, Problem> {
-    let (v, form) = posted(&state, &headers, body).await?;
     v.admin("adding an API key")?;
     let problem = match new_key(&form) {
         Ok(new) => match blocking(&state, move |db| Ok(db.add_key(&new))).await? {
@@ -193,10 +190,8 @@ pub async fn confirm_revoke(
 pub async fn revoke(
     State(state): State<Arc<AppState>>,
     Path(id): Path<String>,
-    headers: HeaderMap,
-    body: Body,
+    Posted(v, _): Posted,
 ) -> Result<Response, Problem> {
-    let (v, _) = posted(&state, &headers, body).await?;
     v.admin("revoking an API key")?;
     let removed = blocking(&state, move |db| {
         db.revoke_key(&id).map_err(|e| failed(&e, ""))
@@ -299,10 +294,8 @@ fn patch_of(form: &Form) -> Map<String, Value> {
 pub async fn save_settings(
     State(state): State<Arc<AppState>>,
     Path(store): Path<String>,
-    headers: HeaderMap,
-    body: Body,
+    Posted(v, form): Posted,
 ) -> Result<Response, Problem> {
-    let (v, form) = posted(&state, &headers, body).await?;
     v.admin("changing a store's settings")?;
     let key = store.clone();
     let outcome = match parse_patch(&patch_of(&form)) {

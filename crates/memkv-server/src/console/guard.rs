@@ -5,7 +5,7 @@
 use std::sync::Arc;
 
 use axum::body::Body;
-use axum::extract::FromRequestParts;
+use axum::extract::{FromRequest, FromRequestParts};
 use axum::http::request::Parts;
 use axum::http::{HeaderMap, HeaderValue, StatusCode, header};
 use axum::response::{IntoResponse, Redirect, Response};
@@ -250,6 +250,22 @@ pub(super) async fn posted(
         ));
     }
     Ok((visit, form))
+}
+
+/// A form post's signed-in visitor and its form, as an extractor ([`posted`]'s checks).
+pub struct Posted(pub Visit, pub Form);
+
+impl FromRequest<Arc<AppState>> for Posted {
+    type Rejection = Problem;
+
+    async fn from_request(
+        request: axum::extract::Request,
+        state: &Arc<AppState>,
+    ) -> Result<Self, Self::Rejection> {
+        let (parts, body) = request.into_parts();
+        let (visit, form) = posted(state, &parts.headers, body).await?;
+        Ok(Posted(visit, form))
+    }
 }
 
 #[cfg(test)]

@@ -41,7 +41,7 @@ use maud::{Markup, html};
 use crate::AppState;
 use crate::access::Denied;
 use crate::error::ApiError;
-use guard::{Form, Visit, posted};
+use guard::{Form, Posted, Visit};
 
 /// Where the stylesheet is served.
 pub const STYLE_PATH: &str = "/console/static/console.css";

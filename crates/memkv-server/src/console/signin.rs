@@ -9,7 +9,7 @@ use axum::http::{HeaderMap, HeaderValue, StatusCode, header};
 use axum::response::{IntoResponse, Redirect, Response};
 use maud::{Markup, html};
 
-use super::guard::{form_within, posted, same_origin, session_cookie, set_cookie, visit};
+use super::guard::{Posted, form_within, same_origin, session_cookie, set_cookie, visit};
 use super::{Problem, view};
 use crate::AppState;
 use crate::auth::{self, Allowed};
@@ -120,9 +120,8 @@ pub(super) async fn login(
 pub(super) async fn logout(
     State(state): State<Arc<AppState>>,
     headers: HeaderMap,
-    body: Body,
+    _: Posted,
 ) -> Result<Response, Problem> {
-    posted(&state, &headers, body).await?;
     if let Some(id) = session_cookie(&headers) {
         state.sessions.end(&id);
     }
