@@ -11,7 +11,7 @@ use std::marker::PhantomData;
 use std::str::FromStr;
 use std::sync::Arc;
 
-use axum::extract::{FromRequestParts, RawPathParams};
+use axum::extract::{FromRequestParts, MatchedPath, RawPathParams};
 use axum::http::request::Parts;
 use axum::http::{HeaderMap, StatusCode};
 use axum::response::{IntoResponse, Response};
@@ -20,6 +20,7 @@ use memkv_mcp::http::Authorized;
 use crate::AppState;
 use crate::auth::{self, Allowed, Caller};
 use crate::error::ApiError;
+use crate::routes::ADMIN_ROUTES;
 
 /// What a request wants of a store.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -224,6 +225,31 @@ impl<K: Kind> FromRequestParts<Arc<AppState>> for Scoped<K> {
             caller,
             kind: PhantomData,
         })
+    }
+}
+
+/// A request on a route of [`ADMIN_ROUTES`] by an admin key (or no keys, on loopback): 401
+/// without a known key, 403 for a store key, naming what the route does.
+#[derive(Debug)]
+pub struct Admin(pub Caller);
+
+impl FromRequestParts<Arc<AppState>> for Admin {
+    type Rejection = ApiError;
+
+    async fn from_request_parts(
+        parts: &mut Parts,
+        state: &Arc<AppState>,
+    ) -> Result<Self, Self::Rejection> {
+        let caller = auth::identify(state, &parts.headers)?;
+        let route = parts
+            .extensions
+            .get::<MatchedPath>()
+            .map(MatchedPath::as_str);
+        let what = ADMIN_ROUTES
+            .iter()
+            .find(|(method, path, _)| parts.method.as_str() == *method && route == Some(*path))
+            .map_or("this route", |(_, _, what)| what);
+        caller.admin(what).map(Admin)
     }
 }
 

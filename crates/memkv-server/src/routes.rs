@@ -51,6 +51,24 @@ pub const KEYS: &str = "/v1/keys";
 /// One API key (admin).
 pub const KEY: &str = "/v1/keys/{key_id}";
 
+/// The routes only an admin key may use, with what each does: a store key's 403 says it
+/// ("creating a memory store needs an admin key"). The `crate::access::Admin` extractor reads
+/// this table.
+pub const ADMIN_ROUTES: &[(&str, &str, &str)] = &[
+    ("POST", STORES, "creating a memory store"),
+    ("GET", STORES, "listing memory stores"),
+    ("GET", CHANGES, "the change feed of every store"),
+    ("PATCH", SETTINGS, "changing a store's settings"),
+    ("POST", KEYS, "adding an API key"),
+    ("GET", KEYS, "listing API keys"),
+    ("DELETE", KEY, "revoking an API key"),
+    ("POST", WEBHOOKS, "registering a webhook"),
+    ("GET", WEBHOOKS, "listing webhooks"),
+    ("DELETE", WEBHOOK, "removing a webhook"),
+    ("GET", EXPORT, "exporting every store"),
+    ("POST", IMPORT, "importing an export"),
+];
+
 /// Every route of [`router`] with its method, as the OpenAPI document lists them.
 pub const ROUTES: &[(&str, &str)] = &[
     ("post", TOOL_ROUTE),
@@ -90,3 +108,20 @@ pub const ROUTES: &[(&str, &str)] = &[
     ("post", memkv_mcp::http::PATH),
     ("delete", memkv_mcp::http::PATH),
 ];
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn every_admin_route_is_a_route() {
+        for (method, path, what) in ADMIN_ROUTES {
+            assert!(
+                ROUTES
+                    .iter()
+                    .any(|(m, p)| m.eq_ignore_ascii_case(method) && p == path),
+                "{method} {path} ({what})"
+            );
+        }
+    }
+}

@@ -27,8 +27,7 @@ use utoipa::{IntoParams, ToSchema};
 use super::objects::ImportSummary;
 use super::{answer, blocking, failed};
 use crate::AppState;
-use crate::access::Reads;
-use crate::auth::Caller;
+use crate::access::{Admin, Reads};
 use crate::error::{ApiError, ErrorBody};
 use crate::params::Params;
 use crate::routes::{EXPORT, IMPORT, STORE_EXPORT};
@@ -154,10 +153,9 @@ pub async fn export_store(
             body = ErrorBody, headers(("x-should-retry" = inline(NoRetry)))), ApiErrors))]
 pub async fn export_all(
     State(state): State<Arc<AppState>>,
-    caller: Caller,
+    Admin(_): Admin,
     Params(query): Params<ExportQuery>,
 ) -> Result<Response, ApiError> {
-    caller.admin("exporting every store")?;
     let since = query.since()?;
     stream(&state, query.user, since).await
 }
@@ -319,11 +317,10 @@ const BODY: &str = "the request body";
     responses((status = 200, description = "What was imported", body = ImportSummary), ApiErrors))]
 pub async fn import(
     State(state): State<Arc<AppState>>,
-    caller: Caller,
+    Admin(_): Admin,
     Params(query): Params<ImportQuery>,
     body: Body,
 ) -> Result<Response, ApiError> {
-    caller.admin("importing an export")?;
     let conflict = match query.conflict.as_deref() {
         None | Some("refuse") => Conflict::Refuse,
         Some("skip") => Conflict::Skip,

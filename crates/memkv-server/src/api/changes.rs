@@ -21,8 +21,7 @@ use utoipa::IntoParams;
 use super::objects::ChangePage;
 use super::{answer, blocking, failed};
 use crate::AppState;
-use crate::access::Reads;
-use crate::auth::Caller;
+use crate::access::{Admin, Reads};
 use crate::error::{ApiError, ErrorBody};
 use crate::params::{Params, limit_within};
 use crate::routes::{CHANGES, STORE_CHANGES};
@@ -88,11 +87,10 @@ pub async fn store_changes(
         ApiErrors))]
 pub async fn all_changes(
     State(state): State<Arc<AppState>>,
-    caller: Caller,
+    Admin(caller): Admin,
     Params(q): Params<FeedQuery>,
     headers: HeaderMap,
 ) -> Result<Response, ApiError> {
-    let caller = caller.admin("the change feed of every store")?;
     let answer = feed(&state, &q, None, caller.key_id.as_deref()).await?;
     crate::auth::still_valid(&state, &headers)?;
     Ok(answer)

@@ -16,8 +16,7 @@ use utoipa::{IntoParams, ToSchema};
 use super::objects::{ApiKeyCreated, ApiKeyList, ApiKeyObject, DeletedApiKey};
 use super::{answer_with, failed, json_body, wire};
 use crate::AppState;
-use crate::access::Item;
-use crate::auth::Caller;
+use crate::access::{Admin, Item};
 use crate::error::ApiError;
 use crate::routes::{KEY, KEYS};
 use crate::spec::{ApiErrors, Beta};
@@ -76,11 +75,10 @@ fn refused(e: &Error) -> ApiError {
     responses((status = 200, description = "The key's record and the key", body = ApiKeyCreated), ApiErrors))]
 pub async fn create_key(
     State(state): State<Arc<AppState>>,
-    caller: Caller,
+    Admin(_): Admin,
     headers: HeaderMap,
     body: Body,
 ) -> Result<Response, ApiError> {
-    caller.admin("adding an API key")?;
     let req: CreateKey = json_body(&state, &headers, body).await?;
     let scope = match req.store {
         Some(store) => KeyScope::Store {
@@ -120,9 +118,8 @@ pub async fn create_key(
     responses((status = 200, description = "Every key", body = ApiKeyList), ApiErrors))]
 pub async fn list_keys(
     State(state): State<Arc<AppState>>,
-    caller: Caller,
+    Admin(_): Admin,
 ) -> Result<Response, ApiError> {
-    caller.admin("listing API keys")?;
     answer_with(&state, "", "keys.list", |db, _| {
         let keys = db.api_keys().map_err(|e| refused(&e))?;
         Ok(ApiKeyList {
@@ -141,10 +138,9 @@ pub async fn list_keys(
     responses((status = 200, description = "The key is revoked", body = DeletedApiKey), ApiErrors))]
 pub async fn delete_key(
     State(state): State<Arc<AppState>>,
-    caller: Caller,
+    Admin(_): Admin,
     Item(id): Item<String>,
 ) -> Result<Response, ApiError> {
-    caller.admin("revoking an API key")?;
     answer_with(&state, "", "keys.delete", move |db, _| {
         match db.revoke_key(&id).map_err(|e| refused(&e))? {
             true => Ok(DeletedApiKey::new(id)),

@@ -19,8 +19,7 @@ use super::objects::{
 };
 use super::{answer_with, failed, json_body};
 use crate::AppState;
-use crate::access::{Item, Reads};
-use crate::auth::Caller;
+use crate::access::{Admin, Item, Reads};
 use crate::error::ApiError;
 use crate::routes::SETTINGS;
 use crate::spec::{ApiErrors, Beta};
@@ -183,12 +182,11 @@ pub async fn retrieve_settings(
     responses((status = 200, description = "The store's settings", body = SettingsObject), ApiErrors))]
 pub async fn update_settings(
     State(state): State<Arc<AppState>>,
-    caller: Caller,
+    Admin(_): Admin,
     Item(id): Item<String>,
     headers: HeaderMap,
     body: Body,
 ) -> Result<Response, ApiError> {
-    caller.admin("changing a store's settings")?;
     let body: Map<String, Value> = json_body(&state, &headers, body).await?;
     let (change, reset) = parse_patch(&body).map_err(ApiError::invalid)?;
     answer_with(

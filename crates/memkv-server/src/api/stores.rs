@@ -16,8 +16,7 @@ use utoipa::{IntoParams, ToSchema};
 use super::objects::{DeletedMemoryStore, MemoryStoreObject, MemoryStorePage};
 use super::{answer, answer_with, bad_page, blocking, existing, failed, json_body, refused};
 use crate::AppState;
-use crate::access::{Reads, Writes};
-use crate::auth::Caller;
+use crate::access::{Admin, Reads, Writes};
 use crate::error::ApiError;
 use crate::params::{Created, Paging, Params, flag};
 use crate::routes::{ARCHIVE, STORE, STORES};
@@ -145,11 +144,11 @@ fn check_count(pairs: usize) -> Result<(), ApiError> {
     responses((status = 200, description = "The new store", body = MemoryStoreObject), ApiErrors))]
 pub async fn create_store(
     State(state): State<Arc<AppState>>,
-    caller: Caller,
+    Admin(caller): Admin,
     headers: HeaderMap,
     body: Body,
 ) -> Result<Response, ApiError> {
-    let actor = caller.admin("creating a memory store")?.actor();
+    let actor = caller.actor();
     let req: CreateStore = json_body(&state, &headers, body).await?;
     let description = req.description.unwrap_or_default();
     let metadata = req.metadata.unwrap_or_default();
@@ -182,12 +181,11 @@ pub async fn create_store(
     responses((status = 200, description = "A page of stores", body = MemoryStorePage), ApiErrors))]
 pub async fn list_stores(
     State(state): State<Arc<AppState>>,
-    caller: Caller,
+    Admin(_): Admin,
     Params(paging): Params<Paging>,
     Params(q): Params<StoreFilter>,
     Params(created): Params<Created>,
 ) -> Result<Response, ApiError> {
-    caller.admin("listing memory stores")?;
     let limit = paging.limit(false)?;
     let archived = flag("include_archived", q.include_archived.as_deref())?.unwrap_or(false);
     let (gte, lte) = created.range()?;

@@ -15,8 +15,7 @@ use utoipa::{IntoParams, ToSchema};
 use super::objects::{DeletedWebhook, WebhookCreated, WebhookList, WebhookObject};
 use super::{answer_with, failed, json_body};
 use crate::AppState;
-use crate::access::Item;
-use crate::auth::Caller;
+use crate::access::{Admin, Item};
 use crate::error::ApiError;
 use crate::routes::{WEBHOOK, WEBHOOKS};
 use crate::spec::{ApiErrors, Beta};
@@ -71,11 +70,10 @@ fn refused(e: &Error) -> ApiError {
     responses((status = 200, description = "The endpoint and its signing secret", body = WebhookCreated), ApiErrors))]
 pub async fn create_webhook(
     State(state): State<Arc<AppState>>,
-    caller: Caller,
+    Admin(_): Admin,
     headers: HeaderMap,
     body: Body,
 ) -> Result<Response, ApiError> {
-    caller.admin("registering a webhook")?;
     let req: CreateWebhook = json_body(&state, &headers, body).await?;
     let kinds = crate::webhooks::events(&req.events).map_err(ApiError::invalid)?;
     let format = crate::webhooks::format(req.format.as_deref().unwrap_or("memkv"))
@@ -99,9 +97,8 @@ pub async fn create_webhook(
     responses((status = 200, description = "Every endpoint", body = WebhookList), ApiErrors))]
 pub async fn list_webhooks(
     State(state): State<Arc<AppState>>,
-    caller: Caller,
+    Admin(_): Admin,
 ) -> Result<Response, ApiError> {
-    caller.admin("listing webhooks")?;
     answer_with(&state, "", "webhooks.list", |db, _| {
         let hooks = db.webhooks().map_err(|e| refused(&e))?;
         Ok(WebhookList {
@@ -118,10 +115,9 @@ pub async fn list_webhooks(
     responses((status = 200, description = "The endpoint is removed", body = DeletedWebhook), ApiErrors))]
 pub async fn delete_webhook(
     State(state): State<Arc<AppState>>,
-    caller: Caller,
+    Admin(_): Admin,
     Item(id): Item<String>,
 ) -> Result<Response, ApiError> {
-    caller.admin("removing a webhook")?;
     answer_with(&state, "", "webhooks.delete", move |db, _| {
         match db.remove_webhook(&id).map_err(|e| refused(&e))? {
             true => Ok(DeletedWebhook::new(id)),

@@ -313,16 +313,29 @@ fn scoping() {
         assert_eq!(reply.status, 404, "{method} {target}");
         assert_eq!(reply.body, unknown.body, "{method} {target}");
     }
-    // Creating and listing stores need an admin key.
-    let reply = send(&mut c, "GET", "/v1/memory_stores", None);
-    refused(&reply, 403, "permission_error");
-    let reply = send(
-        &mut c,
-        "POST",
-        "/v1/memory_stores",
-        Some(json!({"name": "x"})),
-    );
-    refused(&reply, 403, "permission_error");
+    // Creating and listing stores need an admin key, and so does every operator route: the
+    // refusal says what the route does.
+    for (method, target, what) in [
+        ("GET", "/v1/memory_stores", "listing memory stores"),
+        ("POST", "/v1/memory_stores", "creating a memory store"),
+        ("GET", "/v1/changes", "the change feed of every store"),
+        ("GET", "/v1/keys", "listing API keys"),
+        ("DELETE", "/v1/keys/key_000000000000", "revoking an API key"),
+        ("POST", "/v1/webhooks", "registering a webhook"),
+        ("GET", "/v1/export", "exporting every store"),
+    ] {
+        let reply = send(&mut c, method, target, Some(json!({"name": "x"})));
+        let message = refused(&reply, 403, "permission_error");
+        assert_eq!(
+            message,
+            format!("{what} needs an admin key"),
+            "{method} {target}"
+        );
+    }
+    let settings = format!("/v1/memory_stores/{mine}/settings");
+    let reply = send(&mut c, "PATCH", &settings, Some(json!({})));
+    let message = refused(&reply, 403, "permission_error");
+    assert_eq!(message, "changing a store's settings needs an admin key");
     // No key, an unknown key: 401.
     let mut anonymous = Client::new(s.addr);
     refused(
