@@ -313,6 +313,27 @@ impl Database {
         CommitSignal::new(Arc::clone(&self.engine) as Arc<dyn crate::pipeline::AsSignal>)
     }
 
+    /// Watches other processes' commits, on a database several processes write (PostgreSQL):
+    /// every write transaction there that changes the API keys, a store's settings, the webhook
+    /// endpoints or the change log notifies at its commit, and `tell` is called with what
+    /// changed, on a thread of the watch's own (so keep it short: set a flag, send on a
+    /// channel, wake a waiter). Coalesced: a burst of commits is one call, or a few. Called
+    /// with [`Changed::EVERYTHING`](crate::storage::watch::Changed::EVERYTHING) each time the
+    /// watch has (re)connected: what was sent while it was not listening is lost. This process's
+    /// own commits are told too. The watch holds one connection, and stops when the returned
+    /// handle is dropped. `None` on a database only this process writes (redb: its waiters learn
+    /// of commits directly, e.g. [`Self::next_commit`]) or a server that cannot notify. Keep a
+    /// slow poll besides, for the time a lost connection takes to be found and made again.
+    ///
+    /// # Errors
+    /// The watch's thread could not be started.
+    pub fn watch_remote(
+        &self,
+        tell: impl Fn(crate::storage::watch::Changed) + Send + 'static,
+    ) -> Result<Option<crate::storage::watch::RemoteWatch>, Error> {
+        self.engine.backend.watch(Box::new(tell))
+    }
+
     /// How many ranked-search indexes this handle has built (each store's first ranked search,
     /// and a rebuild when its index could not be brought up to date in place). For tests.
     #[doc(hidden)]

@@ -18,6 +18,7 @@ mod isolation;
 mod keys;
 mod lines;
 mod model;
+mod notify;
 mod postgres;
 mod protocol_doc;
 mod search;
