@@ -277,6 +277,7 @@ async fn endpoint(
         }
         let signal = db.next_commit();
         let remote = state.remote.subscribe();
+        let mut hooks = state.remote.hooks();
         let wanted = id.clone();
         let hook = match on_db(&db, move |db| {
             Ok(db.webhooks()?.into_iter().find(|h| h.id == wanted))
@@ -308,11 +309,18 @@ async fn endpoint(
             }
         };
         if entries.is_empty() {
-            // Woken by this process's commits, another's (`crate::remote`), or to look at the
-            // endpoint's record again.
+            // Woken by this process's commits, another's (`crate::remote`), a change of the
+            // endpoints another process made (told), or to look at the endpoint's record again
+            // (where changes are told, only as the fallback for one not told).
+            let idle = if state.remote.listening() {
+                crate::remote::FALLBACK
+            } else {
+                REFRESH
+            };
             tokio::select! {
-                _ = tokio::time::timeout(REFRESH, signal) => {}
+                _ = tokio::time::timeout(idle, signal) => {}
                 () = remote.changed() => {}
+                _ = hooks.changed() => {}
                 () = shutdown.cancelled() => {}
             }
             continue;

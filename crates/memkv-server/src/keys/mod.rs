@@ -4,7 +4,10 @@
 //!
 //! Every server on one database checks requests against the same keys: a key added or revoked
 //! through any server's `/v1/keys`, or by `memkv keys` on the database, works (or stops) on every
-//! server within a second ([`RELOAD`]); on the server that made the change, at once.
+//! server as soon as the commit's notification reaches it (a few milliseconds on PostgreSQL:
+//! [`Keys::changed_elsewhere`], see the `remote` module), at the latest after [`FALLBACK_RELOAD`];
+//! on a database that cannot notify, within a second ([`RELOAD`]); on the server that made the
+//! change, at once.
 //!
 //! A redb file is held by one process at a time, so `memkv keys add` beside a running server
 //! cannot write it: it appends the key (by hash) to the keys file (`DB.keys`) instead, which
@@ -24,6 +27,7 @@
 mod file;
 
 use std::collections::HashMap;
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, RwLock};
 use std::time::{Duration, Instant};
 
@@ -53,9 +57,13 @@ pub enum Access {
     Unavailable,
 }
 
-/// How often the keys are read again from the database: what another process changed is seen
-/// within this time.
+/// How often the keys are read again from the database when no notification tells of other
+/// processes' changes: what another process changed is seen within this time.
 pub const RELOAD: Duration = Duration::from_millis(500);
+/// How often they are read again when notifications tell of those changes (or no other
+/// process writes the database): for one lost while the listener reconnected.
+/// The same as the other fallback polls (`remote::FALLBACK`).
+pub const FALLBACK_RELOAD: Duration = Duration::from_secs(5);
 
 /// The keys the server checks against, read from the database and kept current.
 #[derive(Debug)]
@@ -67,6 +75,11 @@ pub struct Keys {
     uses: Mutex<HashMap<String, i64>>,
     /// Held by the one reload under way: the others go on with the table they have.
     reloading: Mutex<()>,
+    /// Notifications that another process changed the keys, so far.
+    notified: AtomicU64,
+    /// Whether such changes are told ([`Keys::changed_elsewhere`]), or there are none: then
+    /// [`FALLBACK_RELOAD`] instead of [`RELOAD`].
+    told: AtomicBool,
 }
 
 #[derive(Debug)]
@@ -75,6 +88,8 @@ struct Table {
     entries: Vec<Entry>,
     /// The database's count of this process's key changes when loaded.
     changes: u64,
+    /// [`Keys::notified`] when loaded.
+    notified: u64,
     loaded: Instant,
     file: Option<Stamp>,
     /// The last load failed: refuse everything.
@@ -115,6 +130,7 @@ impl Keys {
             state: RwLock::new(Table {
                 entries,
                 changes,
+                notified: 0,
                 loaded: Instant::now(),
                 file: file.as_ref().and_then(KeyFile::stamp),
                 broken: false,
@@ -123,7 +139,22 @@ impl Keys {
             file,
             uses: Mutex::default(),
             reloading: Mutex::default(),
+            notified: AtomicU64::new(0),
+            told: AtomicBool::new(false),
         })
+    }
+
+    /// Says that another process changed the keys (a notification): the next request reads
+    /// them again first.
+    pub fn changed_elsewhere(&self) {
+        self.notified.fetch_add(1, Ordering::AcqRel);
+    }
+
+    /// Says whether other processes' changes are told ([`Keys::changed_elsewhere`]), or none
+    /// write the database: the keys are then read again only when told, and every
+    /// [`FALLBACK_RELOAD`].
+    pub fn set_told(&self, told: bool) {
+        self.told.store(told, Ordering::Release);
     }
 
     /// Whether no key exists (as last loaded).
@@ -192,7 +223,9 @@ impl Keys {
         }
     }
 
-    fn file_changed(&self) -> bool {
+    /// Whether the keys file changed since it was last imported (a key written beside a
+    /// running server).
+    pub fn file_changed(&self) -> bool {
         let Some(file) = &self.file else {
             return false;
         };
@@ -200,17 +233,26 @@ impl Keys {
         stamp.is_some() && stamp != self.state.read().expect("no panics under the lock").file
     }
 
-    /// Reads the keys again when this process changed them, when [`RELOAD`] has passed since
-    /// the last read, or when `now`; imports the keys file first when it changed.
-    /// A failed read is tried again after [`RELOAD`] too. One reload runs at a time: a request
-    /// that finds one under way goes on with the table as it is, unless `now` or this process
-    /// changed the keys (then it waits for it, and reloads after it). The database is read with no lock of the table held; the
-    /// new table replaces the old under a short write lock.
+    /// Reads the keys again when this process changed them, when a notification said another
+    /// did, when [`RELOAD`] (told: [`FALLBACK_RELOAD`]) has passed since the last read, or when
+    /// `now`; imports the keys file first when it changed.
+    /// A failed read is tried again after that time too. One reload runs at a time: a request
+    /// that finds one under way goes on with the table as it is, unless `now` or a change it
+    /// must see (this process's, or one told) (then it waits for it, and reloads after it). The
+    /// database is read with no lock of the table held; the new table replaces the old under a
+    /// short write lock.
     pub fn refresh(&self, now: bool) {
         let changed_here = {
             let table = self.state.read().expect("no panics under the lock");
-            let changed_here = table.changes != self.db.key_changes();
-            if !now && !changed_here && table.loaded.elapsed() < RELOAD {
+            // A failed read is tried again soon, told or not.
+            let every = if self.told.load(Ordering::Acquire) && !table.broken {
+                FALLBACK_RELOAD
+            } else {
+                RELOAD
+            };
+            let changed_here = table.changes != self.db.key_changes()
+                || table.notified != self.notified.load(Ordering::Acquire);
+            if !now && !changed_here && table.loaded.elapsed() < every {
                 return;
             }
             changed_here
@@ -256,9 +298,11 @@ impl Keys {
             }
         }
         let changes = self.db.key_changes();
+        let notified = self.notified.load(Ordering::Acquire);
         let read = self.db.api_keys();
         let mut table = self.state.write().expect("no panics under the lock");
         table.file = file_stamp;
+        table.notified = notified;
         match read {
             Ok(keys) => {
                 table.entries = entries(&keys);
