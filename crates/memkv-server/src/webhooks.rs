@@ -188,29 +188,44 @@ pub(crate) async fn run(state: Arc<AppState>) {
         state.metrics.webhooks_leading.set(1);
         tracing::info!("webhooks: this server delivers the database's webhooks");
         let mut tasks: HashMap<String, tokio::task::JoinHandle<()>> = HashMap::new();
+        // Where changes are told, the endpoints are read again when one is (this process's
+        // changes too) or after the fallback's time; elsewhere at every look at the lease.
+        let mut told = state.remote.hooks();
+        let mut read: Option<tokio::time::Instant> = None;
         loop {
-            match on_db(&db, Database::webhooks).await {
-                Ok(hooks) => {
-                    tasks.retain(|id, task| {
-                        let keep = hooks.iter().any(|h| &h.id == id) && !task.is_finished();
-                        if !keep {
-                            task.abort();
-                        }
-                        keep
-                    });
-                    for hook in hooks {
-                        tasks.entry(hook.id.clone()).or_insert_with(|| {
-                            let task = endpoint(
-                                Arc::clone(&state),
-                                client.clone(),
-                                hook.id,
-                                leading.clone(),
-                            );
-                            tokio::spawn(task)
+            let due = !state.remote.listening()
+                || read.is_none_or(|at| at.elapsed() >= crate::remote::FALLBACK)
+                || told.has_changed().unwrap_or(true);
+            if due {
+                told.borrow_and_update();
+                read = Some(tokio::time::Instant::now());
+                match on_db(&db, Database::webhooks).await {
+                    Ok(hooks) => {
+                        tasks.retain(|id, task| {
+                            let keep = hooks.iter().any(|h| &h.id == id) && !task.is_finished();
+                            if !keep {
+                                task.abort();
+                            }
+                            keep
                         });
+                        for hook in hooks {
+                            tasks.entry(hook.id.clone()).or_insert_with(|| {
+                                let task = endpoint(
+                                    Arc::clone(&state),
+                                    client.clone(),
+                                    hook.id,
+                                    leading.clone(),
+                                );
+                                tokio::spawn(task)
+                            });
+                        }
+                    }
+                    Err(e) => {
+                        tracing::warn!(error = %e, "webhooks: cannot read the endpoints");
+                        // Tried again at the next look.
+                        read = None;
                     }
                 }
-                Err(e) => tracing::warn!(error = %e, "webhooks: cannot read the endpoints"),
             }
             tokio::select! {
                 () = tokio::time::sleep(REFRESH) => {}
