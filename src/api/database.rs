@@ -308,7 +308,7 @@ impl Database {
     /// A future that resolves once a change commits through this database after this call
     /// (any store, any face), for long polls of [`Self::changes`]: make it, read, and await it
     /// when the read found nothing new. Commits of other processes (on PostgreSQL) do not wake
-    /// it: poll for those.
+    /// it: [`Self::watch_remote`] tells of those.
     pub fn next_commit(&self) -> CommitSignal {
         CommitSignal::new(Arc::clone(&self.engine) as Arc<dyn crate::pipeline::AsSignal>)
     }
@@ -604,7 +604,7 @@ impl Database {
 
     /// How many changes of the keys this process has committed through this database (any
     /// handle of it): a cache of [`Self::api_keys`] that saw another number is stale. Changes
-    /// other processes make are not counted; a cache reloads for those on a schedule.
+    /// other processes make are not counted: [`Self::watch_remote`] tells of those.
     pub fn key_changes(&self) -> u64 {
         self.engine
             .key_changes
@@ -647,7 +647,8 @@ impl Database {
     }
 
     /// Reads every store's settings again (other processes' changes; this process's own apply
-    /// at once). `memkv serve` calls it every 400 ms.
+    /// at once). `memkv serve` calls it when [`Self::watch_remote`] says settings changed, and
+    /// every 5 s.
     ///
     /// # Errors
     /// A storage failure (the settings read before stay in force).
