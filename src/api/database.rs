@@ -315,7 +315,8 @@ impl Database {
 
     /// Watches other processes' commits, on a database several processes write (PostgreSQL):
     /// every write transaction there that changes the API keys, a store's settings, the webhook
-    /// endpoints or the change log notifies at its commit, and `tell` is called with what
+    /// endpoints or the change log notifies at its commit (change-log entries just after it,
+    /// coalesced: docs/postgres.md), and `tell` is called with what
     /// changed, on a thread of the watch's own (so keep it short: set a flag, send on a
     /// channel, wake a waiter). Coalesced: a burst of commits is one call, or a few. Called
     /// with [`Changed::EVERYTHING`](crate::storage::watch::Changed::EVERYTHING) each time the

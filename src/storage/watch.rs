@@ -1,8 +1,9 @@
 //! Other processes' commits, as the database tells of them ([`crate::Database::watch_remote`]).
-//! On PostgreSQL every write transaction that changes the API keys, a store's settings, the
-//! webhook endpoints or the change log says so with `NOTIFY` (delivered at its commit, never
-//! for a rollback), and a watch listens on one connection of its own. An embedded database is
-//! written by one process, whose commits its waiters learn of directly: nothing to watch.
+//! On PostgreSQL every write transaction that changes the API keys, a store's settings or the
+//! webhook endpoints says so with `NOTIFY` (delivered at its commit, never for a rollback), a
+//! process that committed change-log entries says so just after (see docs/postgres.md), and a
+//! watch listens on one connection of its own. An embedded database is written by one process,
+//! whose commits its waiters learn of directly: nothing to watch.
 
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};

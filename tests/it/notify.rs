@@ -1,6 +1,6 @@
 //! Notifications of commits on PostgreSQL ([`memkv::Database::watch_remote`]): what another
-//! process's write changed arrives, a burst arrives coalesced, and a lost listener connects
-//! again and says that everything may have changed.
+//! process's write changed arrives (also from one that writes and goes at once), a burst arrives
+//! coalesced, and a lost listener connects again and says that everything may have changed.
 
 use std::sync::mpsc::{Receiver, channel};
 use std::sync::{Arc, Mutex};
@@ -73,6 +73,13 @@ fn another_handles_commits_are_told_by_kind_and_a_lost_listener_says_everything(
     assert_eq!(ended.len(), 1, "one listener");
     next(&calls, |c| *c == Changed::EVERYTHING);
     create(&writer, "u", "/memories/b.md");
+    next(&calls, |c| c.changes);
+    drop(writer);
+
+    // Entries are told after their commit: a handle that writes and goes is heard all the same.
+    let brief = Database::open(&url).unwrap();
+    create(&brief, "v", "/memories/c.md");
+    drop(brief);
     next(&calls, |c| c.changes);
     drop(watch);
 }

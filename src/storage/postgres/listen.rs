@@ -1,10 +1,17 @@
-//! Notifications of commits: what a write transaction changed is sent with `pg_notify` on the
-//! schema's channel ([`channel`]) before its commit, so that it is delivered at the commit and
-//! never for a rollback; a watch ([`watch`]) listens on one connection of its own and tells
-//! its caller what arrived, coalesced.
+//! Notifications of commits on the schema's channel ([`channel`]). A write transaction that
+//! changes the keys, settings or webhook endpoints (seldom) sends `pg_notify` before its
+//! commit, so that it is delivered at the commit and never for a rollback. Entries of the
+//! change log (nearly every write) are told after the commit instead, by the [`Notifier`]: one
+//! notification for every commit made while the one before was on its way. A notifying
+//! transaction holds PostgreSQL's lock of the notification queue through its commit, WAL flush
+//! included, so notifying commits follow each other one flush at a time: measured with pgbench
+//! (1 KiB upserts, 4 clients), 2,200 transactions a second with a `pg_notify` in each against
+//! 3,400 to 6,300 without, no more than with 1 client. Told after the commit, writes keep their
+//! group commit. A watch ([`watch`]) listens on one connection of its own and tells its caller
+//! what arrived, coalesced.
 
-use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Condvar, Mutex, PoisonError};
 use std::time::{Duration, Instant};
 
 use postgres::fallible_iterator::FallibleIterator;
@@ -23,6 +30,8 @@ const RECONNECT_FIRST: Duration = Duration::from_millis(50);
 const RECONNECT_MAX: Duration = Duration::from_secs(5);
 /// Most notifications taken in one go before the caller is told (a burst is one call).
 const BATCH: usize = 4096;
+/// How long a backend dropped waits for its last commits to be told.
+const CLOSING: Duration = Duration::from_secs(2);
 
 /// The channel of the schema's database: `memkv.` and the schema, or a hash of it when that
 /// would pass PostgreSQL's 63 bytes for a name.
@@ -46,6 +55,102 @@ pub(crate) fn notify(channel: &str, changed: Changed) -> String {
         channel.replace('\'', "''"),
         changed.payload()
     )
+}
+
+/// Tells the channel of change-log entries committed, after their commits, on a thread of its
+/// own (started with the first), coalesced: commits made while a notification is on its way
+/// are told by the next one, one for all of them.
+#[derive(Default)]
+pub(crate) struct Notifier {
+    state: Mutex<Telling>,
+    wake: Condvar,
+}
+
+#[derive(Default)]
+struct Telling {
+    /// Commits not yet told.
+    wanted: bool,
+    started: bool,
+    /// The backend is going: the thread tells what is wanted, then ends.
+    closed: bool,
+    /// The thread has ended.
+    ended: bool,
+}
+
+impl Notifier {
+    /// After a commit that queued change-log entries.
+    pub(crate) fn committed(self: &Arc<Self>, pool: &Arc<Pool>, channel: &str) {
+        let mut state = self.state.lock().unwrap_or_else(PoisonError::into_inner);
+        if state.wanted || state.closed {
+            return;
+        }
+        state.wanted = true;
+        if !state.started {
+            let (me, pool, channel) = (Arc::clone(self), Arc::clone(pool), channel.to_owned());
+            let spawned = std::thread::Builder::new()
+                .name("memkv-pg-notify".into())
+                .spawn(move || me.run(&pool, &channel));
+            // No thread to be had: the others' fallback polls see the entries.
+            state.started = spawned.is_ok();
+            state.wanted = spawned.is_ok();
+        }
+        drop(state);
+        self.wake.notify_one();
+    }
+
+    /// Ends the thread (the backend is dropped), once it has told the commits not yet told
+    /// (a process that writes and exits is heard), waiting at most [`CLOSING`] for it.
+    pub(crate) fn close(&self) {
+        let mut state = self.state.lock().unwrap_or_else(PoisonError::into_inner);
+        state.closed = true;
+        self.wake.notify_all();
+        let until = Instant::now() + CLOSING;
+        while state.started && !state.ended {
+            let left = until.saturating_duration_since(Instant::now());
+            if left.is_zero() {
+                return;
+            }
+            state = self
+                .wake
+                .wait_timeout(state, left)
+                .unwrap_or_else(PoisonError::into_inner)
+                .0;
+        }
+    }
+
+    fn run(&self, pool: &Arc<Pool>, channel: &str) {
+        let statement = notify(
+            channel,
+            Changed {
+                changes: true,
+                ..Changed::default()
+            },
+        );
+        loop {
+            let mut state = self.state.lock().unwrap_or_else(PoisonError::into_inner);
+            while !state.wanted && !state.closed {
+                state = self
+                    .wake
+                    .wait(state)
+                    .unwrap_or_else(PoisonError::into_inner);
+            }
+            if !state.wanted {
+                state.ended = true;
+                drop(state);
+                self.wake.notify_all();
+                return;
+            }
+            // Commits from now on are told by the next notification.
+            state.wanted = false;
+            drop(state);
+            // A failure is not tried again: the others' fallback polls see the entries.
+            if let Ok(mut conn) = pool.get()
+                && conn.client().simple_query(&statement).is_err()
+            {
+                conn.discard();
+            }
+        }
+    }
 }
 
 /// Starts listening on `channel` on a connection of its own; `tell` is called on the

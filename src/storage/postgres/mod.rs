@@ -63,6 +63,8 @@ pub enum Access {
 /// A memkv database in PostgreSQL.
 pub struct PgBackend {
     pool: Arc<Pool>,
+    /// Tells other processes of change-log entries committed ([`listen::Notifier`]).
+    notifier: Arc<listen::Notifier>,
     shared: Arc<Shared>,
     location: String,
     writable: bool,
@@ -88,6 +90,12 @@ pub(crate) struct Shared {
     /// The channel that write transactions notify of what they changed ([`listen`]); unset
     /// where the server has no `pg_notify`.
     pub(crate) channel: std::sync::OnceLock<String>,
+}
+
+impl Drop for PgBackend {
+    fn drop(&mut self) {
+        self.notifier.close();
+    }
 }
 
 impl std::fmt::Debug for PgBackend {
@@ -240,6 +248,7 @@ impl PgBackend {
         };
         let backend = PgBackend {
             pool: Pool::new(config, tls, location.clone(), POOL_SIZE),
+            notifier: Arc::default(),
             shared: Arc::new(Shared {
                 location: location.clone(),
                 trips: AtomicU64::new(0),
@@ -572,6 +581,11 @@ impl Backend for PgBackend {
                         Ok(_) => {
                             if self.shared.fast_path.load(Ordering::Relaxed) {
                                 session.teach_memo();
+                            }
+                            if session.changed.changes
+                                && let Some(channel) = self.shared.channel.get()
+                            {
+                                self.notifier.committed(&self.pool, channel);
                             }
                             return Ok(value);
                         }

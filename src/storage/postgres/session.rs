@@ -146,16 +146,11 @@ impl Session {
             }
             let _ = conn.client().batch_execute(sql::INDEX_SCANS);
             conn.prepared = Some(Prepared {
-                write: super::write_fn::prepare_write(
-                    conn.client(),
-                    merge,
-                    self.shared.channel.get().map(String::as_str),
-                ),
+                write: super::write_fn::prepare_write(conn.client(), merge),
             });
         }
         // A commit that is the transaction's only round trip, with nothing the call cannot
-        // carry (a range removal, a layout version, a notification of anything but entries of
-        // the change log, which the call sends itself).
+        // carry (a range removal, a layout version, a notification: see `super::listen`).
         let whole = self.one_call
             && self.prologue.is_some()
             && query.is_empty()
@@ -171,11 +166,15 @@ impl Session {
         self.render_writes(&mut text);
         text.push_str(&std::mem::take(&mut self.pending));
         text.push_str(query);
+        let told = Changed {
+            changes: false,
+            ..self.changed
+        };
         if epilogue == "COMMIT;"
-            && !self.changed.is_empty()
+            && !told.is_empty()
             && let Some(channel) = self.shared.channel.get()
         {
-            text.push_str(&super::listen::notify(channel, self.changed));
+            text.push_str(&super::listen::notify(channel, told));
         }
         text.push_str(epilogue);
         let conn = self

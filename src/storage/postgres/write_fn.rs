@@ -8,9 +8,8 @@ use super::sql::{ENTRIES, STALE, delete_rows, differing_rows, locked_rows, put_r
 pub(super) fn prepare_write(
     client: &mut postgres::Client,
     merge: bool,
-    channel: Option<&str>,
 ) -> Option<postgres::Statement> {
-    client.batch_execute(&write_function(merge, channel)).ok()?;
+    client.batch_execute(&write_function(merge)).ok()?;
     client.prepare_typed(WRITE_CALL, &WRITE_TYPES).ok()
 }
 
@@ -34,16 +33,7 @@ pub(super) fn prepare_write(
 /// create assumes five keys and stores all of them). Assumptions about keys it does not store
 /// are checked first, as in text. Without `MERGE` every assumption is checked first and
 /// `a_pcheck` is all false.
-///
-/// With a `channel`, a call that queues change-log entries notifies it (`changes`: see
-/// [`super::listen`]); a write that changes anything else others watch is sent as text.
-pub(crate) fn write_function(merge: bool, channel: Option<&str>) -> String {
-    let notify = channel.map_or(String::new(), |c| {
-        format!(
-            "PERFORM pg_notify('{}', 'changes'); ",
-            c.replace('\'', "''")
-        )
-    });
+pub(crate) fn write_function(merge: bool) -> String {
     let put = if merge {
         format!(
             "MERGE INTO {ENTRIES} x \
@@ -87,7 +77,7 @@ pub(crate) fn write_function(merge: bool, channel: Option<&str>) -> String {
          IF cardinality(a_log) > 0 THEN \
          INSERT INTO memkv_changes_pending (value) \
          SELECT t.e FROM unnest(a_log) WITH ORDINALITY AS t(e, o) ORDER BY t.o; \
-         {notify}END IF;\n\
+         END IF;\n\
          END\n$memkv$",
         locked = locked_rows("a_lock"),
         differing = differing_rows("a_cstore, a_cspace, a_ckey, a_cvalue"),
