@@ -296,13 +296,13 @@ fn another_process_commit_wakes_every_long_poll_with_one_look_for_all() {
             .expect("the metric is exported")
     };
     wait_for_polls(&mut admin, POLLS);
-    // All of them wait for a second in which nothing commits: at most the fallback's look
-    // (the polling looker of before looked about 20 times).
+    // All of them wait for a second in which nothing commits: at most a look late from their
+    // start and the fallback's (the polling looker of before looked about 20 times).
     let before = looks(&mut admin);
     std::thread::sleep(Duration::from_secs(1));
     let during = looks(&mut admin) - before;
     assert!(
-        during <= 1,
+        during <= 2,
         "{during} looks in an idle second for {POLLS} polls"
     );
     let before = looks(&mut admin);
