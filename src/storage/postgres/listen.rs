@@ -182,12 +182,19 @@ fn run(pool: &Pool, channel: &str, tell: &dyn Fn(Changed), stop: &AtomicBool) {
         });
         match listening {
             Ok(mut client) => {
-                delay = RECONNECT_FIRST;
                 tell(Changed::EVERYTHING);
                 // Until the connection is lost (then made again, and everything told) or the
                 // watch is dropped.
+                let since = Instant::now();
                 listen(&mut client, tell, stop);
                 super::pool::close([client]);
+                // One lost at once again and again is not made again at once each time.
+                if since.elapsed() >= RECONNECT_MAX {
+                    delay = RECONNECT_FIRST;
+                } else {
+                    pause(delay, stop);
+                    delay = (delay * 2).min(RECONNECT_MAX);
+                }
             }
             Err(_) => {
                 pause(delay, stop);
