@@ -5,8 +5,9 @@
 //!
 //! Every handle of a database keeps the settings of every store in memory, read when it opens;
 //! its own changes apply at once, and [`crate::Database::refresh_store_settings`] reads them
-//! again (what `memkv serve` does every 400 ms, so that a change made through any server of a
-//! PostgreSQL database applies on all within a second).
+//! again (what `memkv serve` does when a notification says they changed,
+//! [`crate::Database::watch_remote`], and every 5 s besides, so that a change made through any
+//! server of a PostgreSQL database applies on all within a second).
 
 use std::collections::HashMap;
 use std::ops::ControlFlow;

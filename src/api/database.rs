@@ -308,9 +308,31 @@ impl Database {
     /// A future that resolves once a change commits through this database after this call
     /// (any store, any face), for long polls of [`Self::changes`]: make it, read, and await it
     /// when the read found nothing new. Commits of other processes (on PostgreSQL) do not wake
-    /// it: poll for those.
+    /// it: [`Self::watch_remote`] tells of those.
     pub fn next_commit(&self) -> CommitSignal {
         CommitSignal::new(Arc::clone(&self.engine) as Arc<dyn crate::pipeline::AsSignal>)
+    }
+
+    /// Watches other processes' commits, on a database several processes write (PostgreSQL):
+    /// every write transaction there that changes the API keys, a store's settings, the webhook
+    /// endpoints or the change log notifies at its commit (change-log entries just after it,
+    /// coalesced: docs/postgres.md), and `tell` is called with what
+    /// changed, on a thread of the watch's own (so keep it short: set a flag, send on a
+    /// channel, wake a waiter). Coalesced: a burst of commits is one call, or a few. Called
+    /// with [`Changed::EVERYTHING`](crate::storage::watch::Changed::EVERYTHING) each time the
+    /// watch has (re)connected: what was sent while it was not listening is lost. This process's
+    /// own commits are told too. The watch holds one connection, and stops when the returned
+    /// handle is dropped. `None` on a database only this process writes (redb: its waiters learn
+    /// of commits directly, e.g. [`Self::next_commit`]) or a server that cannot notify. Keep a
+    /// slow poll besides, for the time a lost connection takes to be found and made again.
+    ///
+    /// # Errors
+    /// The watch's thread could not be started.
+    pub fn watch_remote(
+        &self,
+        tell: impl Fn(crate::storage::watch::Changed) + Send + 'static,
+    ) -> Result<Option<crate::storage::watch::RemoteWatch>, Error> {
+        self.engine.backend.watch(Box::new(tell))
     }
 
     /// How many ranked-search indexes this handle has built (each store's first ranked search,
@@ -583,7 +605,7 @@ impl Database {
 
     /// How many changes of the keys this process has committed through this database (any
     /// handle of it): a cache of [`Self::api_keys`] that saw another number is stale. Changes
-    /// other processes make are not counted; a cache reloads for those on a schedule.
+    /// other processes make are not counted: [`Self::watch_remote`] tells of those.
     pub fn key_changes(&self) -> u64 {
         self.engine
             .key_changes
@@ -626,7 +648,8 @@ impl Database {
     }
 
     /// Reads every store's settings again (other processes' changes; this process's own apply
-    /// at once). `memkv serve` calls it every 400 ms.
+    /// at once). `memkv serve` calls it when [`Self::watch_remote`] says settings changed, and
+    /// every 5 s.
     ///
     /// # Errors
     /// A storage failure (the settings read before stay in force).

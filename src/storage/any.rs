@@ -44,6 +44,25 @@ impl From<PgBackend> for AnyBackend {
 }
 
 impl AnyBackend {
+    /// Listens for other processes' commits ([`PgBackend::watch`]); `None` on an embedded
+    /// backend (one process writes it) or a server that cannot notify.
+    ///
+    /// # Errors
+    /// The listener could not be started.
+    pub fn watch(
+        &self,
+        tell: Box<dyn Fn(super::watch::Changed) + Send>,
+    ) -> Result<Option<super::watch::RemoteWatch>, Error> {
+        match self {
+            AnyBackend::Redb(_) => {
+                drop(tell);
+                Ok(None)
+            }
+            #[cfg(feature = "postgres")]
+            AnyBackend::Postgres(b) => b.watch(tell),
+        }
+    }
+
     /// Round trips to the database server so far (`None` for an embedded backend).
     pub fn round_trips(&self) -> Option<u64> {
         match self {

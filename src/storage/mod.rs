@@ -26,6 +26,7 @@ mod any;
 #[cfg(feature = "postgres")]
 pub mod postgres;
 pub mod redb;
+pub mod watch;
 
 pub use any::{AnyBackend, AnyRead, is_postgres_url};
 

@@ -19,6 +19,7 @@ mod isolation;
 mod keys;
 mod lines;
 mod model;
+mod notify;
 mod postgres;
 mod protocol_doc;
 mod search;

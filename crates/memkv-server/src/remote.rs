@@ -1,26 +1,46 @@
-//! Other processes' commits, on a database several processes write (PostgreSQL): one look at
-//! the change log's last `seq` every [`REMOTE_POLL`], for every waiter of this server at once
-//! (long polls of the change feed, the webhook deliverer), and only while one waits. This
+//! Other processes' commits, on a database several processes write (PostgreSQL). Every write
+//! transaction there notifies what it changed at its commit, and this server listens on one
+//! connection ([`watch`], over [`memkv::Database::watch_remote`]): keys and settings are read
+//! again when told, and the change log is looked at once for every waiter of this server (long
+//! polls of the change feed, the webhook deliverer) when told that entries were committed. A
+//! slow poll ([`FALLBACK`]) stays, for what a lost connection kept from being told; where the
+//! database cannot notify, the old polls stay ([`REMOTE_POLL`], `keys::RELOAD`). This
 //! process's own commits wake the waiters at once ([`memkv::Database::next_commit`]); this is
 //! for the others'.
 
-use std::sync::Arc;
-use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
+use std::sync::{Arc, Weak};
 use std::time::Duration;
 
+use memkv::storage::watch::{Changed, RemoteWatch};
 use tokio::sync::{Notify, watch};
 
 use crate::AppState;
 
-/// How often the log is looked at while someone waits.
+/// How often the log is looked at while someone waits, on a database that cannot notify; and
+/// how long a long poll refused for a busy moment waits before it looks again.
 pub const REMOTE_POLL: Duration = Duration::from_millis(50);
 
-/// The last `seq` seen by the looker, and who waits for it to move.
+/// How often what other processes change is read again when no notification told of it (one
+/// may be lost while the listener's connection is made again).
+pub const FALLBACK: Duration = Duration::from_secs(5);
+
+/// The last `seq` seen by the looker, who waits for it to move, and what notifications said.
 #[derive(Debug)]
 pub struct RemoteCommits {
     last: watch::Sender<u64>,
     waiters: AtomicUsize,
     wake: Notify,
+    /// A notification said entries were committed: the looker looks.
+    told: Notify,
+    /// Notifications of the webhook endpoints so far.
+    hooks: watch::Sender<u64>,
+    /// A notification said settings changed, not yet read again.
+    settings: AtomicBool,
+    /// Wakes the keeper of keys and settings (`server::keep_keys`).
+    keeper: Notify,
+    /// Whether a watch listens (the polls are then only the fallback).
+    listening: AtomicBool,
 }
 
 impl Default for RemoteCommits {
@@ -29,6 +49,11 @@ impl Default for RemoteCommits {
             last: watch::Sender::new(0),
             waiters: AtomicUsize::new(0),
             wake: Notify::new(),
+            told: Notify::new(),
+            hooks: watch::Sender::new(0),
+            settings: AtomicBool::new(false),
+            keeper: Notify::new(),
+            listening: AtomicBool::new(false),
         }
     }
 }
@@ -47,6 +72,46 @@ impl RemoteCommits {
         Subscription {
             remote: self,
             seen: self.last.subscribe(),
+        }
+    }
+
+    /// Whether a watch tells this server of other processes' commits.
+    pub fn listening(&self) -> bool {
+        self.listening.load(Ordering::Acquire)
+    }
+
+    /// Notifications of the webhook endpoints: `changed()` completes at the next one.
+    pub fn hooks(&self) -> watch::Receiver<u64> {
+        self.hooks.subscribe()
+    }
+
+    /// Whether a notification said settings changed since the last call.
+    pub fn settings_told(&self) -> bool {
+        self.settings.swap(false, Ordering::AcqRel)
+    }
+
+    /// Completes when a notification said keys or settings changed (or at once, if one came
+    /// since the last wait).
+    pub async fn keys_told(&self) {
+        self.keeper.notified().await;
+    }
+
+    /// What a notification said (on the listener's thread: only flags and wakes here).
+    fn tell(&self, changed: Changed, keys: &crate::keys::Keys) {
+        if changed.keys {
+            keys.changed_elsewhere();
+        }
+        if changed.settings {
+            self.settings.store(true, Ordering::Release);
+        }
+        if changed.keys || changed.settings {
+            self.keeper.notify_one();
+        }
+        if changed.webhooks {
+            self.hooks.send_modify(|n| *n += 1);
+        }
+        if changed.changes {
+            self.told.notify_one();
         }
     }
 }
@@ -71,8 +136,32 @@ impl Subscription<'_> {
     }
 }
 
+/// Starts listening for other processes' commits (on PostgreSQL; `None` elsewhere, or where the
+/// database cannot notify): the watch stops when the handle is dropped.
+pub fn watch(state: &Arc<AppState>) -> Option<RemoteWatch> {
+    let weak: Weak<AppState> = Arc::downgrade(state);
+    let told = move |changed: Changed| {
+        if let Some(state) = weak.upgrade() {
+            state.remote.tell(changed, &state.keys);
+        }
+    };
+    match state.store.watch_remote(told) {
+        Ok(Some(watching)) => {
+            state.remote.listening.store(true, Ordering::Release);
+            Some(watching)
+        }
+        Ok(None) => None,
+        Err(e) => {
+            tracing::warn!(error = %e, "cannot listen for other servers' commits; polling instead");
+            None
+        }
+    }
+}
+
 /// The looker (spawned by `Server::run` on a database several processes write): while anyone
-/// waits, reads the log's last `seq` every [`REMOTE_POLL`] and tells the waiters when it moved.
+/// waits, reads the log's last `seq` when a notification says entries were committed (at least
+/// every [`FALLBACK`]; every [`REMOTE_POLL`] where nothing notifies) and tells the waiters when
+/// it moved.
 pub async fn run(state: Arc<AppState>) {
     let remote = &state.remote;
     loop {
@@ -88,6 +177,15 @@ pub async fn run(state: Arc<AppState>) {
                 moved
             });
         }
-        tokio::time::sleep(REMOTE_POLL).await;
+        // A notification during the look is kept (`notify_one`): the next look follows it.
+        let pause = if remote.listening() {
+            FALLBACK
+        } else {
+            REMOTE_POLL
+        };
+        tokio::select! {
+            () = tokio::time::sleep(pause) => {}
+            () = remote.told.notified() => {}
+        }
     }
 }

@@ -100,6 +100,8 @@ impl Server {
             .header_read_timeout(state.config.header_timeout)
             .max_buf_size(64 * 1024);
         let connections = Connections::new(state.config.max_connections);
+        // Listening before the keeper and the looker start: they poll only as a fallback then.
+        let watching = crate::remote::watch(&state);
         let trimming = (!state.embedded).then(|| tokio::spawn(trim_changes(Arc::clone(&state))));
         let looking =
             (!state.embedded).then(|| tokio::spawn(crate::remote::run(Arc::clone(&state))));
@@ -177,6 +179,7 @@ impl Server {
             trimming.abort();
         }
         keeping_keys.abort();
+        drop(watching);
         drop(listener);
         tracing::info!("shutting down: no new connections; finishing requests in flight");
         let grace = state.config.shutdown_grace;
@@ -212,23 +215,43 @@ impl Server {
 /// How often the times keys were last used are written to the database.
 const RECORD_USES_EVERY: Duration = Duration::from_secs(30);
 
-/// Reads the keys and every store's settings again a little more often than
-/// [`crate::keys::RELOAD`] (so that requests seldom wait for a read of the database, and what
-/// another server of the database changed applies here within a second), and records every
-/// [`RECORD_USES_EVERY`] when each key was last used.
+/// How often the keeper looks at the keys file (a `stat`) and forgets idle rate buckets: a
+/// little more often than [`crate::keys::RELOAD`].
+const TICK: Duration = Duration::from_millis(400);
+
+/// Keeps the keys and every store's settings current, and records every [`RECORD_USES_EVERY`]
+/// when each key was last used. Where other processes' changes are told (a watch listens, see
+/// `crate::remote`) or there are none (an embedded database), the database is read again when
+/// a notification says keys or settings changed, and every [`crate::remote::FALLBACK`]; the
+/// keys file is looked at every [`TICK`]. Where nothing tells, both are read every [`TICK`]
+/// (so that requests seldom wait for a read of the database, and what another server of the
+/// database changed applies here within a second).
 async fn keep_keys(state: Arc<AppState>) {
+    let told = state.embedded || state.remote.listening();
+    state.keys.set_told(told);
     let mut recorded = tokio::time::Instant::now();
+    let mut settings_read = tokio::time::Instant::now();
     loop {
-        tokio::time::sleep(crate::keys::RELOAD * 4 / 5).await;
+        tokio::select! {
+            () = tokio::time::sleep(TICK) => {}
+            () = state.remote.keys_told() => {}
+        }
         let keys = Arc::clone(&state);
         let record = recorded.elapsed() >= RECORD_USES_EVERY;
         if record {
             recorded = tokio::time::Instant::now();
         }
+        let settings = !told
+            || state.remote.settings_told()
+            || settings_read.elapsed() >= crate::remote::FALLBACK;
+        if settings {
+            settings_read = tokio::time::Instant::now();
+        }
         keys.rates.forget_idle();
         let done = tokio::task::spawn_blocking(move || {
-            keys.keys.refresh(true);
-            if let Err(e) = keys.store.refresh_store_settings() {
+            // Told: only when a notification said so, the file changed, or the fallback is due.
+            keys.keys.refresh(!told || keys.keys.file_changed());
+            if settings && let Err(e) = keys.store.refresh_store_settings() {
                 tracing::warn!(error = %e, "reading the stores' settings failed; the last read stay in force");
             }
             if record {

@@ -188,29 +188,44 @@ pub(crate) async fn run(state: Arc<AppState>) {
         state.metrics.webhooks_leading.set(1);
         tracing::info!("webhooks: this server delivers the database's webhooks");
         let mut tasks: HashMap<String, tokio::task::JoinHandle<()>> = HashMap::new();
+        // Where changes are told, the endpoints are read again when one is (this process's
+        // changes too) or after the fallback's time; elsewhere at every look at the lease.
+        let mut told = state.remote.hooks();
+        let mut read: Option<tokio::time::Instant> = None;
         loop {
-            match on_db(&db, Database::webhooks).await {
-                Ok(hooks) => {
-                    tasks.retain(|id, task| {
-                        let keep = hooks.iter().any(|h| &h.id == id) && !task.is_finished();
-                        if !keep {
-                            task.abort();
-                        }
-                        keep
-                    });
-                    for hook in hooks {
-                        tasks.entry(hook.id.clone()).or_insert_with(|| {
-                            let task = endpoint(
-                                Arc::clone(&state),
-                                client.clone(),
-                                hook.id,
-                                leading.clone(),
-                            );
-                            tokio::spawn(task)
+            let due = !state.remote.listening()
+                || read.is_none_or(|at| at.elapsed() >= crate::remote::FALLBACK)
+                || told.has_changed().unwrap_or(true);
+            if due {
+                told.borrow_and_update();
+                read = Some(tokio::time::Instant::now());
+                match on_db(&db, Database::webhooks).await {
+                    Ok(hooks) => {
+                        tasks.retain(|id, task| {
+                            let keep = hooks.iter().any(|h| &h.id == id) && !task.is_finished();
+                            if !keep {
+                                task.abort();
+                            }
+                            keep
                         });
+                        for hook in hooks {
+                            tasks.entry(hook.id.clone()).or_insert_with(|| {
+                                let task = endpoint(
+                                    Arc::clone(&state),
+                                    client.clone(),
+                                    hook.id,
+                                    leading.clone(),
+                                );
+                                tokio::spawn(task)
+                            });
+                        }
+                    }
+                    Err(e) => {
+                        tracing::warn!(error = %e, "webhooks: cannot read the endpoints");
+                        // Tried again at the next look.
+                        read = None;
                     }
                 }
-                Err(e) => tracing::warn!(error = %e, "webhooks: cannot read the endpoints"),
             }
             tokio::select! {
                 () = tokio::time::sleep(REFRESH) => {}
@@ -277,6 +292,7 @@ async fn endpoint(
         }
         let signal = db.next_commit();
         let remote = state.remote.subscribe();
+        let mut hooks = state.remote.hooks();
         let wanted = id.clone();
         let hook = match on_db(&db, move |db| {
             Ok(db.webhooks()?.into_iter().find(|h| h.id == wanted))
@@ -308,11 +324,18 @@ async fn endpoint(
             }
         };
         if entries.is_empty() {
-            // Woken by this process's commits, another's (`crate::remote`), or to look at the
-            // endpoint's record again.
+            // Woken by this process's commits, another's (`crate::remote`), a change of the
+            // endpoints another process made (told), or to look at the endpoint's record again
+            // (where changes are told, only as the fallback for one not told).
+            let idle = if state.remote.listening() {
+                crate::remote::FALLBACK
+            } else {
+                REFRESH
+            };
             tokio::select! {
-                _ = tokio::time::timeout(REFRESH, signal) => {}
+                _ = tokio::time::timeout(idle, signal) => {}
                 () = remote.changed() => {}
+                _ = hooks.changed() => {}
                 () = shutdown.cancelled() => {}
             }
             continue;

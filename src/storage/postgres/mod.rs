@@ -14,6 +14,7 @@
 
 mod cache;
 mod call;
+mod listen;
 mod memo;
 mod pool;
 mod session;
@@ -62,6 +63,8 @@ pub enum Access {
 /// A memkv database in PostgreSQL.
 pub struct PgBackend {
     pool: Arc<Pool>,
+    /// Tells other processes of change-log entries committed ([`listen::Notifier`]).
+    notifier: Arc<listen::Notifier>,
     shared: Arc<Shared>,
     location: String,
     writable: bool,
@@ -84,6 +87,15 @@ pub(crate) struct Shared {
     /// Whether writes take the fast path: the memo's assumptions and the one-call commit
     /// ([`PgBackend::set_fast_path`]).
     pub(crate) fast_path: AtomicBool,
+    /// The channel that write transactions notify of what they changed ([`listen`]); unset
+    /// where the server has no `pg_notify`.
+    pub(crate) channel: std::sync::OnceLock<String>,
+}
+
+impl Drop for PgBackend {
+    fn drop(&mut self) {
+        self.notifier.close();
+    }
 }
 
 impl std::fmt::Debug for PgBackend {
@@ -236,6 +248,7 @@ impl PgBackend {
         };
         let backend = PgBackend {
             pool: Pool::new(config, tls, location.clone(), POOL_SIZE),
+            notifier: Arc::default(),
             shared: Arc::new(Shared {
                 location: location.clone(),
                 trips: AtomicU64::new(0),
@@ -243,6 +256,7 @@ impl PgBackend {
                 generic: AtomicBool::new(false),
                 memo: Memo::default(),
                 fast_path: AtomicBool::new(true),
+                channel: std::sync::OnceLock::new(),
             }),
             location,
             writable: access != Access::ReadOnly,
@@ -330,6 +344,21 @@ impl PgBackend {
         self.shared
             .generic
             .store(version >= 120_000, Ordering::Relaxed);
+        // The schema's channel, where the server can notify (a server that cannot, or will
+        // not say, leaves the others to their fallback polls).
+        let notifies = client
+            .simple_query(
+                "SELECT coalesce(current_schema(), 'public'), \
+                 to_regprocedure('pg_notify(text,text)') IS NOT NULL",
+            )
+            .map(sql::last_rows)
+            .unwrap_or_default();
+        if let Some(row) = notifies.first()
+            && row.get(1) == Some("t")
+            && let Some(schema) = row.get(0)
+        {
+            let _ = self.shared.channel.set(listen::channel(schema));
+        }
         let rows = sql::last_rows(
             client
                 .simple_query("SELECT name, value FROM memkv_meta")
@@ -372,6 +401,25 @@ impl PgBackend {
     /// answer awaited); schema checks at connection are not counted.
     pub fn round_trips(&self) -> u64 {
         self.shared.trips.load(Ordering::Relaxed)
+    }
+
+    /// Listens for what write transactions of every process commit (this one's too), on a
+    /// connection of its own, until the watch is dropped: `tell` is called on the listener's
+    /// thread with what arrived (once per burst, however many commits), and with
+    /// [`Changed::EVERYTHING`](crate::storage::watch::Changed::EVERYTHING) each time it has
+    /// connected. A lost connection is made again with backoff (50 ms, doubling, up to 5 s).
+    /// `None` where the server cannot notify.
+    ///
+    /// # Errors
+    /// No thread could be started.
+    pub fn watch(
+        &self,
+        tell: Box<dyn Fn(crate::storage::watch::Changed) + Send>,
+    ) -> Result<Option<crate::storage::watch::RemoteWatch>, Error> {
+        let Some(channel) = self.shared.channel.get() else {
+            return Ok(None);
+        };
+        listen::watch(Arc::clone(&self.pool), channel.clone(), tell).map(Some)
     }
 
     /// A connection, retried (with backoff) while the server is unreachable or restarting.
@@ -533,6 +581,11 @@ impl Backend for PgBackend {
                         Ok(_) => {
                             if self.shared.fast_path.load(Ordering::Relaxed) {
                                 session.teach_memo();
+                            }
+                            if session.changed.changes
+                                && let Some(channel) = self.shared.channel.get()
+                            {
+                                self.notifier.committed(&self.pool, channel);
                             }
                             return Ok(value);
                         }

@@ -152,6 +152,16 @@ impl Pool {
         }
     }
 
+    /// A connection of the pool's settings that is none of its own (a listener's).
+    pub(crate) fn open(&self) -> Result<Client, Error> {
+        self.connect()
+    }
+
+    /// The URL without its password, for messages.
+    pub(crate) fn location(&self) -> &str {
+        &self.location
+    }
+
     fn connect(&self) -> Result<Client, Error> {
         let result = match &self.tls {
             None => self.config.connect(NoTls),
@@ -201,7 +211,7 @@ impl Drop for Pool {
 /// Closes connections on a thread of their own, and waits for it. A `postgres::Client` runs
 /// its own runtime to close, which panics on a thread inside another async runtime (an async
 /// server dropping its store at shutdown, say); a plain thread has none.
-fn close(clients: impl IntoIterator<Item = Client>) {
+pub(crate) fn close(clients: impl IntoIterator<Item = Client>) {
     let clients: Vec<Client> = clients.into_iter().collect();
     if clients.is_empty() {
         return;

@@ -21,6 +21,7 @@ use super::cache::{Cache, CacheKey, ck};
 use super::pool::{Conn, Prepared};
 use super::sql;
 use crate::error::Error;
+use crate::storage::watch::Changed;
 
 /// Where a transaction stands on its connection.
 pub(crate) struct Session {
@@ -65,6 +66,9 @@ pub(crate) struct Session {
     pub(crate) removed_log: Vec<(u8, String, Vec<u8>, Vec<u8>)>,
     /// Change-log entries to append, sent last (see [`sql::log_append`]).
     pub(crate) log: Vec<Vec<u8>>,
+    /// What this writer changed that other processes watch ([`super::listen`]): notified with
+    /// its commit.
+    pub(crate) changed: Changed,
 }
 
 impl Session {
@@ -98,6 +102,17 @@ impl Session {
             written: BTreeSet::new(),
             removed_log: Vec::new(),
             log: Vec::new(),
+            changed: Changed::default(),
+        }
+    }
+
+    /// Notes a write of `space`, for the commit's notification.
+    pub(crate) fn note(&mut self, space: Space) {
+        match space {
+            Space::Keys => self.changed.keys = true,
+            Space::Settings => self.changed.settings = true,
+            Space::Webhooks => self.changed.webhooks = true,
+            _ => {}
         }
     }
 
@@ -135,13 +150,14 @@ impl Session {
             });
         }
         // A commit that is the transaction's only round trip, with nothing the call cannot
-        // carry (a range removal, a layout version).
+        // carry (a range removal, a layout version, a notification: see `super::listen`).
         let whole = self.one_call
             && self.prologue.is_some()
             && query.is_empty()
             && epilogue == "COMMIT;"
             && self.pending.is_empty()
-            && self.removed_ranges.is_empty();
+            && self.removed_ranges.is_empty()
+            && !(self.changed.keys || self.changed.settings || self.changed.webhooks);
         if whole && let Some(call) = conn.prepared.as_ref().and_then(|p| p.write.clone()) {
             return self.commit_in_one_call(&call).map(|()| Vec::new());
         }
@@ -150,6 +166,16 @@ impl Session {
         self.render_writes(&mut text);
         text.push_str(&std::mem::take(&mut self.pending));
         text.push_str(query);
+        let told = Changed {
+            changes: false,
+            ..self.changed
+        };
+        if epilogue == "COMMIT;"
+            && !told.is_empty()
+            && let Some(channel) = self.shared.channel.get()
+        {
+            text.push_str(&super::listen::notify(channel, told));
+        }
         text.push_str(epilogue);
         let conn = self
             .conn

@@ -139,6 +139,7 @@ impl WriteTxn for PgWrite {
             // rewriting it would cost a new row version and its WAL for nothing.
             return Ok(());
         }
+        session.note(space);
         session
             .cache
             .entries
@@ -167,6 +168,7 @@ impl WriteTxn for PgWrite {
             // Known to be absent (or in a range removal already queued).
             return Ok(());
         }
+        session.note(space);
         session.cache.entries.insert(k.clone(), None);
         session.dirty.insert(k);
         Ok(())
@@ -180,6 +182,7 @@ impl WriteTxn for PgWrite {
         end: &[u8],
     ) -> Result<(), Error> {
         let session = self.session.get_mut();
+        session.note(space);
         session
             .removed_ranges
             .push((space, user.to_owned(), start.to_vec(), end.to_vec()));
@@ -202,7 +205,9 @@ impl WriteTxn for PgWrite {
     }
 
     fn log_append(&mut self, entries: &[Vec<u8>]) -> Result<(), Error> {
-        self.session.get_mut().log.extend_from_slice(entries);
+        let session = self.session.get_mut();
+        session.changed.changes |= !entries.is_empty();
+        session.log.extend_from_slice(entries);
         Ok(())
     }
 
@@ -232,6 +237,7 @@ impl WriteTxn for PgWrite {
     fn log_skip(&mut self, to: u64) -> Result<(), Error> {
         // After `log_settle` in this transaction, which holds the row lock of `changes_last`:
         // entries waiting in other transactions are numbered after `to`.
+        self.session.get_mut().changed.changes = true;
         self.session.get_mut().pending.push_str(&format!(
             "DELETE FROM memkv_changes WHERE seq <= {to};\n\
              UPDATE memkv_meta SET value = greatest(value, {to}) \

@@ -4,7 +4,10 @@
 //!
 //! Every server on one database checks requests against the same keys: a key added or revoked
 //! through any server's `/v1/keys`, or by `memkv keys` on the database, works (or stops) on every
-//! server within a second ([`RELOAD`]); on the server that made the change, at once.
+//! server as soon as the commit's notification reaches it (a few milliseconds on PostgreSQL:
+//! [`Keys::changed_elsewhere`], see the `remote` module), at the latest after [`FALLBACK_RELOAD`];
+//! on a database that cannot notify, within a second ([`RELOAD`]); on the server that made the
+//! change, at once.
 //!
 //! A redb file is held by one process at a time, so `memkv keys add` beside a running server
 //! cannot write it: it appends the key (by hash) to the keys file (`DB.keys`) instead, which
@@ -24,6 +27,7 @@
 mod file;
 
 use std::collections::HashMap;
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, RwLock};
 use std::time::{Duration, Instant};
 
@@ -53,9 +57,13 @@ pub enum Access {
     Unavailable,
 }
 
-/// How often the keys are read again from the database: what another process changed is seen
-/// within this time.
+/// How often the keys are read again from the database when no notification tells of other
+/// processes' changes: what another process changed is seen within this time.
 pub const RELOAD: Duration = Duration::from_millis(500);
+/// How often they are read again when notifications tell of those changes (or no other
+/// process writes the database): for one lost while the listener reconnected.
+/// The same as the other fallback polls (`remote::FALLBACK`).
+pub const FALLBACK_RELOAD: Duration = Duration::from_secs(5);
 
 /// The keys the server checks against, read from the database and kept current.
 #[derive(Debug)]
@@ -67,6 +75,11 @@ pub struct Keys {
     uses: Mutex<HashMap<String, i64>>,
     /// Held by the one reload under way: the others go on with the table they have.
     reloading: Mutex<()>,
+    /// Notifications that another process changed the keys, so far.
+    notified: AtomicU64,
+    /// Whether such changes are told ([`Keys::changed_elsewhere`]), or there are none: then
+    /// [`FALLBACK_RELOAD`] instead of [`RELOAD`].
+    told: AtomicBool,
 }
 
 #[derive(Debug)]
@@ -75,6 +88,8 @@ struct Table {
     entries: Vec<Entry>,
     /// The database's count of this process's key changes when loaded.
     changes: u64,
+    /// [`Keys::notified`] when loaded.
+    notified: u64,
     loaded: Instant,
     file: Option<Stamp>,
     /// The last load failed: refuse everything.
@@ -115,6 +130,7 @@ impl Keys {
             state: RwLock::new(Table {
                 entries,
                 changes,
+                notified: 0,
                 loaded: Instant::now(),
                 file: file.as_ref().and_then(KeyFile::stamp),
                 broken: false,
@@ -123,7 +139,22 @@ impl Keys {
             file,
             uses: Mutex::default(),
             reloading: Mutex::default(),
+            notified: AtomicU64::new(0),
+            told: AtomicBool::new(false),
         })
+    }
+
+    /// Says that another process changed the keys (a notification): the next request reads
+    /// them again first.
+    pub fn changed_elsewhere(&self) {
+        self.notified.fetch_add(1, Ordering::AcqRel);
+    }
+
+    /// Says whether other processes' changes are told ([`Keys::changed_elsewhere`]), or none
+    /// write the database: the keys are then read again only when told, and every
+    /// [`FALLBACK_RELOAD`].
+    pub fn set_told(&self, told: bool) {
+        self.told.store(told, Ordering::Release);
     }
 
     /// Whether no key exists (as last loaded).
@@ -192,7 +223,9 @@ impl Keys {
         }
     }
 
-    fn file_changed(&self) -> bool {
+    /// Whether the keys file changed since it was last imported (a key written beside a
+    /// running server).
+    pub fn file_changed(&self) -> bool {
         let Some(file) = &self.file else {
             return false;
         };
@@ -200,24 +233,23 @@ impl Keys {
         stamp.is_some() && stamp != self.state.read().expect("no panics under the lock").file
     }
 
-    /// Reads the keys again when this process changed them, when [`RELOAD`] has passed since
-    /// the last read, or when `now`; imports the keys file first when it changed.
-    /// A failed read is tried again after [`RELOAD`] too. One reload runs at a time: a request
-    /// that finds one under way goes on with the table as it is, unless `now` or this process
-    /// changed the keys (then it waits for it, and reloads after it). The database is read with no lock of the table held; the
-    /// new table replaces the old under a short write lock.
+    /// Reads the keys again when this process changed them, when a notification said another
+    /// did, when [`RELOAD`] (told: [`FALLBACK_RELOAD`]) has passed since the last read, or when
+    /// `now`; imports the keys file first when it changed.
+    /// A failed read is tried again after that time too. One reload runs at a time: a request
+    /// that finds one under way goes on with the table as it is, unless `now` or a change it
+    /// must see (this process's, or one told) (then it waits for it, and reloads after it). The
+    /// database is read with no lock of the table held; the new table replaces the old under a
+    /// short write lock.
     pub fn refresh(&self, now: bool) {
-        let changed_here = {
-            let table = self.state.read().expect("no panics under the lock");
-            let changed_here = table.changes != self.db.key_changes();
-            if !now && !changed_here && table.loaded.elapsed() < RELOAD {
-                return;
-            }
-            changed_here
-        };
-        // A change this process made must be seen by its next request: wait for a reload under
-        // way (it may have read the keys before the change), then read them again.
-        let _one = if now || changed_here {
+        let (must, due) = self.stale();
+        if !now && !must && !due {
+            return;
+        }
+        // A change this process made, or one told, must be seen by the next request: wait for
+        // a reload under way (it may have read the keys before the change), then read them
+        // again unless that reload read them after it.
+        let _one = if now || must {
             self.reloading.lock().expect("no panics under the lock")
         } else {
             match self.reloading.try_lock() {
@@ -225,9 +257,27 @@ impl Keys {
                 Err(_) => return,
             }
         };
+        if !now && self.stale() == (false, false) {
+            return;
+        }
         // On a tokio worker, the read may block (PostgreSQL's client runs a runtime of its own,
         // which may not be entered from a worker without leaving it first).
         outside_runtime(|| self.reload());
+    }
+
+    /// Whether the table misses a change it must see (this process's, or one told), and
+    /// whether its time is up ([`RELOAD`]; told: [`FALLBACK_RELOAD`]).
+    fn stale(&self) -> (bool, bool) {
+        let table = self.state.read().expect("no panics under the lock");
+        // A failed read is tried again soon, told or not.
+        let every = if self.told.load(Ordering::Acquire) && !table.broken {
+            FALLBACK_RELOAD
+        } else {
+            RELOAD
+        };
+        let must = table.changes != self.db.key_changes()
+            || table.notified != self.notified.load(Ordering::Acquire);
+        (must, table.loaded.elapsed() >= every)
     }
 
     fn reload(&self) {
@@ -256,9 +306,11 @@ impl Keys {
             }
         }
         let changes = self.db.key_changes();
+        let notified = self.notified.load(Ordering::Acquire);
         let read = self.db.api_keys();
         let mut table = self.state.write().expect("no panics under the lock");
         table.file = file_stamp;
+        table.notified = notified;
         match read {
             Ok(keys) => {
                 table.entries = entries(&keys);
@@ -332,149 +384,4 @@ fn entries(keys: &[ApiKey]) -> Vec<Entry> {
 }
 
 #[cfg(test)]
-mod tests {
-    use super::*;
-    use memkv::NewKey;
-    use std::fs;
-    use std::os::unix::fs::MetadataExt;
-
-    fn store(s: &str) -> Scope {
-        Scope::Store {
-            store: s.into(),
-            read_only: false,
-        }
-    }
-
-    #[test]
-    fn keys_are_added_checked_and_revoked_in_the_database() {
-        let db = Arc::new(Database::in_memory().unwrap());
-        let keys = Keys::load(Arc::clone(&db), None).unwrap();
-        assert!(keys.is_empty());
-        // No key: nothing is allowed, with or without a key sent.
-        assert_eq!(keys.check(None), Access::NoKeys);
-        assert_eq!(keys.check(Some("mkv_nope")), Access::NoKeys);
-
-        let (admin, admin_key) = db.add_key(&NewKey::new(Scope::Admin)).unwrap();
-        let (alice, alice_key) = db.add_key(&NewKey::new(store("alice"))).unwrap();
-        assert!(admin_key.starts_with("mkv_") && admin_key.len() == 68);
-        assert!(memkv::keys::valid_id(&admin.id));
-        assert_ne!(admin.id, alice.id);
-        // A change this process made is seen at once.
-        assert_eq!(keys.check(Some(&admin_key)), Access::Key(Scope::Admin));
-        assert_eq!(
-            keys.identify(Some(&alice_key)).1.as_deref(),
-            Some(alice.id.as_str())
-        );
-        assert_eq!(keys.identify(Some("mkv_nope")), (Access::Unknown, None));
-        assert_eq!(keys.check(None), Access::Missing);
-        // Uses are recorded when asked.
-        keys.record_uses().unwrap();
-        let listed = db.api_keys().unwrap();
-        assert!(
-            listed.iter().all(|k| k.last_used_ms.is_some()),
-            "{listed:?}"
-        );
-
-        assert!(db.revoke_key(&alice.id).unwrap());
-        assert!(!db.revoke_key(&alice.id).unwrap());
-        assert_eq!(keys.check(Some(&alice_key)), Access::Unknown);
-        assert!(db.revoke_key(&admin.id).unwrap());
-        assert_eq!(keys.check(Some(&admin_key)), Access::NoKeys);
-    }
-
-    /// A key this process added works at its next request even while a reload that read the
-    /// keys before the change is under way (the request waits for it and reads them again).
-    #[test]
-    fn a_change_made_here_is_seen_even_during_a_reload() {
-        let db = Arc::new(Database::in_memory().unwrap());
-        let keys = Arc::new(Keys::load(Arc::clone(&db), None).unwrap());
-        db.add_key(&NewKey::new(Scope::Admin)).unwrap();
-        assert_eq!(keys.check(None), Access::Missing);
-        // A reload under way: its lock held by another thread for a moment.
-        let (release, held) = std::sync::mpsc::channel::<()>();
-        let (taken, wait_taken) = std::sync::mpsc::channel::<()>();
-        let holder = {
-            let keys = Arc::clone(&keys);
-            std::thread::spawn(move || {
-                let _one = keys.reloading.lock().unwrap();
-                taken.send(()).unwrap();
-                held.recv().unwrap();
-            })
-        };
-        wait_taken.recv().unwrap();
-        let (_, key) = db.add_key(&NewKey::new(store("alice"))).unwrap();
-        let asking = {
-            let keys = Arc::clone(&keys);
-            std::thread::spawn(move || keys.check(Some(&key)))
-        };
-        release.send(()).unwrap();
-        holder.join().unwrap();
-        assert_eq!(asking.join().unwrap(), Access::Key(store("alice")));
-    }
-
-    #[test]
-    fn an_expired_key_is_refused() {
-        let db = Arc::new(Database::in_memory().unwrap());
-        let keys = Keys::load(Arc::clone(&db), None).unwrap();
-        let mut new = NewKey::new(store("alice"));
-        new.expires_ms = Some(now_ms() + 300);
-        let (_, key) = db.add_key(&new).unwrap();
-        assert_eq!(keys.check(Some(&key)), Access::Key(store("alice")));
-        let deadline = Instant::now() + Duration::from_secs(5);
-        while keys.check(Some(&key)) != Access::Expired {
-            assert!(Instant::now() < deadline, "the key never expired");
-            std::thread::sleep(Duration::from_millis(20));
-        }
-    }
-
-    #[test]
-    fn the_keys_file_is_imported_and_renamed() {
-        let dir = tempfile::tempdir().unwrap();
-        let file = KeyFile::beside(&dir.path().join("db.redb"));
-        assert_eq!(file.path(), dir.path().join("db.redb.keys"));
-        let mut ro = NewKey::new(Scope::Store {
-            store: "bob".into(),
-            read_only: true,
-        });
-        ro.label = "auditor".into();
-        let (admin, admin_key) = file.add(&NewKey::new(Scope::Admin)).unwrap();
-        let (_, bob_key) = file.add(&ro).unwrap();
-        // Only hashes are kept, and the file is private.
-        let text = fs::read_to_string(file.path()).unwrap();
-        assert!(!text.contains(&admin_key) && !text.contains(&bob_key[4..]));
-        let mode = fs::metadata(file.path()).unwrap().mode() & 0o777;
-        assert_eq!(mode, 0o600);
-
-        let db = Arc::new(Database::in_memory().unwrap());
-        let keys = Keys::load(Arc::clone(&db), Some(file.clone())).unwrap();
-        assert!(!file.path().exists() && file.imported_path().exists());
-        assert_eq!(keys.check(Some(&admin_key)), Access::Key(Scope::Admin));
-        assert_eq!(keys.check(Some(&bob_key)), Access::Key(ro.scope.clone()));
-        let listed = db.api_keys().unwrap();
-        assert_eq!(listed.len(), 2);
-        assert!(listed.iter().any(|k| k.label == "auditor"));
-
-        // A key written to the file while the server runs works at once; a revocation
-        // written there is applied at once too.
-        let (_, carol_key) = file.add(&NewKey::new(store("carol"))).unwrap();
-        assert_eq!(keys.check(Some(&carol_key)), Access::Key(store("carol")));
-        file.revoke(&admin.id).unwrap();
-        let deadline = Instant::now() + Duration::from_secs(5);
-        while keys.check(Some(&admin_key)) != Access::Unknown {
-            assert!(Instant::now() < deadline, "revocation not seen");
-            std::thread::sleep(Duration::from_millis(20));
-        }
-        assert_eq!(db.api_keys().unwrap().len(), 2);
-    }
-
-    #[test]
-    fn a_corrupt_file_is_refused_at_start() {
-        let dir = tempfile::tempdir().unwrap();
-        let file = KeyFile::new(dir.path().join("k"));
-        fs::write(file.path(), "not json\n").unwrap();
-        let db = Arc::new(Database::in_memory().unwrap());
-        assert!(Keys::load(Arc::clone(&db), Some(file.clone())).is_err());
-        assert!(file.path().exists());
-        assert!(db.api_keys().unwrap().is_empty());
-    }
-}
+mod tests;

@@ -1,7 +1,8 @@
 //! memkv serve's integration tests, in one binary (each test binary costs a link of the
 //! server): the golden table over HTTP (`golden`) and over MCP (`golden_mcp`), the change feed
 //! and its webhooks (`changes`), the memory-stores API's statuses and scoping
-//! (`memory_stores`). Each starts real servers on loopback.
+//! (`memory_stores`), several servers on one database (`fleet`). Each starts real servers on
+//! loopback.
 
 // The library's golden table (tests/it/golden.rs) is compiled twice on purpose: once with the
 // HTTP session (`golden`), once with the MCP one (`golden_mcp`).
@@ -16,6 +17,7 @@ mod served;
 mod library;
 
 mod changes;
+mod fleet;
 mod golden;
 mod golden_mcp;
 mod limits;
