@@ -7,7 +7,7 @@
 //! its own changes apply at once, and [`crate::Database::refresh_store_settings`] reads them
 //! again (what `memkv serve` does when a notification says they changed,
 //! [`crate::Database::watch_remote`], and every 5 s besides, so that a change made through any
-//! server of a PostgreSQL database applies on all within a second).
+//! server of a PostgreSQL database applies on all within milliseconds, told by its notifications).
 
 use std::collections::HashMap;
 use std::ops::ControlFlow;

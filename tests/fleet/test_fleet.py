@@ -1,8 +1,9 @@
 """A fleet, for real: three `memkv serve` on one PostgreSQL database behind HAProxy (the
 configuration of haproxy.cfg.template), all on 127.0.0.1.
 
-- keys added or revoked through one server work, or stop working, on every server within a second;
-- a store's settings changed through one server apply on every server within a second;
+- keys added or revoked through one server work, or stop working, on every server within a second
+  (told by PostgreSQL's notifications: milliseconds; the bound leaves room for a busy machine);
+- a store's settings changed through one server apply on every server within a second (likewise);
 - under load from the memkv Python package through the balancer, a server killed with SIGKILL
   loses no acknowledged write, the clients carry on through the others within a moment, and the
   database stays consistent (`memkv check`); the only errors are those of the requests the kill

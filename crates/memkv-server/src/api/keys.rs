@@ -70,7 +70,7 @@ fn refused(e: &Error) -> ApiError {
 /// `key` (`mkv_…`), shown only here.
 #[utoipa::path(post, path = KEYS, operation_id = "keys_create",
     summary = "Add an API key",
-    description = "Admin key. A key for one store (`store`; `read_only`: reads only) or, without `store`, for every store (admin), with an optional label and expiry. The answer's `key` is shown only here: the database keeps its SHA-256. Every server of the database accepts it within a second, this one at once.",
+    description = "Admin key. A key for one store (`store`; `read_only`: reads only) or, without `store`, for every store (admin), with an optional label and expiry. The answer's `key` is shown only here: the database keeps its SHA-256. This server accepts it at once, every other server of the database within milliseconds (told by PostgreSQL's notifications).",
     params(Beta), request_body = CreateKey,
     responses((status = 200, description = "The key's record and the key", body = ApiKeyCreated), ApiErrors))]
 pub async fn create_key(
@@ -130,10 +130,10 @@ pub async fn list_keys(
 }
 
 /// `DELETE /v1/keys/{key_id}`: revokes the key on every server of the database (on this one at
-/// once, on the others within a second).
+/// once, on the others within milliseconds).
 #[utoipa::path(delete, path = KEY, operation_id = "keys_delete",
     summary = "Revoke an API key",
-    description = "Admin key. Every server of the database refuses the key within a second, this one at once.",
+    description = "Admin key. This server refuses the key at once, every other server of the database within milliseconds (told by PostgreSQL's notifications).",
     params(KeyPath, Beta),
     responses((status = 200, description = "The key is revoked", body = DeletedApiKey), ApiErrors))]
 pub async fn delete_key(

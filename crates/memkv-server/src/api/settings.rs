@@ -177,7 +177,7 @@ pub async fn retrieve_settings(
 /// "30d", "secrets": null, ...}`; a value sets, `null` resets to the default.
 #[utoipa::path(patch, path = SETTINGS, operation_id = "settings_update",
     summary = "Change a store's settings",
-    description = "Admin key. Each field given with a value becomes the store's own; each given as `null` goes back to the server's default; the others stay. Every server of the database applies them within a second, this one at once.",
+    description = "Admin key. Each field given with a value becomes the store's own; each given as `null` goes back to the server's default; the others stay. This server applies them at once, every other server of the database within milliseconds (told by PostgreSQL's notifications).",
     params(SettingsPath, Beta), request_body = SettingsPatch,
     responses((status = 200, description = "The store's settings", body = SettingsObject), ApiErrors))]
 pub async fn update_settings(

@@ -175,7 +175,7 @@ pub async fn confirm_revoke(
     let own = v.caller.key_id.as_deref() == Some(k.id.as_str());
     let body = html! {
         p { "Revoking " code { (k.id) } " (" (scope_words(k)) @if !k.label.is_empty() { ", " (k.label) } ") "
-            "stops it on every server of this database within a second. It cannot be undone." }
+            "stops it on every server of this database within moments. It cannot be undone." }
         @if own { p.problem { "This is the key you are signed in with: you will be signed out." } }
         form.confirm method="post" action=(format!("/console/keys/{}/revoke", view::segment(&k.id))) {
             input type="hidden" name="csrf" value=(v.csrf());

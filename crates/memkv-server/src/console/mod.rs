@@ -243,7 +243,7 @@ fn notice_for(done: Option<&str>) -> Markup {
         Some("deleted") => "The memory was deleted. Its versions are kept.",
         Some("archived") => "The store was archived: it is read-only now.",
         Some("revoked") => "The key was revoked on every server of this database.",
-        Some("saved") => "The settings were saved; every server applies them within a second.",
+        Some("saved") => "The settings were saved; every server applies them within moments.",
         _ => return view::nothing(),
     };
     view::notice(text)
