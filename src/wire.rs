@@ -250,11 +250,10 @@ enum CommandName {
     Rename,
 }
 
-#[cfg(test)]
+#[cfg(all(test, feature = "openapi"))]
 mod tests {
     use super::*;
 
-    #[cfg(feature = "openapi")]
     #[test]
     fn tool_blocks_describe_their_type_tag() {
         use utoipa::PartialSchema;

@@ -179,6 +179,14 @@ pub(crate) type Indexes = ranked::Indexes;
 #[derive(Debug, Default)]
 pub(crate) struct Indexes;
 
+#[cfg(not(feature = "ranked"))]
+impl Indexes {
+    /// How many indexes were built: none, without ranked search.
+    pub(crate) fn builds(&self) -> u64 {
+        0
+    }
+}
+
 /// The body of [`crate::MemoryStore::search`].
 pub(crate) fn search(
     scope: Scope<'_>,
