@@ -159,7 +159,8 @@ impl Expired {
         self.files.iter().any(|(p, _)| p == path)
     }
 
-    /// No file is expired.
+    /// No file is expired (ranked search's index skips its check of each hit then).
+    #[cfg(feature = "ranked")]
     pub(crate) fn is_empty(&self) -> bool {
         self.files.is_empty()
     }

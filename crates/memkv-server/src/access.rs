@@ -150,7 +150,7 @@ impl memkv_mcp::http::Authorize for McpKeys {
 #[derive(Debug)]
 pub struct Scoped<K> {
     /// The store's id, as decoded from the path.
-    pub store: String,
+    pub id: String,
     /// Who asks.
     pub caller: Caller,
     kind: PhantomData<K>,
@@ -221,7 +221,7 @@ impl<K: Kind> FromRequestParts<Arc<AppState>> for Scoped<K> {
         let store = store.ok_or_else(ApiError::not_found)?;
         caller.admit(state, &store, K::INTENT)?;
         Ok(Scoped {
-            store,
+            id: store,
             caller,
             kind: PhantomData,
         })

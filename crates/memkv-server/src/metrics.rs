@@ -6,7 +6,7 @@ use std::time::Duration;
 
 use prometheus::{
     Encoder, Gauge, HistogramOpts, HistogramVec, IntCounter, IntCounterVec, IntGauge, IntGaugeVec,
-    Opts, Registry, TextEncoder,
+    Opts, Registry, TextEncoder, core::Collector,
 };
 
 /// Upper bounds of the latency buckets, in seconds.
@@ -66,57 +66,58 @@ impl Default for Metrics {
     }
 }
 
-fn gauge(registry: &Registry, name: &str, help: &str) -> IntGauge {
-    let g = IntGauge::new(name, help).expect("a valid metric");
+/// `metric` (`Err`: a name or help prometheus refuses, a bug), registered in `registry`.
+fn keep<M: Collector + Clone + 'static>(registry: &Registry, metric: prometheus::Result<M>) -> M {
+    let metric = metric.expect("a valid metric");
     registry
-        .register(Box::new(g.clone()))
+        .register(Box::new(metric.clone()))
         .expect("registered once");
-    g
+    metric
+}
+
+fn gauge(registry: &Registry, name: &str, help: &str) -> IntGauge {
+    keep(registry, IntGauge::new(name, help))
 }
 
 fn counter(registry: &Registry, name: &str, help: &str) -> IntCounter {
-    let c = IntCounter::new(name, help).expect("a valid metric");
-    registry
-        .register(Box::new(c.clone()))
-        .expect("registered once");
-    c
+    keep(registry, IntCounter::new(name, help))
 }
 
 impl Metrics {
     /// Every metric, registered; the process collector on Linux.
     pub fn new() -> Self {
         let r = Registry::new();
-        let requests = IntCounterVec::new(
-            Opts::new(
-                "memkv_http_requests_total",
-                "HTTP requests answered, by route and status.",
+        let requests = keep(
+            &r,
+            IntCounterVec::new(
+                Opts::new(
+                    "memkv_http_requests_total",
+                    "HTTP requests answered, by route and status.",
+                ),
+                &["route", "status"],
             ),
-            &["route", "status"],
-        )
-        .expect("a valid metric");
-        r.register(Box::new(requests.clone()))
-            .expect("registered once");
-        let latency = HistogramVec::new(
-            HistogramOpts::new(
-                "memkv_http_request_duration_seconds",
-                "Time from request to response, by route.",
-            )
-            .buckets(BUCKETS.to_vec()),
-            &["route"],
-        )
-        .expect("a valid metric");
-        r.register(Box::new(latency.clone()))
-            .expect("registered once");
-        let commands = IntCounterVec::new(
-            Opts::new(
-                "memkv_commands_total",
-                "Memory commands received, by command.",
+        );
+        let latency = keep(
+            &r,
+            HistogramVec::new(
+                HistogramOpts::new(
+                    "memkv_http_request_duration_seconds",
+                    "Time from request to response, by route.",
+                )
+                .buckets(BUCKETS.to_vec()),
+                &["route"],
             ),
-            &["command"],
-        )
-        .expect("a valid metric");
-        r.register(Box::new(commands.clone()))
-            .expect("registered once");
+        );
+        let commands = keep(
+            &r,
+            IntCounterVec::new(
+                Opts::new(
+                    "memkv_commands_total",
+                    "Memory commands received, by command.",
+                ),
+                &["command"],
+            ),
+        );
         let build = IntGaugeVec::new(
             Opts::new(
                 "memkv_build_info",
@@ -137,13 +138,13 @@ impl Metrics {
             prometheus::process_collector::ProcessCollector::for_self(),
         ))
         .expect("registered once");
-        let per_commit = Gauge::new(
-            "memkv_commands_per_commit",
-            "Commands per commit since the start.",
-        )
-        .expect("a valid metric");
-        r.register(Box::new(per_commit.clone()))
-            .expect("registered once");
+        let per_commit = keep(
+            &r,
+            Gauge::new(
+                "memkv_commands_per_commit",
+                "Commands per commit since the start.",
+            ),
+        );
         Metrics {
             overloaded: counter(
                 &r,

@@ -85,7 +85,9 @@ pub struct ToolInfo {
         ToolErrors))]
 pub async fn tool(
     State(state): State<Arc<AppState>>,
-    ToolStore { store, caller, .. }: ToolStore,
+    ToolStore {
+        id: store, caller, ..
+    }: ToolStore,
     headers: HeaderMap,
     body: Body,
 ) -> Result<Response, ApiError> {

@@ -131,7 +131,7 @@ fn refused(e: &Error) -> ApiError {
         ApiErrors))]
 pub async fn export_store(
     State(state): State<Arc<AppState>>,
-    Reads { store: id, .. }: Reads,
+    Reads { id, .. }: Reads,
     Params(query): Params<StoreExportQuery>,
 ) -> Result<Response, ApiError> {
     if query.since.is_some() {

@@ -62,9 +62,7 @@ pub const MAX_WAIT_SECONDS: f64 = 60.0;
         ApiErrors))]
 pub async fn store_changes(
     State(state): State<Arc<AppState>>,
-    Reads {
-        store: id, caller, ..
-    }: Reads,
+    Reads { id, caller, .. }: Reads,
     Params(q): Params<FeedQuery>,
     headers: HeaderMap,
 ) -> Result<Response, ApiError> {

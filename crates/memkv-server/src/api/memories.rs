@@ -140,9 +140,7 @@ fn sha256(text: &str, name: &str) -> Result<[u8; 32], ApiError> {
     responses((status = 200, description = "The new memory", body = MemoryObject), ApiErrors))]
 pub async fn create_memory(
     State(state): State<Arc<AppState>>,
-    Writes {
-        store: id, caller, ..
-    }: Writes,
+    Writes { id, caller, .. }: Writes,
     Params(view): Params<ViewBasic>,
     headers: HeaderMap,
     body: Body,
@@ -179,9 +177,7 @@ pub async fn create_memory(
     responses((status = 200, description = "A page of memories and prefixes", body = MemoryPage), ApiErrors))]
 pub async fn list_memories(
     State(state): State<Arc<AppState>>,
-    Reads {
-        store: id, caller, ..
-    }: Reads,
+    Reads { id, caller, .. }: Reads,
     Params(view): Params<ViewBasic>,
     Params(paging): Params<Paging>,
     Params(filter): Params<MemoryFilter>,
@@ -222,9 +218,7 @@ pub async fn list_memories(
     responses((status = 200, description = "The memory", body = MemoryObject), ApiErrors))]
 pub async fn retrieve_memory(
     State(state): State<Arc<AppState>>,
-    Reads {
-        store: id, caller, ..
-    }: Reads,
+    Reads { id, caller, .. }: Reads,
     Item(memory): Item<MemoryId>,
     Params(view): Params<ViewFull>,
 ) -> Result<Response, ApiError> {
@@ -256,9 +250,7 @@ pub async fn retrieve_memory(
     responses((status = 200, description = "The memory as changed", body = MemoryObject), ApiErrors))]
 pub async fn update_memory(
     State(state): State<Arc<AppState>>,
-    Writes {
-        store: id, caller, ..
-    }: Writes,
+    Writes { id, caller, .. }: Writes,
     Item(memory): Item<MemoryId>,
     Params(view): Params<ViewBasic>,
     headers: HeaderMap,
@@ -315,9 +307,7 @@ pub async fn update_memory(
     responses((status = 200, description = "The memory is deleted", body = DeletedMemory), ApiErrors))]
 pub async fn delete_memory(
     State(state): State<Arc<AppState>>,
-    Writes {
-        store: id, caller, ..
-    }: Writes,
+    Writes { id, caller, .. }: Writes,
     Item(memory): Item<MemoryId>,
     Params(condition): Params<DeleteCondition>,
 ) -> Result<Response, ApiError> {

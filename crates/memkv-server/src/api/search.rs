@@ -118,7 +118,7 @@ fn request(q: &SearchQuery) -> Result<SearchRequest, ApiError> {
     responses((status = 200, description = "The matching lines, by memory", body = SearchResultsObject), ApiErrors))]
 pub async fn search(
     State(state): State<Arc<AppState>>,
-    Reads { store: id, .. }: Reads,
+    Reads { id, .. }: Reads,
     Params(q): Params<SearchQuery>,
 ) -> Result<Response, ApiError> {
     let request = request(&q)?;

@@ -164,7 +164,7 @@ fn refused(e: &Error, id: &str) -> ApiError {
     responses((status = 200, description = "The store's settings", body = SettingsObject), ApiErrors))]
 pub async fn retrieve_settings(
     State(state): State<Arc<AppState>>,
-    Reads { store: id, .. }: Reads,
+    Reads { id, .. }: Reads,
 ) -> Result<Response, ApiError> {
     answer_with(&state, &id, "memory_stores.settings.retrieve", |db, key| {
         let own = db.store_settings(key).map_err(|e| refused(&e, key))?;

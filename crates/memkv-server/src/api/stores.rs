@@ -242,7 +242,7 @@ fn decode_page(token: &str) -> Result<String, ApiError> {
     responses((status = 200, description = "The store", body = MemoryStoreObject), ApiErrors))]
 pub async fn retrieve_store(
     State(state): State<Arc<AppState>>,
-    Reads { store: id, .. }: Reads,
+    Reads { id, .. }: Reads,
 ) -> Result<Response, ApiError> {
     answer_with(&state, &id, "memory_stores.retrieve", |db, id| {
         Ok(MemoryStoreObject::from(&existing(db, id)?))
@@ -259,9 +259,7 @@ pub async fn retrieve_store(
     responses((status = 200, description = "The store as changed", body = MemoryStoreObject), ApiErrors))]
 pub async fn update_store(
     State(state): State<Arc<AppState>>,
-    Writes {
-        store: id, caller, ..
-    }: Writes,
+    Writes { id, caller, .. }: Writes,
     headers: HeaderMap,
     body: Body,
 ) -> Result<Response, ApiError> {
@@ -307,9 +305,7 @@ pub async fn update_store(
     responses((status = 200, description = "The archived store", body = MemoryStoreObject), ApiErrors))]
 pub async fn archive_store(
     State(state): State<Arc<AppState>>,
-    Writes {
-        store: id, caller, ..
-    }: Writes,
+    Writes { id, caller, .. }: Writes,
 ) -> Result<Response, ApiError> {
     let actor = caller.actor();
     answer_with(&state, &id, "memory_stores.archive", move |store, key| {
@@ -332,9 +328,7 @@ pub async fn archive_store(
     responses((status = 200, description = "The store is deleted", body = DeletedMemoryStore), ApiErrors))]
 pub async fn delete_store(
     State(state): State<Arc<AppState>>,
-    Writes {
-        store: id, caller, ..
-    }: Writes,
+    Writes { id, caller, .. }: Writes,
 ) -> Result<Response, ApiError> {
     let actor = caller.actor();
     answer_with(&state, &id, "memory_stores.delete", move |store, key| {

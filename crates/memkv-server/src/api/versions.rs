@@ -91,9 +91,7 @@ fn filter(q: &VersionQuery, created: &Created) -> Result<Option<VersionFilter>, 
     responses((status = 200, description = "A page of versions", body = MemoryVersionPage), ApiErrors))]
 pub async fn list_versions(
     State(state): State<Arc<AppState>>,
-    Reads {
-        store: id, caller, ..
-    }: Reads,
+    Reads { id, caller, .. }: Reads,
     Params(view): Params<ViewBasic>,
     Params(paging): Params<Paging>,
     Params(q): Params<VersionQuery>,
@@ -139,9 +137,7 @@ pub async fn list_versions(
     responses((status = 200, description = "The version", body = MemoryVersionObject), ApiErrors))]
 pub async fn retrieve_version(
     State(state): State<Arc<AppState>>,
-    Reads {
-        store: id, caller, ..
-    }: Reads,
+    Reads { id, caller, .. }: Reads,
     Item(version): Item<VersionId>,
     Params(view): Params<ViewFull>,
 ) -> Result<Response, ApiError> {
@@ -172,9 +168,7 @@ pub async fn retrieve_version(
     responses((status = 200, description = "The redacted version", body = MemoryVersionObject), ApiErrors))]
 pub async fn redact_version(
     State(state): State<Arc<AppState>>,
-    Writes {
-        store: id, caller, ..
-    }: Writes,
+    Writes { id, caller, .. }: Writes,
     Item(version): Item<VersionId>,
 ) -> Result<Response, ApiError> {
     answer_on(

@@ -69,20 +69,37 @@ pub async fn confirm_restore(
     Path((store, version)): Path<(String, String)>,
     v: Visit,
 ) -> Result<Response, Problem> {
-    let ver = version_to_change(&state, &v, &store, &version).await?;
-    let explain = html! {
-        p { "Restoring makes the content of version " code { (ver.id) } " ("
-            (ver.operation.as_str()) " " (view::time(ver.created_ms)) ") the memory's current content again, as a new version written by your key. "
-            "If the memory was deleted since, it comes back at the version's path. Nothing is erased: every version stays." }
-        @if let Some(p) = &ver.path { p { "Path: " code { (p) } } }
-    };
+    let asked = ("restore", "Restore this version?", "Restore");
+    confirm_version(&state, &v, &store, &version, asked, |ver| {
+        html! {
+            p { "Restoring makes the content of version " code { (ver.id) } " ("
+                (ver.operation.as_str()) " " (view::time(ver.created_ms)) ") the memory's current content again, as a new version written by your key. "
+                "If the memory was deleted since, it comes back at the version's path. Nothing is erased: every version stays." }
+            @if let Some(p) = &ver.path { p { "Path: " code { (p) } } }
+        }
+    })
+    .await
+}
+
+/// The page asking to confirm a change to version `version` of store `store`: `asked` is the
+/// action's path segment, the page's title and the button's words; `explain` says what the
+/// change does to this version.
+async fn confirm_version(
+    state: &Arc<AppState>,
+    v: &Visit,
+    store: &str,
+    version: &str,
+    (what, title, button): (&str, &str, &str),
+    explain: impl FnOnce(&memkv::Version) -> Markup,
+) -> Result<Response, Problem> {
+    let ver = version_to_change(state, v, store, version).await?;
     Ok(confirm(
-        &v,
-        "Restore this version?",
-        explain,
-        &version_url(&store, &version, "restore"),
-        "Restore",
-        &view::memory_url(&store, &ver.memory.to_string()),
+        v,
+        title,
+        explain(&ver),
+        &version_url(store, version, what),
+        button,
+        &view::memory_url(store, &ver.memory.to_string()),
     ))
 }
 
@@ -127,22 +144,17 @@ pub async fn confirm_redact(
     Path((store, version)): Path<(String, String)>,
     v: Visit,
 ) -> Result<Response, Problem> {
-    let ver = version_to_change(&state, &v, &store, &version).await?;
-    let explain = html! {
-        p { "Redacting version " code { (ver.id) } " (" (ver.operation.as_str()) " " (view::time(ver.created_ms)) ") "
-            strong { "erases its content, its path and its hash for good" }
-            ": from every page of this console, the API, exports and backups taken from now on. "
-            "The version stays in the memory's list, marked redacted, with when and by which key. This cannot be undone." }
-        p { "The current version of a live memory cannot be redacted (the memory would go on showing it): change or delete the memory first." }
-    };
-    Ok(confirm(
-        &v,
-        "Redact this version?",
-        explain,
-        &version_url(&store, &version, "redact"),
-        "Redact for good",
-        &view::memory_url(&store, &ver.memory.to_string()),
-    ))
+    let asked = ("redact", "Redact this version?", "Redact for good");
+    confirm_version(&state, &v, &store, &version, asked, |ver| {
+        html! {
+            p { "Redacting version " code { (ver.id) } " (" (ver.operation.as_str()) " " (view::time(ver.created_ms)) ") "
+                strong { "erases its content, its path and its hash for good" }
+                ": from every page of this console, the API, exports and backups taken from now on. "
+                "The version stays in the memory's list, marked redacted, with when and by which key. This cannot be undone." }
+            p { "The current version of a live memory cannot be redacted (the memory would go on showing it): change or delete the memory first." }
+        }
+    })
+    .await
 }
 
 /// `POST /console/stores/{store}/versions/{version}/redact`.
