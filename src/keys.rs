@@ -367,6 +367,8 @@ pub(crate) fn record_use(db: &Engine, uses: &[(String, i64)]) -> Result<(), Erro
         return Ok(());
     }
     db.transact(&[OWNER], false, |txn, _| {
+        // A last use is bookkeeping: no server's keys change with it.
+        txn.quiet();
         let mut changed = false;
         for (id, at) in uses {
             let Some(bytes) = txn.get(Space::Keys, OWNER, id.as_bytes())? else {

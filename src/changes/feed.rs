@@ -212,6 +212,7 @@ pub(super) fn read(
 /// Format 8 to 9: every entry the log holds is numbered in its store's feed, in log order, and
 /// rewritten with its number.
 pub(crate) fn migrate(txn: &mut dyn WriteTxn) -> Result<(), Error> {
+    txn.log_hold()?;
     txn.log_settle()?;
     let mut at = txn.log_bounds()?.trimmed;
     let mut feeds: BTreeMap<String, Bounds> = BTreeMap::new();

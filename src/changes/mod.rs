@@ -174,6 +174,7 @@ impl<'a> Scrub<'a> {
 fn scrub_stored(txn: &mut dyn WriteTxn, scrub: &mut Scrub<'_>) -> Result<(), Error> {
     // Entries committed and not numbered yet are scrubbed too: numbered first, in this
     // transaction.
+    txn.log_hold()?;
     txn.log_settle()?;
     let mut after = txn.log_bounds()?.trimmed;
     loop {
@@ -282,6 +283,7 @@ pub(crate) fn read(
 /// (a follower's cursor from it then either expires, below `seq`, or follows on from the
 /// restore). The entries of this transaction are numbered after it. Whether it moved.
 pub(crate) fn skip(txn: &mut dyn WriteTxn, seq: u64) -> Result<bool, Error> {
+    txn.log_hold()?;
     txn.log_settle()?;
     let bounds = txn.log_bounds()?;
     if bounds.last < seq {

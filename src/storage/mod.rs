@@ -393,13 +393,29 @@ pub trait WriteTxn: ReadTxn {
         Ok(())
     }
 
+    /// What this transaction writes is bookkeeping other processes need not be told of (a
+    /// webhook's cursor, a key's last use): its commit notifies no one (PostgreSQL's
+    /// notifications, docs/postgres.md); they read it at their next read. A backend that does
+    /// not notify: by default nothing.
+    fn quiet(&mut self) {}
+
+    /// Holds the numbering of the log for the rest of this transaction: no other transaction
+    /// numbers entries ([`Self::log_settle`]) until this one ends, so that what this one reads
+    /// of the log's bounds stays true until it commits (a restore moving the log on, a
+    /// redaction scrubbing it, a migration rewriting it). A backend with one writer, like redb,
+    /// has nothing to hold: by default nothing.
+    fn log_hold(&mut self) -> Result<(), Error> {
+        Ok(())
+    }
+
     /// Replaces the entry `seq` (a redaction scrubs what it held); no entry, nothing done.
     fn log_rewrite(&mut self, seq: u64, value: &[u8]) -> Result<(), Error>;
 
     /// Removes every entry with `seq <= through` and records it in [`LogBounds::trimmed`].
     fn log_trim(&mut self, through: u64) -> Result<(), Error>;
 
-    /// Moves the log on to `to` (beyond its last `seq`, after [`Self::log_settle`]): every
+    /// Moves the log on to `to` (beyond its last `seq`, after [`Self::log_hold`] and
+    /// [`Self::log_settle`]): every
     /// entry is removed, [`LogBounds::last`] and [`LogBounds::trimmed`] become `to`, and the
     /// next entry is numbered `to + 1` (a restore, `crate::changes::skip`).
     fn log_skip(&mut self, to: u64) -> Result<(), Error>;

@@ -85,10 +85,36 @@ impl Changed {
 }
 
 /// A watch of other processes' commits ([`crate::Database::watch_remote`]): its listener
-/// stops, and closes its connection, once this is dropped (within a second).
+/// stops, and closes its connection, once this is dropped (within a second; within 30 s if it
+/// was asking a connection gone silent).
 #[derive(Debug)]
 pub struct RemoteWatch {
     pub(crate) stop: Arc<AtomicBool>,
+    pub(crate) listening: Listening,
+}
+
+impl RemoteWatch {
+    /// Whether the watch hears notifications now: false until its connection listens, and
+    /// again while a lost one is made again (a caller relying on it should poll meanwhile).
+    pub fn listening(&self) -> Listening {
+        self.listening.clone()
+    }
+}
+
+/// Whether a [`RemoteWatch`]'s connection listens, readable wherever it is needed.
+#[derive(Debug, Clone, Default)]
+pub struct Listening(pub(crate) Arc<AtomicBool>);
+
+impl Listening {
+    /// True while the watch's connection listens.
+    pub fn is_listening(&self) -> bool {
+        self.0.load(Ordering::Acquire)
+    }
+
+    #[cfg(feature = "postgres")]
+    pub(crate) fn set(&self, listening: bool) {
+        self.0.store(listening, Ordering::Release);
+    }
 }
 
 impl Drop for RemoteWatch {

@@ -52,20 +52,36 @@ pub struct Authorized {
 /// and its error format.
 pub trait Authorize: Send + Sync + 'static {
     /// The store the request's key (`x-api-key` or `Authorization: Bearer`) may reach, given
-    /// the store `named` in the [`STORE_HEADER`] header (if any), or the response refusing the
-    /// request (401, 404 for a store the key may not use, 400 for an admin key naming none,
-    /// 429, ...).
+    /// the store named in the [`STORE_HEADER`] header ([`named_store`]), or the response
+    /// refusing the request (401 first, then 400 for a header that is not a store id or an
+    /// admin key naming none, 404 for a store the key may not use, 429, ...).
     ///
     /// # Errors
     /// The response to send instead of serving the request.
-    fn authorize(
-        &self,
-        headers: &HeaderMap,
-        named: Option<&str>,
-    ) -> Result<Authorized, Box<Response>>;
+    fn authorize(&self, headers: &HeaderMap) -> Result<Authorized, Box<Response>>;
 
     /// A refusal in the server's error format (400 or 404 here).
     fn refuse(&self, status: StatusCode, message: &str) -> Response;
+}
+
+/// The store named in the [`STORE_HEADER`] header (percent-encoded like the `{store}` path
+/// segment of the tool route): `Ok(None)` when none is named; `Err` with the 400's message when
+/// the header is not a store id.
+///
+/// # Errors
+/// The header is not a percent-encoded UTF-8 store id.
+pub fn named_store(headers: &HeaderMap) -> Result<Option<String>, String> {
+    match headers.get(STORE_HEADER) {
+        None => Ok(None),
+        Some(value) => value
+            .to_str()
+            .ok()
+            .and_then(decode_segment)
+            .map(Some)
+            .ok_or_else(|| {
+                format!("the {STORE_HEADER} header is not a valid percent-encoded store id")
+            }),
+    }
 }
 
 /// Settings of the HTTP face.
@@ -217,26 +233,11 @@ pub fn router(store: Arc<Database>, options: HttpOptions, authorize: impl Author
 }
 
 async fn grant(State(gate): State<Arc<Gate>>, mut request: Request, next: Next) -> Response {
-    let named = match request.headers().get(STORE_HEADER) {
-        None => None,
-        Some(value) => match value.to_str().ok().and_then(decode_segment) {
-            Some(id) => Some(id),
-            None => {
-                return gate.authorize.refuse(
-                    StatusCode::BAD_REQUEST,
-                    &format!("the {STORE_HEADER} header is not a valid percent-encoded store id"),
-                );
-            }
-        },
-    };
     let Authorized {
         store: id,
         read_only,
         key_id,
-    } = match gate
-        .authorize
-        .authorize(request.headers(), named.as_deref())
-    {
+    } = match gate.authorize.authorize(request.headers()) {
         Ok(authorized) => authorized,
         Err(refusal) => return *refusal,
     };

@@ -5,7 +5,8 @@
 //!
 //! The extractors check in an order that never reveals more than the key allows: the key
 //! (401), then the store it may use (404, the same answer whether or not another store
-//! exists), then the store's rate (429), then a read-only key's write (403).
+//! exists), then the store's rate (429), then a read-only key's write (403); a memory's or a
+//! version's id in the path ([`Item`], 404 for one that is not) comes after them all.
 
 use std::marker::PhantomData;
 use std::str::FromStr;
@@ -109,15 +110,13 @@ impl FromRequestParts<Arc<AppState>> for Caller {
 pub struct McpKeys(pub Arc<AppState>);
 
 impl memkv_mcp::http::Authorize for McpKeys {
-    fn authorize(
-        &self,
-        headers: &HeaderMap,
-        named: Option<&str>,
-    ) -> Result<Authorized, Box<Response>> {
+    fn authorize(&self, headers: &HeaderMap) -> Result<Authorized, Box<Response>> {
         let refuse = |e: ApiError| Box::new(e.into_response());
         let caller = auth::identify(&self.0, headers).map_err(refuse)?;
+        let named = memkv_mcp::http::named_store(headers)
+            .map_err(|message| refuse(ApiError::invalid(message)))?;
         let store = match (named, &caller.allowed) {
-            (Some(named), _) => named.to_owned(),
+            (Some(named), _) => named,
             (None, Allowed::Store(own)) => own.clone(),
             (None, Allowed::Open | Allowed::Admin) => {
                 return Err(refuse(ApiError::invalid(format!(
@@ -245,9 +244,14 @@ impl FromRequestParts<Arc<AppState>> for Admin {
             .extensions
             .get::<MatchedPath>()
             .map(MatchedPath::as_str);
+        // A HEAD is answered by the GET route.
+        let asked = match parts.method.as_str() {
+            "HEAD" => "GET",
+            other => other,
+        };
         let what = ADMIN_ROUTES
             .iter()
-            .find(|(method, path, _)| parts.method.as_str() == *method && route == Some(*path))
+            .find(|(method, path, _)| asked == *method && route == Some(*path))
             .map_or("this route", |(_, _, what)| what);
         caller.admin(what).map(Admin)
     }

@@ -9,10 +9,10 @@
 //! for the others'.
 
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
-use std::sync::{Arc, Weak};
+use std::sync::{Arc, OnceLock, Weak};
 use std::time::Duration;
 
-use memkv::storage::watch::{Changed, RemoteWatch};
+use memkv::storage::watch::{Changed, Listening, RemoteWatch};
 use tokio::sync::{Notify, watch};
 
 use crate::AppState;
@@ -39,8 +39,8 @@ pub struct RemoteCommits {
     settings: AtomicBool,
     /// Wakes the keeper of keys and settings (`server::keep_keys`).
     keeper: Notify,
-    /// Whether a watch listens (the polls are then only the fallback).
-    listening: AtomicBool,
+    /// Whether a watch listens (the polls are then only the fallback), once one is started.
+    listening: OnceLock<Listening>,
 }
 
 impl Default for RemoteCommits {
@@ -53,7 +53,7 @@ impl Default for RemoteCommits {
             hooks: watch::Sender::new(0),
             settings: AtomicBool::new(false),
             keeper: Notify::new(),
-            listening: AtomicBool::new(false),
+            listening: OnceLock::new(),
         }
     }
 }
@@ -75,9 +75,10 @@ impl RemoteCommits {
         }
     }
 
-    /// Whether a watch tells this server of other processes' commits.
+    /// Whether a watch tells this server of other processes' commits now: false where none
+    /// runs, and while its lost connection is made again (then the polls run at their old pace).
     pub fn listening(&self) -> bool {
-        self.listening.load(Ordering::Acquire)
+        self.listening.get().is_some_and(Listening::is_listening)
     }
 
     /// Notifications of the webhook endpoints: `changed()` completes at the next one.
@@ -147,7 +148,7 @@ pub fn watch(state: &Arc<AppState>) -> Option<RemoteWatch> {
     };
     match state.store.watch_remote(told) {
         Ok(Some(watching)) => {
-            state.remote.listening.store(true, Ordering::Release);
+            let _ = state.remote.listening.set(watching.listening());
             Some(watching)
         }
         Ok(None) => None,

@@ -227,11 +227,12 @@ const TICK: Duration = Duration::from_millis(400);
 /// (so that requests seldom wait for a read of the database, and what another server of the
 /// database changed applies here within a second).
 async fn keep_keys(state: Arc<AppState>) {
-    let told = state.embedded || state.remote.listening();
-    state.keys.set_told(told);
     let mut recorded = tokio::time::Instant::now();
     let mut settings_read = tokio::time::Instant::now();
     loop {
+        // Told while the watch listens: a lost connection being made again is not.
+        let told = state.embedded || state.remote.listening();
+        state.keys.set_told(told);
         tokio::select! {
             () = tokio::time::sleep(TICK) => {}
             () = state.remote.keys_told() => {}

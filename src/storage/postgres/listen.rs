@@ -18,7 +18,7 @@ use postgres::fallible_iterator::FallibleIterator;
 
 use super::pool::Pool;
 use crate::error::Error;
-use crate::storage::watch::{Changed, RemoteWatch};
+use crate::storage::watch::{Changed, Listening, RemoteWatch};
 
 /// How long the listener waits for a notification before it looks whether it should stop.
 const WAIT: Duration = Duration::from_secs(1);
@@ -163,17 +163,19 @@ pub(crate) fn watch(
 ) -> Result<RemoteWatch, Error> {
     let stop = Arc::new(AtomicBool::new(false));
     let stopping = Arc::clone(&stop);
+    let listening = Listening::default();
+    let flag = listening.clone();
     std::thread::Builder::new()
         .name("memkv-pg-listen".into())
-        .spawn(move || run(&pool, &channel, &*tell, &stopping))
+        .spawn(move || run(&pool, &channel, &*tell, &stopping, &flag))
         .map_err(|e| Error::storage(format!("cannot start the listener's thread: {e}")))?;
-    Ok(RemoteWatch { stop })
+    Ok(RemoteWatch { stop, listening })
 }
 
-fn run(pool: &Pool, channel: &str, tell: &dyn Fn(Changed), stop: &AtomicBool) {
+fn run(pool: &Pool, channel: &str, tell: &dyn Fn(Changed), stop: &AtomicBool, heard: &Listening) {
     let mut delay = RECONNECT_FIRST;
     while !stop.load(Ordering::Acquire) {
-        let listening = pool.open().and_then(|mut client| {
+        let listening = pool.open_long_lived().and_then(|mut client| {
             let quoted = channel.replace('"', "\"\"");
             client
                 .batch_execute(&format!("LISTEN \"{quoted}\""))
@@ -182,11 +184,13 @@ fn run(pool: &Pool, channel: &str, tell: &dyn Fn(Changed), stop: &AtomicBool) {
         });
         match listening {
             Ok(mut client) => {
+                heard.set(true);
                 tell(Changed::EVERYTHING);
                 // Until the connection is lost (then made again, and everything told) or the
                 // watch is dropped.
                 let since = Instant::now();
                 listen(&mut client, tell, stop);
+                heard.set(false);
                 super::pool::close([client]);
                 // One lost at once again and again is not made again at once each time.
                 if since.elapsed() >= RECONNECT_MAX {

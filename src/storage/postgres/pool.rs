@@ -152,9 +152,21 @@ impl Pool {
         }
     }
 
-    /// A connection of the pool's settings that is none of its own (a listener's).
-    pub(crate) fn open(&self) -> Result<Client, Error> {
-        self.connect()
+    /// A connection of its own that waits for long (the notifications' listener): TCP
+    /// keepalives from 30 s of silence, and sent data unacknowledged for 30 s ends it, so that
+    /// a peer gone silent is found within about a minute rather than TCP's quarter of an hour.
+    pub(crate) fn open_long_lived(&self) -> Result<Client, Error> {
+        let mut config = self.config.clone();
+        config
+            .keepalives_idle(Duration::from_secs(30))
+            .keepalives_interval(Duration::from_secs(5))
+            .keepalives_retries(3)
+            .tcp_user_timeout(Duration::from_secs(30));
+        let result = match &self.tls {
+            None => config.connect(NoTls),
+            Some(tls) => config.connect(tls.clone()),
+        };
+        result.map_err(|e| super::connect_error(&self.location, e))
     }
 
     /// The URL without its password, for messages.

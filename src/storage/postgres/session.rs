@@ -69,6 +69,8 @@ pub(crate) struct Session {
     /// What this writer changed that other processes watch ([`super::listen`]): notified with
     /// its commit.
     pub(crate) changed: Changed,
+    /// Bookkeeping only (`WriteTxn::quiet`): nothing is noted for the notification.
+    pub(crate) quiet: bool,
 }
 
 impl Session {
@@ -103,11 +105,16 @@ impl Session {
             removed_log: Vec::new(),
             log: Vec::new(),
             changed: Changed::default(),
+            quiet: false,
         }
     }
 
-    /// Notes a write of `space`, for the commit's notification.
+    /// Notes a write of `space`, for the commit's notification (none in a quiet transaction:
+    /// `WriteTxn::quiet`).
     pub(crate) fn note(&mut self, space: Space) {
+        if self.quiet {
+            return;
+        }
         match space {
             Space::Keys => self.changed.keys = true,
             Space::Settings => self.changed.settings = true,

@@ -83,6 +83,10 @@ WHERE name = 'changes_last';
 END IF;
 END $settle$;\n";
 
+/// Holds the numbering for the rest of the transaction (`WriteTxn::log_hold`): the row lock
+/// [`SETTLE`] takes when something is queued, taken whatever is queued.
+pub(crate) const HOLD: &str = "SELECT 1 FROM memkv_meta WHERE name = 'changes_last' FOR UPDATE;\n";
+
 /// The change log's entries after `after`, oldest first, at most `limit`.
 pub(crate) fn log_read(after: u64, limit: usize) -> String {
     format!(

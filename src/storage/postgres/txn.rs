@@ -216,6 +216,15 @@ impl WriteTxn for PgWrite {
         Ok(())
     }
 
+    fn quiet(&mut self) {
+        self.session.get_mut().quiet = true;
+    }
+
+    fn log_hold(&mut self) -> Result<(), Error> {
+        self.session.get_mut().pending.push_str(sql::HOLD);
+        Ok(())
+    }
+
     fn log_rewrite(&mut self, seq: u64, value: &[u8]) -> Result<(), Error> {
         let mut text = String::from("UPDATE memkv_changes SET value = ");
         sql::bytea(&mut text, value);
@@ -235,8 +244,8 @@ impl WriteTxn for PgWrite {
     }
 
     fn log_skip(&mut self, to: u64) -> Result<(), Error> {
-        // After `log_settle` in this transaction, which holds the row lock of `changes_last`:
-        // entries waiting in other transactions are numbered after `to`.
+        // After `log_hold` and `log_settle` in this transaction: it holds the row lock of
+        // `changes_last`, so entries waiting in other transactions are numbered after `to`.
         self.session.get_mut().changed.changes = true;
         self.session.get_mut().pending.push_str(&format!(
             "DELETE FROM memkv_changes WHERE seq <= {to};\n\

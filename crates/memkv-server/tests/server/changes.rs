@@ -297,12 +297,13 @@ fn another_process_commit_wakes_every_long_poll_with_one_look_for_all() {
     };
     wait_for_polls(&mut admin, POLLS);
     // All of them wait for a second in which nothing commits: at most a look late from their
-    // start and the fallback's (the polling looker of before looked about 20 times).
+    // start, one for the setup's own notification arriving late, and the fallback's (the
+    // polling looker of before looked about 20 times).
     let before = looks(&mut admin);
     std::thread::sleep(Duration::from_secs(1));
     let during = looks(&mut admin) - before;
     assert!(
-        during <= 2,
+        during <= 3,
         "{during} looks in an idle second for {POLLS} polls"
     );
     let before = looks(&mut admin);
