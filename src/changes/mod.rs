@@ -17,6 +17,8 @@
 
 mod entry;
 pub(crate) mod feed;
+#[cfg(all(test, feature = "postgres"))]
+mod hold_tests;
 
 use std::time::Duration;
 
