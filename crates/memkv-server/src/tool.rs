@@ -25,7 +25,7 @@ use crate::access::ToolStore;
 use crate::error::ApiError;
 use crate::routes::TOOL_ROUTE;
 use crate::spec::ToolErrors;
-use crate::work::Place;
+use crate::work::{Place, blocking};
 
 /// What the tool route takes: what `memkv exec` takes.
 #[derive(utoipa::ToSchema)]
@@ -115,20 +115,14 @@ pub async fn tool(
     for c in &info.commands {
         state.metrics.command(c);
     }
-    let place = Place::take(&state)?;
-    let (response, errors) = match state.embedded {
-        true => {
-            let answer = answer_here(&user.with_actor(actor), message).await;
-            drop(place);
-            answer
-        }
-        false => tokio::task::spawn_blocking(move || {
-            let answer = protocol::answer(&user.handle().with_actor(actor), message);
-            drop(place);
-            answer
+    let (response, errors) = if state.embedded {
+        let _place = Place::take(&state)?;
+        answer_here(&user.with_actor(actor), message).await
+    } else {
+        blocking(&state, move |_| {
+            Ok(protocol::answer(&user.handle().with_actor(actor), message))
         })
-        .await
-        .map_err(|_| ApiError::internal("the command failed"))?,
+        .await?
     };
     for e in &errors {
         log_failure(e, &info.store);

@@ -14,7 +14,7 @@ use serde_json::Value;
 use utoipa::{IntoParams, ToSchema};
 
 use super::objects::{ApiKeyCreated, ApiKeyList, ApiKeyObject, DeletedApiKey};
-use super::{answer_with, failed, json_body, wire};
+use super::{answer_on_db, failed, json_body, wire};
 use crate::AppState;
 use crate::access::{Admin, Item};
 use crate::error::ApiError;
@@ -103,7 +103,7 @@ pub async fn create_key(
         label: req.label,
         expires_ms,
     };
-    answer_with(&state, "", "keys.create", move |db, _| {
+    answer_on_db(&state, "", "keys.create", move |db, _| {
         let (added, key) = db.add_key(&new).map_err(|e| refused(&e))?;
         Ok(ApiKeyCreated::new(&added, key))
     })
@@ -120,7 +120,7 @@ pub async fn list_keys(
     State(state): State<Arc<AppState>>,
     Admin(_): Admin,
 ) -> Result<Response, ApiError> {
-    answer_with(&state, "", "keys.list", |db, _| {
+    answer_on_db(&state, "", "keys.list", |db, _| {
         let keys = db.api_keys().map_err(|e| refused(&e))?;
         Ok(ApiKeyList {
             data: keys.iter().map(ApiKeyObject::from).collect(),
@@ -141,7 +141,7 @@ pub async fn delete_key(
     Admin(_): Admin,
     Item(id): Item<String>,
 ) -> Result<Response, ApiError> {
-    answer_with(&state, "", "keys.delete", move |db, _| {
+    answer_on_db(&state, "", "keys.delete", move |db, _| {
         match db.revoke_key(&id).map_err(|e| refused(&e))? {
             true => Ok(DeletedApiKey::new(id)),
             false => Err(ApiError::not_found()),

@@ -185,7 +185,7 @@ pub async fn on_store<T: Send + 'static>(
 /// Runs `work` on the blocking pool (as [`blocking`]) with the database and `id` (a store's id,
 /// or `""` for a route of no one store), answering what it returns as JSON (`operation` names
 /// it in the request's log line).
-pub async fn answer_with<T: Serialize + Send + 'static>(
+pub async fn answer_on_db<T: Serialize + Send + 'static>(
     state: &Arc<AppState>,
     id: &str,
     operation: &'static str,

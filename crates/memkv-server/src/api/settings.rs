@@ -17,7 +17,7 @@ use utoipa::{IntoParams, ToSchema};
 use super::objects::{
     Bound, EffectiveSettings, OwnSettings, Period, Secrets, SettingsObject, SettingsType,
 };
-use super::{answer_with, failed, json_body};
+use super::{answer_on_db, failed, json_body};
 use crate::AppState;
 use crate::access::{Admin, Item, Reads};
 use crate::error::ApiError;
@@ -166,7 +166,7 @@ pub async fn retrieve_settings(
     State(state): State<Arc<AppState>>,
     Reads { id, .. }: Reads,
 ) -> Result<Response, ApiError> {
-    answer_with(&state, &id, "memory_stores.settings.retrieve", |db, key| {
+    answer_on_db(&state, &id, "memory_stores.settings.retrieve", |db, key| {
         let own = db.store_settings(key).map_err(|e| refused(&e, key))?;
         answer_settings(db, key, &own)
     })
@@ -189,7 +189,7 @@ pub async fn update_settings(
 ) -> Result<Response, ApiError> {
     let body: Map<String, Value> = json_body(&state, &headers, body).await?;
     let (change, reset) = parse_patch(&body).map_err(ApiError::invalid)?;
-    answer_with(
+    answer_on_db(
         &state,
         &id,
         "memory_stores.settings.update",

@@ -14,7 +14,7 @@ use utoipa::openapi::schema::{Object, ObjectBuilder, SchemaType, Type};
 use utoipa::{IntoParams, ToSchema};
 
 use super::objects::{DeletedMemoryStore, MemoryStoreObject, MemoryStorePage};
-use super::{answer, answer_with, bad_page, blocking, existing, failed, json_body, refused};
+use super::{answer, answer_on_db, bad_page, blocking, existing, failed, json_body, refused};
 use crate::AppState;
 use crate::access::{Admin, Reads, Writes};
 use crate::error::ApiError;
@@ -244,7 +244,7 @@ pub async fn retrieve_store(
     State(state): State<Arc<AppState>>,
     Reads { id, .. }: Reads,
 ) -> Result<Response, ApiError> {
-    answer_with(&state, &id, "memory_stores.retrieve", |db, id| {
+    answer_on_db(&state, &id, "memory_stores.retrieve", |db, id| {
         Ok(MemoryStoreObject::from(&existing(db, id)?))
     })
     .await
@@ -275,7 +275,7 @@ pub async fn update_store(
     for (k, v) in &patch {
         check_pair(k, v.as_deref())?;
     }
-    answer_with(&state, &id, "memory_stores.update", move |store, key| {
+    answer_on_db(&state, &id, "memory_stores.update", move |store, key| {
         let current = existing(store, key)?;
         let mut merged = current.metadata;
         for (k, v) in &patch {
@@ -308,7 +308,7 @@ pub async fn archive_store(
     Writes { id, caller, .. }: Writes,
 ) -> Result<Response, ApiError> {
     let actor = caller.actor();
-    answer_with(&state, &id, "memory_stores.archive", move |store, key| {
+    answer_on_db(&state, &id, "memory_stores.archive", move |store, key| {
         existing(store, key)?;
         let info = store
             .acting_as(actor)
@@ -331,7 +331,7 @@ pub async fn delete_store(
     Writes { id, caller, .. }: Writes,
 ) -> Result<Response, ApiError> {
     let actor = caller.actor();
-    answer_with(&state, &id, "memory_stores.delete", move |store, key| {
+    answer_on_db(&state, &id, "memory_stores.delete", move |store, key| {
         existing(store, key)?;
         let deleted = store.acting_as(actor).delete_store(key);
         if deleted.map_err(|e| failed(&e, key))? {

@@ -13,7 +13,7 @@ use serde::Deserialize;
 use utoipa::{IntoParams, ToSchema};
 
 use super::objects::{DeletedWebhook, WebhookCreated, WebhookList, WebhookObject};
-use super::{answer_with, failed, json_body};
+use super::{answer_on_db, failed, json_body};
 use crate::AppState;
 use crate::access::{Admin, Item};
 use crate::error::ApiError;
@@ -80,7 +80,7 @@ pub async fn create_webhook(
         .map_err(ApiError::invalid)?;
     let secret = crate::webhooks::new_secret()
         .map_err(|_| ApiError::internal("no random source for the signing secret"))?;
-    answer_with(&state, "", "webhooks.create", move |db, _| {
+    answer_on_db(&state, "", "webhooks.create", move |db, _| {
         let hook = db
             .add_webhook(&req.url, &secret, &req.stores, &kinds, format)
             .map_err(|e| refused(&e))?;
@@ -99,7 +99,7 @@ pub async fn list_webhooks(
     State(state): State<Arc<AppState>>,
     Admin(_): Admin,
 ) -> Result<Response, ApiError> {
-    answer_with(&state, "", "webhooks.list", |db, _| {
+    answer_on_db(&state, "", "webhooks.list", |db, _| {
         let hooks = db.webhooks().map_err(|e| refused(&e))?;
         Ok(WebhookList {
             data: hooks.iter().map(WebhookObject::from).collect(),
@@ -118,7 +118,7 @@ pub async fn delete_webhook(
     Admin(_): Admin,
     Item(id): Item<String>,
 ) -> Result<Response, ApiError> {
-    answer_with(&state, "", "webhooks.delete", move |db, _| {
+    answer_on_db(&state, "", "webhooks.delete", move |db, _| {
         match db.remove_webhook(&id).map_err(|e| refused(&e))? {
             true => Ok(DeletedWebhook::new(id)),
             false => Err(ApiError::not_found()),
