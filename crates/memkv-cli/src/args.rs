@@ -198,6 +198,9 @@ pub enum Commands {
     Mcp(McpArgs),
     /// Serve the memory tool over HTTP: POST /v1/memory_stores/{store}/tool (docs/server.md)
     Serve(ServeArgs),
+    /// Keep a folder of memory files and a store identical, both ways, continuously: the same
+    /// memory on every machine (docs/sync.md)
+    Sync(crate::sync::SyncArgs),
     /// API keys for `memkv serve`: add, list, revoke (a running server sees changes at once)
     #[command(subcommand)]
     Keys(KeysCommand),

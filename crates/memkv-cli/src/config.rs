@@ -18,8 +18,11 @@ use crate::args::Cli;
 
 /// The environment variable naming the config file.
 pub const CONFIG_ENV: &str = "MEMKV_CONFIG";
-/// The subcommand whose options the file may set in a table of their own.
+/// The subcommands whose options the file may set in a table of their own.
 const SERVE: &str = "serve";
+const SYNC: &str = "sync";
+/// The key of `[sync]` that holds the folders (`[[sync.folder]]`), not an option.
+const FOLDER: &str = "folder";
 
 /// The config file read, if any, and the options it set.
 #[derive(Debug, Default, Clone)]
@@ -30,6 +33,10 @@ pub struct Loaded {
     pub global: Vec<String>,
     /// `serve`'s options it set (ids).
     pub serve: Vec<String>,
+    /// `sync`'s options it set (ids).
+    pub sync: Vec<String>,
+    /// The folders of `[[sync.folder]]` tables, as written.
+    pub sync_folders: Vec<toml::Table>,
 }
 
 /// The command line of `memkv`, with every option's environment variable and the config file's
@@ -51,22 +58,33 @@ pub fn command(args: &[OsString]) -> Result<(Command, Loaded), String> {
         ..Loaded::default()
     };
     for (key, value) in &table {
-        if key == SERVE {
-            let toml::Value::Table(serve) = value else {
+        if key == SERVE || key == SYNC {
+            let sub_name: &'static str = if key == SERVE { SERVE } else { SYNC };
+            let toml::Value::Table(table) = value else {
                 return Err(format!(
-                    "{}: `serve` must be a table ([serve])",
+                    "{}: `{key}` must be a table ([{key}])",
                     path.display()
                 ));
             };
-            for (key, value) in serve {
-                let id = option_id(command.find_subcommand(SERVE).expect("serve exists"), key)
-                    .ok_or_else(|| unknown(&path, &format!("serve.{key}")))?;
-                let values = strings(&path, key, value)?;
-                let sub = command.find_subcommand(SERVE).expect("serve exists");
-                check_values(&path, &format!("serve.{key}"), sub, &id, &values)?;
-                command =
-                    command.mut_subcommand(SERVE, |s| s.mut_arg(&id, |a| a.default_values(values)));
-                loaded.serve.push(id);
+            for (name, value) in table {
+                if sub_name == SYNC && name == FOLDER {
+                    loaded.sync_folders = folders(&path, value)?;
+                    continue;
+                }
+                let sub = command
+                    .find_subcommand(sub_name)
+                    .expect("the subcommand exists");
+                let id = option_id(sub, name)
+                    .ok_or_else(|| unknown(&path, &format!("{sub_name}.{name}")))?;
+                let values = strings(&path, name, value)?;
+                check_values(&path, &format!("{sub_name}.{name}"), sub, &id, &values)?;
+                command = command
+                    .mut_subcommand(sub_name, |s| s.mut_arg(&id, |a| a.default_values(values)));
+                if sub_name == SERVE {
+                    loaded.serve.push(id);
+                } else {
+                    loaded.sync.push(id);
+                }
             }
             continue;
         }
@@ -118,6 +136,26 @@ fn check_values(
         }
     }
     Ok(())
+}
+
+/// `[[sync.folder]]`: an array of tables.
+fn folders(path: &Path, value: &toml::Value) -> Result<Vec<toml::Table>, String> {
+    let bad = || {
+        format!(
+            "{}: sync.folder must be tables ([[sync.folder]] with dir = \"...\" and store = \"...\")",
+            path.display()
+        )
+    };
+    let toml::Value::Array(items) = value else {
+        return Err(bad());
+    };
+    items
+        .iter()
+        .map(|i| match i {
+            toml::Value::Table(t) => Ok(t.clone()),
+            _ => Err(bad()),
+        })
+        .collect()
 }
 
 fn unknown(path: &Path, key: &str) -> String {
@@ -196,7 +234,9 @@ pub fn with_env(command: Command) -> Command {
         }
         command
     }
-    add(command).mut_subcommand(SERVE, add)
+    add(command)
+        .mut_subcommand(SERVE, add)
+        .mut_subcommand(SYNC, add)
 }
 
 /// The effective configuration, for `memkv config show`: every global option and every option

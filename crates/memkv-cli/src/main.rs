@@ -23,6 +23,7 @@ mod mcp;
 mod remote;
 mod search;
 mod serve;
+mod sync;
 mod text;
 
 use std::io;
@@ -109,6 +110,7 @@ fn main() -> ExitCode {
         Commands::Search(a) => search::search(&cli.global, a),
         Commands::Mcp(a) => mcp::run(&cli.global, a),
         Commands::Serve(a) => serve::serve(&cli.global, a),
+        Commands::Sync(a) => sync::run(a, &loaded),
         Commands::Keys(k) => serve::keys(&cli.global, k),
         Commands::Webhooks(w) => changes::webhooks(&cli.global, w),
         Commands::Settings(a) => admin::settings(&cli.global, a, &matches),

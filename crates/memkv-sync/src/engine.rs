@@ -1,0 +1,489 @@
+//! The reconciliation: for one memory path, the file (L), the memory (R) and the last state both
+//! agreed on (B, the base) decide what to do.
+//!
+//! | L vs R | B | what happens |
+//! | --- | --- | --- |
+//! | same content (or both absent) | any | agreed: B becomes it |
+//! | differ | R is B | the file changed: upload it (create, update or delete, with B's hash as the precondition) |
+//! | differ | L is B | the memory changed: write it to the file (or remove the file) |
+//! | differ | neither | both changed: an edit beats a delete; two edits keep the memory at the name and the file as a conflict copy beside it, uploaded too |
+//!
+//! A 409 (the memory moved on since B) makes the path look again with the memory as it is now,
+//! a few times at most; a file that changes while the sync writes it is left alone and looked at
+//! again. Nothing is ever uploaded that the store already has: an upload comes back through the
+//! feed as a memory equal to the file, which is "agreed".
+
+use std::collections::{BTreeMap, BTreeSet};
+
+use crate::Error;
+use crate::api::{Api, ApiError, Memory};
+use crate::local::{Folder, Found, Fp, LocalFile, Skip};
+use crate::rules::{conflict_name, local_name, memory_path};
+use crate::state::{Base, State};
+use crate::status::Report;
+
+/// Looks at one path again after a 409 at most this many times in one go.
+const TRIES: usize = 4;
+
+/// What is known of the memory at a path.
+#[derive(Debug, Clone)]
+pub enum Remote {
+    /// Nothing new: as the base says (absent when there is none).
+    AsBase,
+    /// No memory at the path.
+    Gone,
+    /// This memory (its content fetched when needed).
+    At(Memory),
+}
+
+/// The file at a path, as far as the decision needs it.
+#[derive(Debug, Clone)]
+struct Local {
+    sha: String,
+    fp: Fp,
+    /// Read only when the file changed since the base.
+    content: Option<String>,
+}
+
+/// How a path ended.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Outcome {
+    Done,
+    /// The file changed while the sync worked on it: look again once it settles.
+    Again,
+}
+
+/// One folder and its store.
+pub struct Engine {
+    pub api: Api,
+    pub folder: Folder,
+    pub state: State,
+    /// This machine's name, in conflict copies' names.
+    pub host: String,
+    bases: BTreeMap<String, Base>,
+    pub report: Report,
+}
+
+impl Engine {
+    pub fn new(api: Api, folder: Folder, state: State, host: String) -> Result<Engine, Error> {
+        let bases = state.bases()?;
+        Ok(Engine {
+            api,
+            folder,
+            state,
+            host,
+            bases,
+            report: Report::default(),
+        })
+    }
+
+    pub fn bases(&self) -> &BTreeMap<String, Base> {
+        &self.bases
+    }
+
+    fn set_base(&mut self, path: &str, base: Option<Base>) -> Result<(), Error> {
+        self.state.set_base(path, base.as_ref())?;
+        match base {
+            Some(b) => self.bases.insert(path.to_owned(), b),
+            None => self.bases.remove(path),
+        };
+        Ok(())
+    }
+
+    fn skip(&mut self, rel: &str, skip: Skip, fp: Option<Fp>) -> Result<(), Error> {
+        let known = self.state.skipped()?.get(rel).cloned();
+        if known.as_ref().map(|(s, f)| (s, *f)) != Some((&skip, fp)) {
+            tracing::warn!(file = rel, "not synced: {skip}");
+            self.state.set_skipped(rel, Some((&skip, fp)))?;
+        }
+        Ok(())
+    }
+
+    /// The file at `rel`: `Ok(None)` absent, `Err(())` left out (recorded).
+    fn local(
+        &mut self,
+        rel: &str,
+        base: Option<&Base>,
+    ) -> Result<Result<Option<Local>, ()>, Error> {
+        // Unchanged since the base (same fingerprint): its content is the base's.
+        if let Some(b) = base
+            && let Some(fp) = b.fp
+            && self.folder.stat(rel) == Ok(Some(fp))
+        {
+            return Ok(Ok(Some(Local {
+                sha: b.sha.clone(),
+                fp,
+                content: None,
+            })));
+        }
+        match self.folder.read(rel).map_err(Error::Io)? {
+            Found::Absent => {
+                self.clear_skip(rel)?;
+                Ok(Ok(None))
+            }
+            Found::File(LocalFile { content, sha, fp }) => {
+                if let Some((Skip::Refused(_), Some(at))) = self.state.skipped()?.get(rel).cloned()
+                    && at == fp
+                {
+                    // Refused by the store as it is: not again until it changes.
+                    return Ok(Err(()));
+                }
+                self.clear_skip(rel)?;
+                Ok(Ok(Some(Local {
+                    sha,
+                    fp,
+                    content: Some(content),
+                })))
+            }
+            Found::Skipped(skip, fp) => {
+                self.skip(rel, skip, fp)?;
+                Ok(Err(()))
+            }
+        }
+    }
+
+    fn clear_skip(&mut self, rel: &str) -> Result<(), Error> {
+        if self.state.skipped()?.contains_key(rel) {
+            self.state.set_skipped(rel, None)?;
+        }
+        Ok(())
+    }
+
+    /// Brings memory path `path` and its file into agreement, given what is known of the memory.
+    ///
+    /// # Errors
+    /// The server is unavailable or refuses the key, or the folder or the state fail: the path
+    /// is looked at again later.
+    pub fn reconcile(&mut self, path: &str, remote: Remote) -> Result<Outcome, Error> {
+        let rel = match local_name(path) {
+            Ok(rel) => rel,
+            Err(why) => {
+                self.report.problem(path, &why);
+                return Ok(Outcome::Done);
+            }
+        };
+        if self.folder.rules.ignored(&rel, false) {
+            return Ok(Outcome::Done);
+        }
+        let mut remote = remote;
+        for _ in 0..TRIES {
+            match self.step(path, &rel, &remote) {
+                Err(Error::Api(ApiError::Conflict(_))) => {
+                    remote = self.look(path)?;
+                }
+                other => return other,
+            }
+        }
+        Err(Error::Api(ApiError::Conflict(format!(
+            "{path}: the memory kept changing while the sync wrote it"
+        ))))
+    }
+
+    /// The memory at `path` now.
+    fn look(&mut self, path: &str) -> Result<Remote, Error> {
+        if let Some(b) = self.bases.get(path) {
+            match self.api.get(&b.id)? {
+                Some(m) if m.path == path => return Ok(Remote::At(m)),
+                _ => {}
+            }
+        }
+        Ok(match self.api.find(path)? {
+            Some(m) => Remote::At(m),
+            None => Remote::Gone,
+        })
+    }
+
+    fn step(&mut self, path: &str, rel: &str, remote: &Remote) -> Result<Outcome, Error> {
+        let base = self.bases.get(path).cloned();
+        let local = match self.local(rel, base.as_ref())? {
+            Ok(l) => l,
+            Err(()) => return Ok(Outcome::Done),
+        };
+        let remote: Option<Memory> = match remote {
+            Remote::AsBase => base.as_ref().map(|b| Memory {
+                id: b.id.clone(),
+                path: path.to_owned(),
+                content_sha256: b.sha.clone(),
+                content: None,
+            }),
+            Remote::Gone => None,
+            Remote::At(m) => Some(m.clone()),
+        };
+        let l_sha = local.as_ref().map(|l| l.sha.as_str());
+        let r_sha = remote.as_ref().map(|r| r.content_sha256.as_str());
+        let b_sha = base.as_ref().map(|b| b.sha.as_str());
+        if l_sha == r_sha {
+            let agreed = match (&local, &remote) {
+                (Some(l), Some(r)) => Some(Base {
+                    id: r.id.clone(),
+                    sha: l.sha.clone(),
+                    fp: Some(l.fp),
+                }),
+                _ => None,
+            };
+            if base != agreed {
+                self.set_base(path, agreed)?;
+            }
+            return Ok(Outcome::Done);
+        }
+        if r_sha == b_sha {
+            return self.push(path, rel, local, remote);
+        }
+        if l_sha == b_sha {
+            return self.pull(path, rel, local.map(|l| l.fp), remote);
+        }
+        // Both changed since they last agreed.
+        match (local, remote) {
+            (None, remote) => self.pull(path, rel, None, remote),
+            (local, None) => self.push(path, rel, local, None),
+            (Some(local), Some(remote)) => self.conflict(path, rel, local, remote),
+        }
+    }
+
+    /// Uploads the file (or its absence) over `remote`.
+    fn push(
+        &mut self,
+        path: &str,
+        rel: &str,
+        local: Option<Local>,
+        remote: Option<Memory>,
+    ) -> Result<Outcome, Error> {
+        let result = match (&local, &remote) {
+            (None, None) => return Ok(Outcome::Done),
+            (None, Some(r)) => {
+                self.api.delete(&r.id, &r.content_sha256)?;
+                self.report.uploaded(path, "deleted");
+                self.set_base(path, None)?;
+                return Ok(Outcome::Done);
+            }
+            (Some(l), None) => self.api.create(path, self.content(rel, l)?),
+            (Some(l), Some(r)) => {
+                self.api
+                    .update(&r.id, Some(self.content(rel, l)?), None, &r.content_sha256)
+            }
+        };
+        let l = local.expect("an upload has a file");
+        match result {
+            Ok(m) => {
+                self.report.uploaded(
+                    path,
+                    if remote.is_some() {
+                        "updated"
+                    } else {
+                        "created"
+                    },
+                );
+                self.set_base(
+                    path,
+                    Some(Base {
+                        id: m.id,
+                        sha: m.content_sha256,
+                        fp: Some(l.fp),
+                    }),
+                )?;
+                Ok(Outcome::Done)
+            }
+            Err(ApiError::Refused { status, message }) => {
+                self.skip(
+                    rel,
+                    Skip::Refused(format!("{status}: {message}")),
+                    Some(l.fp),
+                )?;
+                Ok(Outcome::Done)
+            }
+            Err(e) => Err(e.into()),
+        }
+    }
+
+    fn content<'a>(&self, rel: &str, l: &'a Local) -> Result<&'a str, Error> {
+        l.content.as_deref().ok_or_else(|| {
+            Error::Io(std::io::Error::other(format!(
+                "{rel}: changed while the sync read it"
+            )))
+        })
+    }
+
+    /// Writes `remote` to the file (or removes it), if the file is still as `local`.
+    fn pull(
+        &mut self,
+        path: &str,
+        rel: &str,
+        local: Option<Fp>,
+        remote: Option<Memory>,
+    ) -> Result<Outcome, Error> {
+        let Some(remote) = remote else {
+            let Some(fp) = local else {
+                return Ok(Outcome::Done);
+            };
+            if !self.folder.remove(rel, fp).map_err(Error::Io)? {
+                return Ok(Outcome::Again);
+            }
+            self.report.downloaded(path, "deleted");
+            self.set_base(path, None)?;
+            return Ok(Outcome::Done);
+        };
+        let remote = match remote.content {
+            Some(_) => remote,
+            None => match self.api.get(&remote.id)? {
+                Some(m) if m.path == path => m,
+                // Gone or moved since: the feed says where; here there is nothing.
+                _ => return self.pull(path, rel, local, None),
+            },
+        };
+        let content = remote.content.as_deref().unwrap_or_default();
+        match self.folder.write(rel, content, local).map_err(Error::Io)? {
+            None => Ok(Outcome::Again),
+            Some(fp) => {
+                self.report.downloaded(path, "written");
+                self.set_base(
+                    path,
+                    Some(Base {
+                        id: remote.id.clone(),
+                        sha: remote.content_sha256.clone(),
+                        fp: Some(fp),
+                    }),
+                )?;
+                Ok(Outcome::Done)
+            }
+        }
+    }
+
+    /// Both changed: the memory keeps the name, the file goes beside it as a conflict copy
+    /// (uploaded too).
+    fn conflict(
+        &mut self,
+        path: &str,
+        rel: &str,
+        local: Local,
+        remote: Memory,
+    ) -> Result<Outcome, Error> {
+        let content = self.content(rel, &local)?.to_owned();
+        let when = crate::status::stamp();
+        let mut copy = conflict_name(rel, &when, &self.host);
+        let mut n = 1;
+        while self.folder.stat(&copy) != Ok(None) || self.bases.contains_key(&memory_path(&copy)) {
+            n += 1;
+            copy = conflict_name(rel, &format!("{when}-{n}"), &self.host);
+        }
+        let Some(copy_fp) = self
+            .folder
+            .write(&copy, &content, None)
+            .map_err(Error::Io)?
+        else {
+            return Ok(Outcome::Again);
+        };
+        tracing::warn!(
+            file = rel,
+            copy = copy.as_str(),
+            "both sides changed: kept the local version as a conflict copy"
+        );
+        self.report.conflict(path, &memory_path(&copy));
+        match self.pull(path, rel, Some(local.fp), Some(remote))? {
+            Outcome::Done => {}
+            // Changed again meanwhile: the copy stays, the name is looked at again.
+            Outcome::Again => return Ok(Outcome::Again),
+        }
+        let copy_local = Local {
+            sha: local.sha,
+            fp: copy_fp,
+            content: Some(content),
+        };
+        self.push(&memory_path(&copy), &copy, Some(copy_local), None)
+    }
+
+    /// Moves memory `from` to `to` after the file moved, if the memory is still as the base
+    /// says; `false` when it is not (the two paths are then looked at one by one).
+    pub fn rename_remote(&mut self, from: &str, to: &str, fp: Fp) -> Result<bool, Error> {
+        let Some(base) = self.bases.get(from).cloned() else {
+            return Ok(false);
+        };
+        match self.api.update(&base.id, None, Some(to), &base.sha) {
+            Ok(m) => {
+                self.report.uploaded(to, "renamed");
+                self.set_base(from, None)?;
+                self.set_base(
+                    to,
+                    Some(Base {
+                        id: m.id,
+                        sha: m.content_sha256,
+                        fp: Some(fp),
+                    }),
+                )?;
+                Ok(true)
+            }
+            Err(ApiError::Conflict(_) | ApiError::NotFound(_) | ApiError::Refused { .. }) => {
+                Ok(false)
+            }
+            Err(e) => Err(e.into()),
+        }
+    }
+
+    /// Moves file `from` to `to` after the memory moved (the feed said so), if the file is
+    /// still as the base says and `to` is free; `false` when not.
+    pub fn rename_local(&mut self, from: &str, to: &Memory) -> Result<bool, Error> {
+        let (Some(base), Ok(rel_from), Ok(rel_to)) = (
+            self.bases.get(from).cloned(),
+            local_name(from),
+            local_name(&to.path),
+        ) else {
+            return Ok(false);
+        };
+        if base.id != to.id
+            || base.sha != to.content_sha256
+            || self.folder.rules.ignored(&rel_to, false)
+            || self.bases.contains_key(&to.path)
+        {
+            return Ok(false);
+        }
+        let Some(fp) = base.fp else {
+            return Ok(false);
+        };
+        if !self
+            .folder
+            .rename(&rel_from, &rel_to, fp)
+            .map_err(Error::Io)?
+        {
+            return Ok(false);
+        }
+        self.report.downloaded(&to.path, "renamed");
+        self.set_base(from, None)?;
+        self.set_base(&to.path, Some(base))?;
+        Ok(true)
+    }
+
+    /// Files that vanished while a file of the same content appeared at a path the store does
+    /// not have: renames, uploaded as renames (the memory keeps its id and history).
+    /// `candidates` are the local paths to look at; what is left is returned.
+    pub fn local_renames(
+        &mut self,
+        candidates: BTreeSet<String>,
+    ) -> Result<BTreeSet<String>, Error> {
+        let mut vanished: BTreeMap<String, String> = BTreeMap::new(); // sha → path
+        let mut appeared: Vec<(String, String, Fp)> = Vec::new(); // path, sha, fp
+        for path in &candidates {
+            let Ok(rel) = local_name(path) else { continue };
+            let base = self.bases.get(path);
+            match (base, self.folder.stat(&rel)) {
+                (Some(b), Ok(None)) => {
+                    vanished.insert(b.sha.clone(), path.clone());
+                }
+                (None, Ok(Some(_))) => {
+                    if let Ok(Found::File(f)) = self.folder.read(&rel) {
+                        appeared.push((path.clone(), f.sha, f.fp));
+                    }
+                }
+                _ => {}
+            }
+        }
+        let mut left = candidates;
+        for (to, sha, fp) in appeared {
+            if let Some(from) = vanished.remove(&sha)
+                && self.rename_remote(&from, &to, fp)?
+            {
+                left.remove(&from);
+                left.remove(&to);
+            }
+        }
+        Ok(left)
+    }
+}

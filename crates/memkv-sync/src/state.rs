@@ -1,0 +1,275 @@
+//! The sync's own state, one redb file per folder (outside the folder): for each file the last
+//! state both sides agreed on (the 3-way base: the memory's id and content hash, and the file's
+//! fingerprint when it was that content), the change feed's cursor, and the files left out.
+//!
+//! Every step is idempotent against the store (uploads carry a `content_sha256` precondition,
+//! and a file and a memory with the same hash are agreed whatever the base says), so a base lost
+//! in a crash costs a look, never a lost or repeated write: bases are committed without a flush,
+//! and the feed's cursor, after the entries before it are applied, with one.
+//!
+//! redb holds the file exclusively: a second sync of the same folder is refused at once.
+
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+
+use redb::{Database, Durability, ReadableDatabase, ReadableTable, TableDefinition};
+use serde::{Deserialize, Serialize};
+
+use crate::Error;
+use crate::local::{Fp, Skip};
+
+/// Memory path → [`Base`].
+const BASES: TableDefinition<&str, &[u8]> = TableDefinition::new("bases");
+/// Folder-relative name → ([`Skip`], the file's fingerprint then).
+const SKIPPED: TableDefinition<&str, &[u8]> = TableDefinition::new("skipped");
+/// `identity`, `cursor`.
+const META: TableDefinition<&str, &[u8]> = TableDefinition::new("meta");
+
+/// The state file's layout; another is refused.
+const LAYOUT: u32 = 1;
+
+/// What both sides last agreed a file is.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Base {
+    /// The memory's id.
+    pub id: String,
+    /// The content's SHA-256 (hex).
+    pub sha: String,
+    /// The file's fingerprint when it held that content (`None`: not known, read it to tell).
+    pub fp: Option<Fp>,
+}
+
+/// Where the change feed was read up to.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Cursor {
+    /// The database the numbers belong to (the feed's `database`).
+    pub database: Option<String>,
+    pub after: u64,
+}
+
+/// What a state file belongs to: a state used for another folder or store is refused.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+struct Identity {
+    layout: u32,
+    folder: PathBuf,
+    url: String,
+    store: String,
+}
+
+/// The state of one folder's sync.
+pub struct State {
+    db: Database,
+    path: PathBuf,
+}
+
+fn store_err(path: &Path, e: impl std::fmt::Display) -> Error {
+    Error::State(format!("{}: {e}", path.display()))
+}
+
+impl State {
+    /// Opens (or makes) the state in folder `dir` for syncing `folder` with `store` at `url`.
+    ///
+    /// # Errors
+    /// [`Error::Busy`] when another sync holds it; [`Error::State`] when it belongs to another
+    /// folder or store, has a layout this memkv does not know, or cannot be opened.
+    pub fn open(dir: &Path, folder: &Path, url: &str, store: &str) -> Result<State, Error> {
+        std::fs::create_dir_all(dir).map_err(|e| store_err(dir, e))?;
+        let path = dir.join("state.redb");
+        let db = match Database::create(&path) {
+            Ok(db) => db,
+            Err(redb::DatabaseError::DatabaseAlreadyOpen) => {
+                return Err(Error::Busy(dir.to_owned()));
+            }
+            Err(e) => return Err(store_err(&path, e)),
+        };
+        let state = State { db, path };
+        let wanted = Identity {
+            layout: LAYOUT,
+            folder: folder.to_owned(),
+            url: url.trim_end_matches('/').to_owned(),
+            store: store.to_owned(),
+        };
+        match state.meta::<Identity>("identity")? {
+            None => state.put_meta("identity", &wanted, true)?,
+            Some(have) if have.layout != LAYOUT => {
+                return Err(Error::State(format!(
+                    "{}: state layout {} is not one this memkv knows ({LAYOUT})",
+                    state.path.display(),
+                    have.layout
+                )));
+            }
+            Some(have) if have != wanted => {
+                return Err(Error::State(format!(
+                    "{} is the state of folder {} with store {} at {}: give each folder a state of its own (--state)",
+                    dir.display(),
+                    have.folder.display(),
+                    have.store,
+                    have.url
+                )));
+            }
+            Some(_) => {}
+        }
+        Ok(state)
+    }
+
+    fn meta<T: for<'a> Deserialize<'a>>(&self, name: &str) -> Result<Option<T>, Error> {
+        let txn = self.db.begin_read().map_err(|e| store_err(&self.path, e))?;
+        let table = match txn.open_table(META) {
+            Ok(t) => t,
+            Err(redb::TableError::TableDoesNotExist(_)) => return Ok(None),
+            Err(e) => return Err(store_err(&self.path, e)),
+        };
+        let value = table.get(name).map_err(|e| store_err(&self.path, e))?;
+        value
+            .map(|v| postcard::from_bytes(v.value()).map_err(|e| store_err(&self.path, e)))
+            .transpose()
+    }
+
+    fn put_meta<T: Serialize>(&self, name: &str, value: &T, durable: bool) -> Result<(), Error> {
+        let bytes = postcard::to_allocvec(value).expect("state values serialize");
+        self.write(durable, |txn| {
+            txn.open_table(META)?.insert(name, bytes.as_slice())?;
+            Ok(())
+        })
+    }
+
+    fn write(
+        &self,
+        durable: bool,
+        body: impl FnOnce(&redb::WriteTransaction) -> Result<(), redb::Error>,
+    ) -> Result<(), Error> {
+        let mut txn = self
+            .db
+            .begin_write()
+            .map_err(|e| store_err(&self.path, e))?;
+        if !durable {
+            txn.set_durability(Durability::None)
+                .map_err(|e| store_err(&self.path, e))?;
+        }
+        body(&txn).map_err(|e| store_err(&self.path, e))?;
+        txn.commit().map_err(|e| store_err(&self.path, e))
+    }
+
+    /// The feed's cursor.
+    pub fn cursor(&self) -> Result<Option<Cursor>, Error> {
+        self.meta("cursor")
+    }
+
+    /// Records the cursor, flushed with every base before it.
+    pub fn set_cursor(&self, cursor: Option<&Cursor>) -> Result<(), Error> {
+        match cursor {
+            Some(c) => self.put_meta("cursor", c, true),
+            None => self.write(true, |txn| {
+                txn.open_table(META)?.remove("cursor")?;
+                Ok(())
+            }),
+        }
+    }
+
+    /// Flushes what was committed without a flush.
+    pub fn flush(&self) -> Result<(), Error> {
+        self.write(true, |_| Ok(()))
+    }
+
+    /// Every base, by memory path.
+    pub fn bases(&self) -> Result<BTreeMap<String, Base>, Error> {
+        self.all(BASES)
+    }
+
+    fn all<T: for<'a> Deserialize<'a>>(
+        &self,
+        def: TableDefinition<&str, &[u8]>,
+    ) -> Result<BTreeMap<String, T>, Error> {
+        let txn = self.db.begin_read().map_err(|e| store_err(&self.path, e))?;
+        let table = match txn.open_table(def) {
+            Ok(t) => t,
+            Err(redb::TableError::TableDoesNotExist(_)) => return Ok(BTreeMap::new()),
+            Err(e) => return Err(store_err(&self.path, e)),
+        };
+        let mut out = BTreeMap::new();
+        for row in table.iter().map_err(|e| store_err(&self.path, e))? {
+            let (k, v) = row.map_err(|e| store_err(&self.path, e))?;
+            let value = postcard::from_bytes(v.value()).map_err(|e| store_err(&self.path, e))?;
+            out.insert(k.value().to_owned(), value);
+        }
+        Ok(out)
+    }
+
+    /// Sets (or with `None` removes) the base of `path`.
+    pub fn set_base(&self, path: &str, base: Option<&Base>) -> Result<(), Error> {
+        self.write(false, |txn| {
+            let mut t = txn.open_table(BASES)?;
+            match base {
+                Some(b) => {
+                    let bytes = postcard::to_allocvec(b).expect("bases serialize");
+                    t.insert(path, bytes.as_slice())?;
+                }
+                None => {
+                    t.remove(path)?;
+                }
+            }
+            Ok(())
+        })
+    }
+
+    /// Every file left out, with its fingerprint when it was looked at.
+    pub fn skipped(&self) -> Result<BTreeMap<String, (Skip, Option<Fp>)>, Error> {
+        self.all(SKIPPED)
+    }
+
+    /// Records (or with `None` clears) why `rel` is left out.
+    pub fn set_skipped(&self, rel: &str, skip: Option<(&Skip, Option<Fp>)>) -> Result<(), Error> {
+        self.write(false, |txn| {
+            let mut t = txn.open_table(SKIPPED)?;
+            match skip {
+                Some(s) => {
+                    let bytes = postcard::to_allocvec(&s).expect("skips serialize");
+                    t.insert(rel, bytes.as_slice())?;
+                }
+                None => {
+                    t.remove(rel)?;
+                }
+            }
+            Ok(())
+        })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn state_keeps_bases_and_cursor_and_refuses_another_folder() {
+        let dir = tempfile::tempdir().unwrap();
+        let f = Path::new("/f");
+        {
+            let s = State::open(dir.path(), f, "http://h/", "s").unwrap();
+            assert!(matches!(
+                State::open(dir.path(), f, "http://h", "s"),
+                Err(Error::Busy(_))
+            ));
+            let b = Base {
+                id: "mem_1".into(),
+                sha: "ab".into(),
+                fp: None,
+            };
+            s.set_base("/a.md", Some(&b)).unwrap();
+            s.set_cursor(Some(&Cursor {
+                database: Some("d".into()),
+                after: 7,
+            }))
+            .unwrap();
+            s.set_skipped("x", Some((&Skip::NotText, None))).unwrap();
+        }
+        let s = State::open(dir.path(), f, "http://h", "s").unwrap();
+        assert_eq!(s.bases().unwrap()["/a.md"].id, "mem_1");
+        assert_eq!(s.cursor().unwrap().unwrap().after, 7);
+        assert_eq!(s.skipped().unwrap()["x"].0, Skip::NotText);
+        drop(s);
+        let e = State::open(dir.path(), Path::new("/g"), "http://h", "s")
+            .err()
+            .unwrap();
+        assert!(e.to_string().contains("folder /f"), "{e}");
+    }
+}
