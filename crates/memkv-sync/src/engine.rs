@@ -61,18 +61,24 @@ pub struct Engine {
     /// This machine's name, in conflict copies' names.
     pub host: String,
     bases: BTreeMap<String, Base>,
+    /// What a write whose answer never came (the connection cut, the server restarted) may
+    /// have made the memory at a path (`None`: deleted). Seen there later, it is the sync's own
+    /// write, the new base, not a change from elsewhere.
+    sent: BTreeMap<String, Option<String>>,
     pub report: Report,
 }
 
 impl Engine {
     pub fn new(api: Api, folder: Folder, state: State, host: String) -> Result<Engine, Error> {
         let bases = state.bases()?;
+        let sent = state.sent()?;
         Ok(Engine {
             api,
             folder,
             state,
             host,
             bases,
+            sent,
             report: Report::default(),
         })
     }
@@ -87,6 +93,22 @@ impl Engine {
             Some(b) => self.bases.insert(path.to_owned(), b),
             None => self.bases.remove(path),
         };
+        Ok(())
+    }
+
+    /// Records, before a write is sent, what it will make the memory at `path`: kept on disk,
+    /// so that a sync killed before the answer came knows its own write when it sees it.
+    fn send(&mut self, path: &str, sha: Option<&str>) -> Result<(), Error> {
+        let sha = sha.map(str::to_owned);
+        self.state.set_sent(path, Some(&sha))?;
+        self.sent.insert(path.to_owned(), sha);
+        Ok(())
+    }
+
+    fn unsend(&mut self, path: &str) -> Result<(), Error> {
+        if self.sent.remove(path).is_some() {
+            self.state.set_sent(path, None)?;
+        }
         Ok(())
     }
 
@@ -179,6 +201,19 @@ impl Engine {
         ))))
     }
 
+    /// What is at `path`, which a listing did not show: a paged listing is no snapshot (a
+    /// memory renamed while it is read can be missed), so nothing is taken as gone before the
+    /// memory of the base is asked for.
+    pub fn confirm_absent(&mut self, path: &str) -> Result<Remote, Error> {
+        match self.bases.get(path) {
+            Some(b) => Ok(match self.api.get(&b.id)? {
+                Some(m) if m.path == path => Remote::At(m),
+                _ => Remote::Gone,
+            }),
+            None => Ok(Remote::Gone),
+        }
+    }
+
     /// The memory at `path` now.
     fn look(&mut self, path: &str) -> Result<Remote, Error> {
         if let Some(b) = self.bases.get(path) {
@@ -194,11 +229,8 @@ impl Engine {
     }
 
     fn step(&mut self, path: &str, rel: &str, remote: &Remote) -> Result<Outcome, Error> {
-        let base = self.bases.get(path).cloned();
-        let local = match self.local(rel, base.as_ref())? {
-            Ok(l) => l,
-            Err(()) => return Ok(Outcome::Done),
-        };
+        let mut base = self.bases.get(path).cloned();
+        let known = !matches!(remote, Remote::AsBase);
         let remote: Option<Memory> = match remote {
             Remote::AsBase => base.as_ref().map(|b| Memory {
                 id: b.id.clone(),
@@ -208,6 +240,23 @@ impl Engine {
             }),
             Remote::Gone => None,
             Remote::At(m) => Some(m.clone()),
+        };
+        if known
+            && let Some(sent) = self.sent.get(path)
+            && sent.as_deref() == remote.as_ref().map(|r| r.content_sha256.as_str())
+        {
+            // The sync's own write, whose answer was lost: the base.
+            self.unsend(path)?;
+            base = remote.as_ref().map(|r| Base {
+                id: r.id.clone(),
+                sha: r.content_sha256.clone(),
+                fp: None,
+            });
+            self.set_base(path, base.clone())?;
+        }
+        let local = match self.local(rel, base.as_ref())? {
+            Ok(l) => l,
+            Err(()) => return Ok(Outcome::Done),
         };
         let l_sha = local.as_ref().map(|l| l.sha.as_str());
         let r_sha = remote.as_ref().map(|r| r.content_sha256.as_str());
@@ -248,11 +297,26 @@ impl Engine {
         local: Option<Local>,
         remote: Option<Memory>,
     ) -> Result<Outcome, Error> {
+        if let Some(l) = &local {
+            self.send(path, Some(&l.sha))?;
+        }
         let result = match (&local, &remote) {
             (None, None) => return Ok(Outcome::Done),
             (None, Some(r)) => {
-                self.api.delete(&r.id, &r.content_sha256)?;
-                self.report.uploaded(path, "deleted");
+                // The memory is deleted only where it still is, as it was: a memory moved
+                // elsewhere meanwhile is not this file's to delete.
+                match self.api.get(&r.id)? {
+                    Some(m) if m.path == path && m.content_sha256 != r.content_sha256 => {
+                        return Err(ApiError::Conflict(format!("{path} changed")).into());
+                    }
+                    Some(m) if m.path == path => {
+                        self.send(path, None)?;
+                        self.api.delete(&r.id, &r.content_sha256)?;
+                        self.report.uploaded(path, "deleted");
+                    }
+                    _ => {}
+                }
+                self.unsend(path)?;
                 self.set_base(path, None)?;
                 return Ok(Outcome::Done);
             }
@@ -263,6 +327,9 @@ impl Engine {
             }
         };
         let l = local.expect("an upload has a file");
+        if !matches!(result, Err(ApiError::Unavailable(_))) {
+            self.unsend(path)?;
+        }
         match result {
             Ok(m) => {
                 self.report.uploaded(
@@ -397,7 +464,14 @@ impl Engine {
         let Some(base) = self.bases.get(from).cloned() else {
             return Ok(false);
         };
-        match self.api.update(&base.id, None, Some(to), &base.sha) {
+        self.send(from, None)?;
+        self.send(to, Some(&base.sha))?;
+        let result = self.api.update(&base.id, None, Some(to), &base.sha);
+        if !matches!(result, Err(ApiError::Unavailable(_))) {
+            self.unsend(from)?;
+            self.unsend(to)?;
+        }
+        match result {
             Ok(m) => {
                 self.report.uploaded(to, "renamed");
                 self.set_base(from, None)?;

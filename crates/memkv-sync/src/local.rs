@@ -114,7 +114,13 @@ pub struct Scan {
     pub files: BTreeMap<String, Fp>,
     /// Every file left out for a reason worth reporting.
     pub skipped: BTreeMap<String, Skip>,
+    /// The sync's own temporary files (left by a sync that was killed while writing).
+    pub temporaries: Vec<PathBuf>,
 }
+
+/// The names of the sync's temporary files: `.memkv-sync-…tmp`.
+const TEMP_PREFIX: &str = ".memkv-sync-";
+const TEMP_SUFFIX: &str = ".tmp";
 
 /// The synced folder.
 #[derive(Debug)]
@@ -182,6 +188,10 @@ impl Folder {
                     continue;
                 };
                 let rel = format!("{prefix}{name}");
+                if name.starts_with(TEMP_PREFIX) && name.ends_with(TEMP_SUFFIX) {
+                    scan.temporaries.push(entry.path());
+                    continue;
+                }
                 let meta = match fs::symlink_metadata(entry.path()) {
                     Ok(m) => m,
                     Err(e) if e.kind() == io::ErrorKind::NotFound => continue,
@@ -323,8 +333,8 @@ impl Folder {
         let path = self.full(rel);
         let dir = path.parent().expect("a file has a folder");
         let mut tmp = tempfile::Builder::new()
-            .prefix(".memkv-sync-")
-            .suffix(".tmp")
+            .prefix(TEMP_PREFIX)
+            .suffix(TEMP_SUFFIX)
             .tempfile_in(dir)
             .map_err(|e| named(dir, e))?;
         tmp.write_all(content.as_bytes())

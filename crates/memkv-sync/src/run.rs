@@ -90,6 +90,11 @@ impl Sync {
         }
         let folder = Folder::open(&cfg.folder, cfg.max_file_bytes).map_err(Error::Folder)?;
         let state = State::open(&cfg.state, &cfg.folder, &cfg.url, &cfg.store)?;
+        // What a sync killed while writing left behind (this sync holds the state: no other
+        // sync of this folder is writing).
+        for tmp in folder.scan().map_err(Error::Io)?.temporaries {
+            let _ = std::fs::remove_file(tmp);
+        }
         let api = Api::new(&cfg.url, &cfg.store, &cfg.key, cfg.timeout)?;
         let mut engine = Engine::new(api, folder, state, cfg.host.clone())?;
         engine.report.folder = cfg.folder.clone();
@@ -98,6 +103,13 @@ impl Sync {
         engine.report.pid = std::process::id();
         engine.report.running = true;
         let cursor = engine.state.cursor()?;
+        tracing::info!(
+            folder = %cfg.folder.display(),
+            store = cfg.store.as_str(),
+            url = cfg.url.as_str(),
+            state = %cfg.state.display(),
+            "memkv sync starts"
+        );
         let now = Instant::now();
         Ok(Sync {
             cfg,
@@ -119,6 +131,9 @@ impl Sync {
 
     fn save(&mut self) {
         self.engine.report.pending = self.dirty.len();
+        if let Err(e) = self.refresh_skipped() {
+            tracing::warn!("{e}");
+        }
         let dir = self.cfg.state.clone();
         self.engine.report.save(&dir);
     }
@@ -223,7 +238,7 @@ impl Sync {
             }
             let r = match remote.remove(&path) {
                 Some(m) => Remote::At(m),
-                None => Remote::Gone,
+                None => self.engine.confirm_absent(&path)?,
             };
             if self.engine.reconcile(&path, r)? == Outcome::Again {
                 self.mark(&path);
@@ -329,7 +344,6 @@ impl Sync {
         for path in marked {
             self.mark(&path);
         }
-        self.refresh_skipped()?;
         self.scan_due = Instant::now() + self.cfg.rescan;
         Ok(())
     }
@@ -348,18 +362,24 @@ impl Sync {
         Ok(())
     }
 
-    /// `path` to be looked at once it has been quiet for the debounce.
+    /// `path` to be looked at once it has been quiet for the debounce (a path marked again
+    /// unchanged keeps its time).
     fn mark(&mut self, path: &str) {
         let fp = local_name(path)
             .ok()
             .and_then(|rel| self.engine.folder.stat(&rel).ok().flatten());
-        self.dirty.insert(
-            path.to_owned(),
-            Dirty {
-                since: Instant::now(),
-                fp,
-            },
-        );
+        match self.dirty.get(path) {
+            Some(d) if d.fp == fp => {}
+            _ => {
+                self.dirty.insert(
+                    path.to_owned(),
+                    Dirty {
+                        since: Instant::now(),
+                        fp,
+                    },
+                );
+            }
+        }
     }
 
     /// Every marked path, now (at start, and for `--once`).
@@ -525,6 +545,8 @@ impl Sync {
 
     fn on_msg(&mut self, msg: Msg, polling: &mut bool) -> Result<bool, Error> {
         match msg {
+            // Reads (the sync's own among them) change nothing.
+            Msg::Fs(Ok(event)) if matches!(event.kind, notify::EventKind::Access(_)) => Ok(false),
             Msg::Fs(Ok(event)) => {
                 if event.need_rescan() {
                     self.scan_due = Instant::now();
@@ -683,7 +705,8 @@ impl Sync {
             .cloned()
             .collect();
         for path in gone {
-            if self.engine.reconcile(&path, Remote::Gone)? == Outcome::Again {
+            let remote = self.engine.confirm_absent(&path)?;
+            if self.engine.reconcile(&path, remote)? == Outcome::Again {
                 self.mark(&path);
             }
         }

@@ -2,10 +2,12 @@
 //! state both sides agreed on (the 3-way base: the memory's id and content hash, and the file's
 //! fingerprint when it was that content), the change feed's cursor, and the files left out.
 //!
-//! Every step is idempotent against the store (uploads carry a `content_sha256` precondition,
-//! and a file and a memory with the same hash are agreed whatever the base says), so a base lost
-//! in a crash costs a look, never a lost or repeated write: bases are committed without a flush,
-//! and the feed's cursor, after the entries before it are applied, with one.
+//! Every change is committed with a flush as soon as it is known (a redb commit with immediate
+//! durability, about a millisecond here): a base lost in a crash would make the sync's own
+//! upload or download look like a change from elsewhere, and a file edited meanwhile a
+//! conflict. Every step is idempotent against the store as well (uploads carry a
+//! `content_sha256` precondition, and a file and a memory with the same hash are agreed whatever
+//! the base says), so a step cut short is done again, never twice.
 //!
 //! redb holds the file exclusively: a second sync of the same folder is refused at once.
 
@@ -22,6 +24,8 @@ use crate::local::{Fp, Skip};
 const BASES: TableDefinition<&str, &[u8]> = TableDefinition::new("bases");
 /// Folder-relative name → ([`Skip`], the file's fingerprint then).
 const SKIPPED: TableDefinition<&str, &[u8]> = TableDefinition::new("skipped");
+/// Memory path → what a write sent and not yet answered will make it (`None`: deleted).
+const SENT: TableDefinition<&str, &[u8]> = TableDefinition::new("sent");
 /// `identity`, `cursor`.
 const META: TableDefinition<&str, &[u8]> = TableDefinition::new("meta");
 
@@ -197,11 +201,33 @@ impl State {
 
     /// Sets (or with `None` removes) the base of `path`.
     pub fn set_base(&self, path: &str, base: Option<&Base>) -> Result<(), Error> {
-        self.write(false, |txn| {
+        self.write(true, |txn| {
             let mut t = txn.open_table(BASES)?;
             match base {
                 Some(b) => {
                     let bytes = postcard::to_allocvec(b).expect("bases serialize");
+                    t.insert(path, bytes.as_slice())?;
+                }
+                None => {
+                    t.remove(path)?;
+                }
+            }
+            Ok(())
+        })
+    }
+
+    /// Every write sent and not yet answered.
+    pub fn sent(&self) -> Result<BTreeMap<String, Option<String>>, Error> {
+        self.all(SENT)
+    }
+
+    /// Records (or with `None` clears) the write sent for `path`.
+    pub fn set_sent(&self, path: &str, sha: Option<&Option<String>>) -> Result<(), Error> {
+        self.write(true, |txn| {
+            let mut t = txn.open_table(SENT)?;
+            match sha {
+                Some(s) => {
+                    let bytes = postcard::to_allocvec(s).expect("hashes serialize");
                     t.insert(path, bytes.as_slice())?;
                 }
                 None => {

@@ -25,3 +25,4 @@ mod ops;
 mod postgres;
 mod search;
 mod serve;
+mod sync;
