@@ -133,7 +133,8 @@ pub fn check_no_double_uploads(world: &World) {
     // A version that repeats the one before it (same path, same content) is an upload of what
     // the store already had: a ping-pong.
     let versions = world.versions();
-    let mut by_memory: BTreeMap<&str, Vec<(&Option<String>, &Option<String>)>> = BTreeMap::new();
+    type PathAndContent<'a> = (&'a Option<String>, &'a Option<String>);
+    let mut by_memory: BTreeMap<&str, Vec<PathAndContent>> = BTreeMap::new();
     for (id, path, content) in &versions {
         by_memory.entry(id).or_default().push((path, content));
     }
@@ -227,7 +228,7 @@ fn a_file_written_slowly_is_uploaded_once_whole() {
     let mut f = std::fs::File::create(&path).unwrap();
     for i in 0..5 {
         use std::io::Write as _;
-        write!(f, "chunk {i}\n").unwrap();
+        writeln!(f, "chunk {i}").unwrap();
         f.flush().unwrap();
         std::thread::sleep(Duration::from_millis(100));
     }
