@@ -92,18 +92,6 @@ impl From<Denied> for ApiError {
     }
 }
 
-/// The request's caller (401 without a known key), for routes that name no store.
-impl FromRequestParts<Arc<AppState>> for Caller {
-    type Rejection = ApiError;
-
-    async fn from_request_parts(
-        parts: &mut Parts,
-        state: &Arc<AppState>,
-    ) -> Result<Self, Self::Rejection> {
-        auth::identify(state, &parts.headers)
-    }
-}
-
 /// The keys as the MCP endpoint (`/mcp`) sees them: the same check as every route, and the
 /// same decision of what the key may reach: a store key its own store, an
 /// admin key (or no keys, on loopback) the store named in the header.

@@ -5,7 +5,7 @@
 //! readable here under its user id.
 //!
 //! Every handler goes the same way, most of it in its extractors: the key and the store it may
-//! use (`crate::access`'s `Reads`, `Writes` or an admin `Caller`: 401, then 404, the same answer
+//! use (`crate::access`'s `Reads`, `Writes` or `Admin`: 401, then 404, the same answer
 //! for a store that is not the key's and one that does not exist, then 429 and a read-only key's
 //! 403), the query (`crate::params::Params`, one struct parsed and documented), the body (400,
 //! 413), room to run (`crate::work`: 503), then the library call on tokio's blocking pool, whose
