@@ -92,18 +92,6 @@ impl From<Denied> for ApiError {
     }
 }
 
-/// The request's caller (401 without a known key), for routes that name no store.
-impl FromRequestParts<Arc<AppState>> for Caller {
-    type Rejection = ApiError;
-
-    async fn from_request_parts(
-        parts: &mut Parts,
-        state: &Arc<AppState>,
-    ) -> Result<Self, Self::Rejection> {
-        auth::identify(state, &parts.headers)
-    }
-}
-
 /// The keys as the MCP endpoint (`/mcp`) sees them: the same check as every route, and the
 /// same decision of what the key may reach: a store key its own store, an
 /// admin key (or no keys, on loopback) the store named in the header.
@@ -152,6 +140,8 @@ pub struct Scoped<K> {
     pub id: String,
     /// Who asks.
     pub caller: Caller,
+    /// What every handler shares.
+    pub state: Arc<AppState>,
     kind: PhantomData<K>,
 }
 
@@ -222,6 +212,7 @@ impl<K: Kind> FromRequestParts<Arc<AppState>> for Scoped<K> {
         Ok(Scoped {
             id: store,
             caller,
+            state: Arc::clone(state),
             kind: PhantomData,
         })
     }
@@ -230,7 +221,12 @@ impl<K: Kind> FromRequestParts<Arc<AppState>> for Scoped<K> {
 /// A request on a route of [`ADMIN_ROUTES`] by an admin key (or no keys, on loopback): 401
 /// without a known key, 403 for a store key, naming what the route does.
 #[derive(Debug)]
-pub struct Admin(pub Caller);
+pub struct Admin {
+    /// Who asks.
+    pub caller: Caller,
+    /// What every handler shares.
+    pub state: Arc<AppState>,
+}
 
 impl FromRequestParts<Arc<AppState>> for Admin {
     type Rejection = ApiError;
@@ -253,7 +249,10 @@ impl FromRequestParts<Arc<AppState>> for Admin {
             .iter()
             .find(|(method, path, _)| asked == *method && route == Some(*path))
             .map_or("this route", |(_, _, what)| what);
-        caller.admin(what).map(Admin)
+        Ok(Admin {
+            caller: caller.admin(what)?,
+            state: Arc::clone(state),
+        })
     }
 }
 

@@ -291,24 +291,19 @@ async fn trim_changes(state: Arc<AppState>) {
 /// server that would refuse every request); no key on loopback starts, refusing every request
 /// (401) until one is added.
 fn check_auth(config: &Config, keys: &Keys) -> io::Result<()> {
+    let refuse = |why: String| Err(io::Error::new(io::ErrorKind::PermissionDenied, why));
     let loopback = config.listen.ip().is_loopback();
     if config.no_auth {
         if !loopback {
-            return Err(io::Error::new(
-                io::ErrorKind::PermissionDenied,
-                format!(
-                    "--no-auth is allowed only on a loopback address (127.0.0.1, ::1), not {}; add a key with `memkv keys add` instead",
-                    config.listen
-                ),
+            return refuse(format!(
+                "--no-auth is allowed only on a loopback address (127.0.0.1, ::1), not {}; add a key with `memkv keys add` instead",
+                config.listen
             ));
         }
         if !keys.is_empty() {
-            return Err(io::Error::new(
-                io::ErrorKind::PermissionDenied,
-                format!(
-                    "--no-auth, but the database holds {} API key(s): drop --no-auth to require them, or revoke them first",
-                    keys.len()
-                ),
+            return refuse(format!(
+                "--no-auth, but the database holds {} API key(s): drop --no-auth to require them, or revoke them first",
+                keys.len()
             ));
         }
         tracing::warn!(
@@ -319,12 +314,9 @@ fn check_auth(config: &Config, keys: &Keys) -> io::Result<()> {
     }
     if keys.is_empty() {
         if !loopback {
-            return Err(io::Error::new(
-                io::ErrorKind::PermissionDenied,
-                format!(
-                    "refusing to listen on {} without an API key: add one with `memkv keys add --admin` (or `--store NAME`), or listen on 127.0.0.1",
-                    config.listen
-                ),
+            return refuse(format!(
+                "refusing to listen on {} without an API key: add one with `memkv keys add --admin` (or `--store NAME`), or listen on 127.0.0.1",
+                config.listen
             ));
         }
         tracing::warn!(

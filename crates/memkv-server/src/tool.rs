@@ -8,11 +8,9 @@
 //! [`answer_here`]); for PostgreSQL, whose every command waits on the network,
 //! [`memkv::protocol::answer`] runs on tokio's blocking pool.
 
-use std::sync::Arc;
 use std::time::Duration;
 
 use axum::body::Body;
-use axum::extract::State;
 use axum::http::{HeaderMap, header};
 use axum::response::{IntoResponse, Response};
 use http_body_util::BodyExt;
@@ -84,9 +82,11 @@ pub struct ToolInfo {
     responses((status = 200, description = "memkv's answer: a bare output for an input, a tool_result block for a block, an array of them for an array", body = ToolAnswer),
         ToolErrors))]
 pub async fn tool(
-    State(state): State<Arc<AppState>>,
     ToolStore {
-        id: store, caller, ..
+        id: store,
+        caller,
+        state,
+        ..
     }: ToolStore,
     headers: HeaderMap,
     body: Body,

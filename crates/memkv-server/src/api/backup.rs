@@ -16,7 +16,6 @@ use std::path::Path;
 use std::sync::Arc;
 
 use axum::body::{Body, Bytes};
-use axum::extract::State;
 use axum::http::{StatusCode, header};
 use axum::response::{IntoResponse, Response};
 use http_body_util::BodyExt;
@@ -130,8 +129,7 @@ fn refused(e: &Error) -> ApiError {
             body = String, content_type = "application/x-ndjson"),
         ApiErrors))]
 pub async fn export_store(
-    State(state): State<Arc<AppState>>,
-    Reads { id, .. }: Reads,
+    Reads { id, state, .. }: Reads,
     Params(query): Params<StoreExportQuery>,
 ) -> Result<Response, ApiError> {
     if query.since.is_some() {
@@ -152,8 +150,7 @@ pub async fn export_store(
         (status = 410, description = "The change log no longer reaches back to `since`: take a full export (invalid_request_error)",
             body = ErrorBody, headers(("x-should-retry" = inline(NoRetry)))), ApiErrors))]
 pub async fn export_all(
-    State(state): State<Arc<AppState>>,
-    Admin(_): Admin,
+    Admin { state, .. }: Admin,
     Params(query): Params<ExportQuery>,
 ) -> Result<Response, ApiError> {
     let since = query.since()?;
@@ -316,8 +313,7 @@ const BODY: &str = "the request body";
     request_body(content = String, content_type = "application/x-ndjson"),
     responses((status = 200, description = "What was imported", body = ImportSummary), ApiErrors))]
 pub async fn import(
-    State(state): State<Arc<AppState>>,
-    Admin(_): Admin,
+    Admin { state, .. }: Admin,
     Params(query): Params<ImportQuery>,
     body: Body,
 ) -> Result<Response, ApiError> {

@@ -10,7 +10,6 @@
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use axum::extract::State;
 use axum::http::{HeaderMap, StatusCode};
 use axum::response::Response;
 use memkv::Error;
@@ -61,8 +60,9 @@ pub const MAX_WAIT_SECONDS: f64 = 60.0;
             body = ErrorBody, headers(("x-should-retry" = inline(NoRetry)))),
         ApiErrors))]
 pub async fn store_changes(
-    State(state): State<Arc<AppState>>,
-    Reads { id, caller, .. }: Reads,
+    Reads {
+        id, caller, state, ..
+    }: Reads,
     Params(q): Params<FeedQuery>,
     headers: HeaderMap,
 ) -> Result<Response, ApiError> {
@@ -84,8 +84,7 @@ pub async fn store_changes(
             body = ErrorBody, headers(("x-should-retry" = inline(NoRetry)))),
         ApiErrors))]
 pub async fn all_changes(
-    State(state): State<Arc<AppState>>,
-    Admin(caller): Admin,
+    Admin { caller, state }: Admin,
     Params(q): Params<FeedQuery>,
     headers: HeaderMap,
 ) -> Result<Response, ApiError> {

@@ -2,10 +2,7 @@
 //! database checks requests against ([`crate::keys`]). The key itself is in the answer of the
 //! creation only; the database keeps its SHA-256.
 
-use std::sync::Arc;
-
 use axum::body::Body;
-use axum::extract::State;
 use axum::http::HeaderMap;
 use axum::response::Response;
 use memkv::{ApiKey, Error, KeyScope, NewKey};
@@ -14,8 +11,7 @@ use serde_json::Value;
 use utoipa::{IntoParams, ToSchema};
 
 use super::objects::{ApiKeyCreated, ApiKeyList, ApiKeyObject, DeletedApiKey};
-use super::{answer_on_db, failed, json_body, wire};
-use crate::AppState;
+use super::{failed, json_body, wire};
 use crate::access::{Admin, Item};
 use crate::error::ApiError;
 use crate::routes::{KEY, KEYS};
@@ -74,12 +70,11 @@ fn refused(e: &Error) -> ApiError {
     params(Beta), request_body = CreateKey,
     responses((status = 200, description = "The key's record and the key", body = ApiKeyCreated), ApiErrors))]
 pub async fn create_key(
-    State(state): State<Arc<AppState>>,
-    Admin(_): Admin,
+    admin: Admin,
     headers: HeaderMap,
     body: Body,
 ) -> Result<Response, ApiError> {
-    let req: CreateKey = json_body(&state, &headers, body).await?;
+    let req: CreateKey = json_body(&admin.state, &headers, body).await?;
     let scope = match req.store {
         Some(store) => KeyScope::Store {
             store,
@@ -103,11 +98,12 @@ pub async fn create_key(
         label: req.label,
         expires_ms,
     };
-    answer_on_db(&state, "", "keys.create", move |db, _| {
-        let (added, key) = db.add_key(&new).map_err(|e| refused(&e))?;
-        Ok(ApiKeyCreated::new(&added, key))
-    })
-    .await
+    admin
+        .answer("keys.create", move |db| {
+            let (added, key) = db.add_key(&new).map_err(|e| refused(&e))?;
+            Ok(ApiKeyCreated::new(&added, key))
+        })
+        .await
 }
 
 /// `GET /v1/keys`: every key, by id (never the keys).
@@ -116,17 +112,15 @@ pub async fn create_key(
     description = "Admin key. Every key's record (never a key), expired ones included.",
     params(Beta),
     responses((status = 200, description = "Every key", body = ApiKeyList), ApiErrors))]
-pub async fn list_keys(
-    State(state): State<Arc<AppState>>,
-    Admin(_): Admin,
-) -> Result<Response, ApiError> {
-    answer_on_db(&state, "", "keys.list", |db, _| {
-        let keys = db.api_keys().map_err(|e| refused(&e))?;
-        Ok(ApiKeyList {
-            data: keys.iter().map(ApiKeyObject::from).collect(),
+pub async fn list_keys(admin: Admin) -> Result<Response, ApiError> {
+    admin
+        .answer("keys.list", |db| {
+            let keys = db.api_keys().map_err(|e| refused(&e))?;
+            Ok(ApiKeyList {
+                data: keys.iter().map(ApiKeyObject::from).collect(),
+            })
         })
-    })
-    .await
+        .await
 }
 
 /// `DELETE /v1/keys/{key_id}`: revokes the key on every server of the database (on this one at
@@ -136,16 +130,12 @@ pub async fn list_keys(
     description = "Admin key. This server refuses the key at once, every other server of the database within milliseconds (told by PostgreSQL's notifications).",
     params(KeyPath, Beta),
     responses((status = 200, description = "The key is revoked", body = DeletedApiKey), ApiErrors))]
-pub async fn delete_key(
-    State(state): State<Arc<AppState>>,
-    Admin(_): Admin,
-    Item(id): Item<String>,
-) -> Result<Response, ApiError> {
-    answer_on_db(&state, "", "keys.delete", move |db, _| {
-        match db.revoke_key(&id).map_err(|e| refused(&e))? {
-            true => Ok(DeletedApiKey::new(id)),
-            false => Err(ApiError::not_found()),
-        }
-    })
-    .await
+pub async fn delete_key(admin: Admin, Item(id): Item<String>) -> Result<Response, ApiError> {
+    admin
+        .answer("keys.delete", move |db| {
+            let gone = db.revoke_key(&id).map_err(|e| refused(&e))?;
+            gone.then(|| DeletedApiKey::new(id))
+                .ok_or_else(ApiError::not_found)
+        })
+        .await
 }

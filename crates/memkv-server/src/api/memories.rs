@@ -3,10 +3,7 @@
 //! Paths here are relative to the store's root: `/notes.md` is the model's
 //! `/memories/notes.md`, under the same path rules.
 
-use std::sync::Arc;
-
 use axum::body::Body;
-use axum::extract::State;
 use axum::http::HeaderMap;
 use axum::response::Response;
 use memkv::{ApiRefusal, MemoryId, Page};
@@ -14,8 +11,7 @@ use serde::{Deserialize, Deserializer};
 use utoipa::{IntoParams, ToSchema};
 
 use super::objects::{DeletedMemory, MemoryItem, MemoryObject, MemoryPage};
-use super::{answer_on, failed, json_body, refused, wire};
-use crate::AppState;
+use super::{failed, json_body, refused, settled, wire};
 use crate::access::{Item, Reads, Writes};
 use crate::error::ApiError;
 use crate::params::{Paging, Params, ViewBasic, ViewFull};
@@ -139,14 +135,13 @@ fn sha256(text: &str, name: &str) -> Result<[u8; 32], ApiError> {
     params(StorePath, ViewBasic, Beta), request_body = CreateMemory,
     responses((status = 200, description = "The new memory", body = MemoryObject), ApiErrors))]
 pub async fn create_memory(
-    State(state): State<Arc<AppState>>,
-    Writes { id, caller, .. }: Writes,
+    store: Writes,
     Params(view): Params<ViewBasic>,
     headers: HeaderMap,
     body: Body,
 ) -> Result<Response, ApiError> {
     let full = view.full()?;
-    let req: CreateMemory = json_body(&state, &headers, body).await?;
+    let req: CreateMemory = json_body(&store.state, &headers, body).await?;
     let Some(content) = req.content else {
         return Err(ApiError::invalid(
             "content is required (\"\" for an empty memory)",
@@ -154,17 +149,15 @@ pub async fn create_memory(
     };
     let content = content.unwrap_or_default();
     let path = model_path(&req.path)?;
-    answer_on(&state, &id, caller, "memories.create", move |user, key| {
-        let mut m = user
-            .create_memory(&path, &content)
-            .map_err(|e| failed(&e, key))?
-            .map_err(|r| refused(&r, false))?;
-        if full && m.content.is_none() {
-            m.content = Some(content);
-        }
-        Ok(MemoryObject::new(key, &m, full))
-    })
-    .await
+    store
+        .answer("memories.create", move |user, key| {
+            let mut m = settled(user.create_memory(&path, &content), key)?;
+            if full && m.content.is_none() {
+                m.content = Some(content);
+            }
+            Ok(MemoryObject::new(key, &m, full))
+        })
+        .await
 }
 
 /// `GET /v1/memory_stores/{memory_store_id}/memories`: `path_prefix` (whole segments, ends
@@ -176,8 +169,7 @@ pub async fn create_memory(
     params(StorePath, MemoryFilter, Paging, ViewBasic, Beta),
     responses((status = 200, description = "A page of memories and prefixes", body = MemoryPage), ApiErrors))]
 pub async fn list_memories(
-    State(state): State<Arc<AppState>>,
-    Reads { id, caller, .. }: Reads,
+    store: Reads,
     Params(view): Params<ViewBasic>,
     Params(paging): Params<Paging>,
     Params(filter): Params<MemoryFilter>,
@@ -187,29 +179,30 @@ pub async fn list_memories(
     let dir = filter.dir()?;
     let depth = filter.depth()?;
     let page = paging.page().map(str::to_owned);
-    answer_on(&state, &id, caller, "memories.list", move |user, key| {
-        let page = match user
-            .list_memories(&dir, depth, page.as_deref(), limit, full)
-            .map_err(|e| failed(&e, key))?
-        {
-            Ok(listed) => listed,
-            // Nothing below the prefix: an empty page.
-            Err(ApiRefusal::NotFound) => Page {
-                items: Vec::new(),
-                next: None,
-            },
-            Err(r) => return Err(refused(&r, false)),
-        };
-        Ok(MemoryPage {
-            data: page
-                .items
-                .iter()
-                .map(|item| MemoryItem::new(key, item, full))
-                .collect(),
-            next_page: page.next,
+    store
+        .answer("memories.list", move |user, key| {
+            let page = match user
+                .list_memories(&dir, depth, page.as_deref(), limit, full)
+                .map_err(|e| failed(&e, key))?
+            {
+                Ok(listed) => listed,
+                // Nothing below the prefix: an empty page.
+                Err(ApiRefusal::NotFound) => Page {
+                    items: Vec::new(),
+                    next: None,
+                },
+                Err(r) => return Err(refused(&r, false)),
+            };
+            Ok(MemoryPage {
+                data: page
+                    .items
+                    .iter()
+                    .map(|item| MemoryItem::new(key, item, full))
+                    .collect(),
+                next_page: page.next,
+            })
         })
-    })
-    .await
+        .await
 }
 
 /// `GET /v1/memory_stores/{memory_store_id}/memories/{memory_id}` (`view` defaults to `full`).
@@ -217,26 +210,20 @@ pub async fn list_memories(
     summary = "Retrieve a memory", params(StorePath, MemoryPath, ViewFull, Beta),
     responses((status = 200, description = "The memory", body = MemoryObject), ApiErrors))]
 pub async fn retrieve_memory(
-    State(state): State<Arc<AppState>>,
-    Reads { id, caller, .. }: Reads,
+    store: Reads,
     Item(memory): Item<MemoryId>,
     Params(view): Params<ViewFull>,
 ) -> Result<Response, ApiError> {
     let full = view.full()?;
-    answer_on(
-        &state,
-        &id,
-        caller,
-        "memories.retrieve",
-        move |user, key| {
+    store
+        .answer("memories.retrieve", move |user, key| {
             let m = user
                 .memory(memory, full)
                 .map_err(|e| failed(&e, key))?
                 .ok_or_else(ApiError::not_found)?;
             Ok(MemoryObject::new(key, &m, full))
-        },
-    )
-    .await
+        })
+        .await
 }
 
 /// `POST /v1/memory_stores/{memory_store_id}/memories/{memory_id}`: new content and/or a new
@@ -249,15 +236,14 @@ pub async fn retrieve_memory(
     params(StorePath, MemoryPath, ViewBasic, Beta), request_body = UpdateMemory,
     responses((status = 200, description = "The memory as changed", body = MemoryObject), ApiErrors))]
 pub async fn update_memory(
-    State(state): State<Arc<AppState>>,
-    Writes { id, caller, .. }: Writes,
+    store: Writes,
     Item(memory): Item<MemoryId>,
     Params(view): Params<ViewBasic>,
     headers: HeaderMap,
     body: Body,
 ) -> Result<Response, ApiError> {
     let full = view.full()?;
-    let req: UpdateMemory = json_body(&state, &headers, body).await?;
+    let req: UpdateMemory = json_body(&store.state, &headers, body).await?;
     let expected = match &req.precondition {
         None => None,
         Some(p) if p.kind == "content_sha256" => {
@@ -274,28 +260,27 @@ pub async fn update_memory(
         }
     };
     let new_path = req.path.as_deref().map(model_path).transpose()?;
-    answer_on(&state, &id, caller, "memories.update", move |user, key| {
-        let mut m = user
-            .update_memory(
+    store
+        .answer("memories.update", move |user, key| {
+            let updated = user.update_memory(
                 memory,
                 req.content.as_deref(),
                 new_path.as_deref(),
                 expected,
-            )
-            .map_err(|e| failed(&e, key))?
-            .map_err(|r| refused(&r, false))?;
-        if full && m.content.is_none() {
-            m.content = match req.content {
-                Some(c) => Some(c),
-                None => user
-                    .memory(memory, true)
-                    .map_err(|e| failed(&e, key))?
-                    .and_then(|again| again.content),
-            };
-        }
-        Ok(MemoryObject::new(key, &m, full))
-    })
-    .await
+            );
+            let mut m = settled(updated, key)?;
+            if full && m.content.is_none() {
+                m.content = match req.content {
+                    Some(c) => Some(c),
+                    None => user
+                        .memory(memory, true)
+                        .map_err(|e| failed(&e, key))?
+                        .and_then(|again| again.content),
+                };
+            }
+            Ok(MemoryObject::new(key, &m, full))
+        })
+        .await
 }
 
 /// `DELETE /v1/memory_stores/{memory_store_id}/memories/{memory_id}`: 409 (nothing deleted)
@@ -306,8 +291,7 @@ pub async fn update_memory(
     params(StorePath, MemoryPath, DeleteCondition, Beta),
     responses((status = 200, description = "The memory is deleted", body = DeletedMemory), ApiErrors))]
 pub async fn delete_memory(
-    State(state): State<Arc<AppState>>,
-    Writes { id, caller, .. }: Writes,
+    store: Writes,
     Item(memory): Item<MemoryId>,
     Params(condition): Params<DeleteCondition>,
 ) -> Result<Response, ApiError> {
@@ -316,11 +300,10 @@ pub async fn delete_memory(
         .as_deref()
         .map(|h| sha256(h, "expected_content_sha256"))
         .transpose()?;
-    answer_on(&state, &id, caller, "memories.delete", move |user, key| {
-        user.delete_memory(memory, expected)
-            .map_err(|e| failed(&e, key))?
-            .map_err(|r| refused(&r, false))?;
-        Ok(DeletedMemory::new(memory.to_string()))
-    })
-    .await
+    store
+        .answer("memories.delete", move |user, key| {
+            settled(user.delete_memory(memory, expected), key)?;
+            Ok(DeletedMemory::new(memory.to_string()))
+        })
+        .await
 }

@@ -5,7 +5,7 @@
 //! readable here under its user id.
 //!
 //! Every handler goes the same way, most of it in its extractors: the key and the store it may
-//! use (`crate::access`'s `Reads`, `Writes` or an admin `Caller`: 401, then 404, the same answer
+//! use (`crate::access`'s `Reads`, `Writes` or `Admin`: 401, then 404, the same answer
 //! for a store that is not the key's and one that does not exist, then 429 and a read-only key's
 //! 403), the query (`crate::params::Params`, one struct parsed and documented), the body (400,
 //! 413), room to run (`crate::work`: 503), then the library call on tokio's blocking pool, whose
@@ -41,6 +41,7 @@ use serde::Serialize;
 use serde::de::DeserializeOwned;
 
 use crate::AppState;
+use crate::access::{Admin, Scoped};
 use crate::auth::Caller;
 use crate::error::ApiError;
 use crate::tool::{self, ToolInfo};
@@ -114,6 +115,17 @@ fn body_refusal(e: &serde_json::Error) -> String {
         }
         Category::Io => format!("the request body could not be read ({e})"),
     }
+}
+
+/// What a library call that may be refused came to: its value, or its storage failure
+/// ([`failed`]) or its refusal ([`refused`]; not the store update's) as an answer.
+pub fn settled<T>(
+    outcome: Result<Result<T, ApiRefusal>, Error>,
+    store: &str,
+) -> Result<T, ApiError> {
+    outcome
+        .map_err(|e| failed(&e, store))?
+        .map_err(|r| refused(&r, false))
 }
 
 /// A JSON answer, carrying the store and operation for the request's log line.
@@ -196,17 +208,37 @@ pub async fn answer_on_db<T: Serialize + Send + 'static>(
     Ok(answer(id, operation, &value))
 }
 
-/// As [`on_store`], answering what `work` returns as JSON (`operation` names it in the
-/// request's log line).
-pub async fn answer_on<T: Serialize + Send + 'static>(
-    state: &Arc<AppState>,
-    id: &str,
-    caller: Caller,
-    operation: &'static str,
-    work: impl FnOnce(memkv::MemoryStore<'_>, &str) -> Result<T, ApiError> + Send + 'static,
-) -> Result<Response, ApiError> {
-    let value = on_store(state, id, caller, work).await?;
-    Ok(answer(id, operation, &value))
+impl<K> Scoped<K> {
+    /// As [`on_store`] on this store, answering what `work` returns as JSON (`operation` names
+    /// it in the request's log line).
+    pub async fn answer<T: Serialize + Send + 'static>(
+        self,
+        operation: &'static str,
+        work: impl FnOnce(memkv::MemoryStore<'_>, &str) -> Result<T, ApiError> + Send + 'static,
+    ) -> Result<Response, ApiError> {
+        let value = on_store(&self.state, &self.id, self.caller, work).await?;
+        Ok(answer(&self.id, operation, &value))
+    }
+
+    /// As [`answer_on_db`] with this store's id.
+    pub async fn answer_db<T: Serialize + Send + 'static>(
+        &self,
+        operation: &'static str,
+        work: impl FnOnce(&Database, &str) -> Result<T, ApiError> + Send + 'static,
+    ) -> Result<Response, ApiError> {
+        answer_on_db(&self.state, &self.id, operation, work).await
+    }
+}
+
+impl Admin {
+    /// As [`answer_on_db`] for a route of no one store: `work` gets the database.
+    pub async fn answer<T: Serialize + Send + 'static>(
+        &self,
+        operation: &'static str,
+        work: impl FnOnce(&Database) -> Result<T, ApiError> + Send + 'static,
+    ) -> Result<Response, ApiError> {
+        answer_on_db(&self.state, "", operation, move |db, _| work(db)).await
+    }
 }
 
 #[cfg(test)]

@@ -9,9 +9,6 @@
 //! `context` (0 to 10) and `limit` (1 to 1,000; 10 memories ranked, 50 lines exact by
 //! default). A search memkv refuses is a 400 with the library's reason.
 
-use std::sync::Arc;
-
-use axum::extract::State;
 use axum::response::Response;
 use memkv::search::{MAX_CONTEXT, MAX_LIMIT};
 use memkv::wire::SearchResultsObject;
@@ -20,7 +17,6 @@ use serde::Deserialize;
 use utoipa::{IntoParams, ToSchema};
 
 use super::{answer, blocking, failed, wire};
-use crate::AppState;
 use crate::access::Reads;
 use crate::error::ApiError;
 use crate::params::{Params, flag, limit_within};
@@ -117,8 +113,7 @@ fn request(q: &SearchQuery) -> Result<SearchRequest, ApiError> {
     params(StorePath, SearchQuery, Beta),
     responses((status = 200, description = "The matching lines, by memory", body = SearchResultsObject), ApiErrors))]
 pub async fn search(
-    State(state): State<Arc<AppState>>,
-    Reads { id, .. }: Reads,
+    Reads { id, state, .. }: Reads,
     Params(q): Params<SearchQuery>,
 ) -> Result<Response, ApiError> {
     let request = request(&q)?;

@@ -3,11 +3,9 @@
 //! key reads its store's; changing them needs an admin key (a store key must not raise its own
 //! quota). The store need not exist yet: the tool route makes stores on their first write.
 
-use std::sync::Arc;
 use std::time::Duration;
 
 use axum::body::Body;
-use axum::extract::State;
 use axum::http::HeaderMap;
 use axum::response::Response;
 use memkv::{Error, SecretPolicy, StoreSettings};
@@ -18,7 +16,6 @@ use super::objects::{
     Bound, EffectiveSettings, OwnSettings, Period, Secrets, SettingsObject, SettingsType,
 };
 use super::{answer_on_db, failed, json_body};
-use crate::AppState;
 use crate::access::{Admin, Item, Reads};
 use crate::error::ApiError;
 use crate::routes::SETTINGS;
@@ -162,15 +159,13 @@ fn refused(e: &Error, id: &str) -> ApiError {
     description = "The store's own quotas, time-to-live, history retention and secrets policy (`own`), and what its commands are checked against (`effective`: its own over the server's defaults; `off`: without limit).",
     params(SettingsPath, Beta),
     responses((status = 200, description = "The store's settings", body = SettingsObject), ApiErrors))]
-pub async fn retrieve_settings(
-    State(state): State<Arc<AppState>>,
-    Reads { id, .. }: Reads,
-) -> Result<Response, ApiError> {
-    answer_on_db(&state, &id, "memory_stores.settings.retrieve", |db, key| {
-        let own = db.store_settings(key).map_err(|e| refused(&e, key))?;
-        answer_settings(db, key, &own)
-    })
-    .await
+pub async fn retrieve_settings(store: Reads) -> Result<Response, ApiError> {
+    store
+        .answer_db("memory_stores.settings.retrieve", |db, key| {
+            let own = db.store_settings(key).map_err(|e| refused(&e, key))?;
+            answer_settings(db, key, &own)
+        })
+        .await
 }
 
 /// `PATCH /v1/memory_stores/{memory_store_id}/settings` (admin): `{"max_files": 100, "ttl":
@@ -181,8 +176,7 @@ pub async fn retrieve_settings(
     params(SettingsPath, Beta), request_body = SettingsPatch,
     responses((status = 200, description = "The store's settings", body = SettingsObject), ApiErrors))]
 pub async fn update_settings(
-    State(state): State<Arc<AppState>>,
-    Admin(_): Admin,
+    Admin { state, .. }: Admin,
     Item(id): Item<String>,
     headers: HeaderMap,
     body: Body,

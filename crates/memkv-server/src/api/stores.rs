@@ -3,10 +3,8 @@
 //! keys, on loopback); a store key reaches its own store only.
 
 use std::collections::BTreeMap;
-use std::sync::Arc;
 
 use axum::body::Body;
-use axum::extract::State;
 use axum::http::HeaderMap;
 use axum::response::Response;
 use serde::Deserialize;
@@ -14,8 +12,7 @@ use utoipa::openapi::schema::{Object, ObjectBuilder, SchemaType, Type};
 use utoipa::{IntoParams, ToSchema};
 
 use super::objects::{DeletedMemoryStore, MemoryStoreObject, MemoryStorePage};
-use super::{answer, answer_on_db, bad_page, blocking, existing, failed, json_body, refused};
-use crate::AppState;
+use super::{answer, bad_page, blocking, existing, failed, json_body, refused, settled};
 use crate::access::{Admin, Reads, Writes};
 use crate::error::ApiError;
 use crate::params::{Created, Paging, Params, flag};
@@ -143,8 +140,7 @@ fn check_count(pairs: usize) -> Result<(), ApiError> {
     params(Beta), request_body = CreateStore,
     responses((status = 200, description = "The new store", body = MemoryStoreObject), ApiErrors))]
 pub async fn create_store(
-    State(state): State<Arc<AppState>>,
-    Admin(caller): Admin,
+    Admin { caller, state }: Admin,
     headers: HeaderMap,
     body: Body,
 ) -> Result<Response, ApiError> {
@@ -180,8 +176,7 @@ pub async fn create_store(
     params(StoreFilter, Created, Paging, Beta),
     responses((status = 200, description = "A page of stores", body = MemoryStorePage), ApiErrors))]
 pub async fn list_stores(
-    State(state): State<Arc<AppState>>,
-    Admin(_): Admin,
+    Admin { state, .. }: Admin,
     Params(paging): Params<Paging>,
     Params(q): Params<StoreFilter>,
     Params(created): Params<Created>,
@@ -240,14 +235,12 @@ fn decode_page(token: &str) -> Result<String, ApiError> {
 #[utoipa::path(get, path = STORE, operation_id = "memory_stores_retrieve",
     summary = "Retrieve a memory store", params(StorePath, Beta),
     responses((status = 200, description = "The store", body = MemoryStoreObject), ApiErrors))]
-pub async fn retrieve_store(
-    State(state): State<Arc<AppState>>,
-    Reads { id, .. }: Reads,
-) -> Result<Response, ApiError> {
-    answer_on_db(&state, &id, "memory_stores.retrieve", |db, id| {
-        Ok(MemoryStoreObject::from(&existing(db, id)?))
-    })
-    .await
+pub async fn retrieve_store(store: Reads) -> Result<Response, ApiError> {
+    store
+        .answer_db("memory_stores.retrieve", |db, id| {
+            Ok(MemoryStoreObject::from(&existing(db, id)?))
+        })
+        .await
 }
 
 /// `POST /v1/memory_stores/{memory_store_id}`: name, description, metadata changes (a key
@@ -258,13 +251,12 @@ pub async fn retrieve_store(
     params(StorePath, Beta), request_body = UpdateStore,
     responses((status = 200, description = "The store as changed", body = MemoryStoreObject), ApiErrors))]
 pub async fn update_store(
-    State(state): State<Arc<AppState>>,
-    Writes { id, caller, .. }: Writes,
+    store: Writes,
     headers: HeaderMap,
     body: Body,
 ) -> Result<Response, ApiError> {
-    let actor = caller.actor();
-    let req: UpdateStore = json_body(&state, &headers, body).await?;
+    let actor = store.caller.actor();
+    let req: UpdateStore = json_body(&store.state, &headers, body).await?;
     if let Some(name) = &req.name {
         check_name(name)?;
     }
@@ -275,24 +267,25 @@ pub async fn update_store(
     for (k, v) in &patch {
         check_pair(k, v.as_deref())?;
     }
-    answer_on_db(&state, &id, "memory_stores.update", move |store, key| {
-        let current = existing(store, key)?;
-        let mut merged = current.metadata;
-        for (k, v) in &patch {
-            match v {
-                Some(v) => merged.insert(k.clone(), v.clone()),
-                None => merged.remove(k),
-            };
-        }
-        check_count(merged.len())?;
-        let info = store
-            .acting_as(actor)
-            .update_store(key, req.name.as_deref(), req.description.as_deref(), &patch)
-            .map_err(|e| failed(&e, key))?
-            .map_err(|r| refused(&r, true))?;
-        Ok(MemoryStoreObject::from(&info))
-    })
-    .await
+    store
+        .answer_db("memory_stores.update", move |db, key| {
+            let current = existing(db, key)?;
+            let mut merged = current.metadata;
+            for (k, v) in &patch {
+                match v {
+                    Some(v) => merged.insert(k.clone(), v.clone()),
+                    None => merged.remove(k),
+                };
+            }
+            check_count(merged.len())?;
+            let info = db
+                .acting_as(actor)
+                .update_store(key, req.name.as_deref(), req.description.as_deref(), &patch)
+                .map_err(|e| failed(&e, key))?
+                .map_err(|r| refused(&r, true))?;
+            Ok(MemoryStoreObject::from(&info))
+        })
+        .await
 }
 
 /// `POST /v1/memory_stores/{memory_store_id}/archive`: once archived, a store is read-only
@@ -303,21 +296,15 @@ pub async fn update_store(
     description = "Afterwards the store is read-only: its memories can still be read and deleted, its versions redacted, the store deleted. Archiving again changes nothing.",
     params(StorePath, Beta),
     responses((status = 200, description = "The archived store", body = MemoryStoreObject), ApiErrors))]
-pub async fn archive_store(
-    State(state): State<Arc<AppState>>,
-    Writes { id, caller, .. }: Writes,
-) -> Result<Response, ApiError> {
-    let actor = caller.actor();
-    answer_on_db(&state, &id, "memory_stores.archive", move |store, key| {
-        existing(store, key)?;
-        let info = store
-            .acting_as(actor)
-            .archive_store(key)
-            .map_err(|e| failed(&e, key))?
-            .map_err(|r| refused(&r, false))?;
-        Ok(MemoryStoreObject::from(&info))
-    })
-    .await
+pub async fn archive_store(store: Writes) -> Result<Response, ApiError> {
+    let actor = store.caller.actor();
+    store
+        .answer_db("memory_stores.archive", move |db, key| {
+            existing(db, key)?;
+            let info = settled(db.acting_as(actor).archive_store(key), key)?;
+            Ok(MemoryStoreObject::from(&info))
+        })
+        .await
 }
 
 /// `DELETE /v1/memory_stores/{memory_store_id}`: the store, its memories and every version.
@@ -326,21 +313,17 @@ pub async fn archive_store(
     description = "The store, every memory and every version; it cannot be undone.",
     params(StorePath, Beta),
     responses((status = 200, description = "The store is deleted", body = DeletedMemoryStore), ApiErrors))]
-pub async fn delete_store(
-    State(state): State<Arc<AppState>>,
-    Writes { id, caller, .. }: Writes,
-) -> Result<Response, ApiError> {
-    let actor = caller.actor();
-    answer_on_db(&state, &id, "memory_stores.delete", move |store, key| {
-        existing(store, key)?;
-        let deleted = store.acting_as(actor).delete_store(key);
-        if deleted.map_err(|e| failed(&e, key))? {
-            Ok(DeletedMemoryStore::new(key.to_owned()))
-        } else {
-            Err(ApiError::not_found())
-        }
-    })
-    .await
+pub async fn delete_store(store: Writes) -> Result<Response, ApiError> {
+    let actor = store.caller.actor();
+    store
+        .answer_db("memory_stores.delete", move |db, key| {
+            existing(db, key)?;
+            let gone = db.acting_as(actor).delete_store(key);
+            let gone = gone.map_err(|e| failed(&e, key))?;
+            gone.then(|| DeletedMemoryStore::new(key.to_owned()))
+                .ok_or_else(ApiError::not_found)
+        })
+        .await
 }
 
 #[cfg(test)]

@@ -2,17 +2,13 @@
 //! store's history, oldest first, and redaction. Every change to a memory, through this API or
 //! the memory tool, is a version; versions outlive their memory.
 
-use std::sync::Arc;
-
-use axum::extract::State;
 use axum::response::Response;
 use memkv::{Actor, MemoryId, Operation, Page, VersionFilter, VersionId};
 use serde::Deserialize;
 use utoipa::IntoParams;
 
 use super::objects::{MemoryVersionObject, MemoryVersionPage, Operation as VersionOperation};
-use super::{answer_on, failed, refused};
-use crate::AppState;
+use super::{failed, settled};
 use crate::access::{Item, Reads, Writes};
 use crate::error::ApiError;
 use crate::params::{Created, Paging, Params, ViewBasic, ViewFull};
@@ -90,8 +86,7 @@ fn filter(q: &VersionQuery, created: &Created) -> Result<Option<VersionFilter>, 
     params(StorePath, VersionQuery, Created, Paging, ViewBasic, Beta),
     responses((status = 200, description = "A page of versions", body = MemoryVersionPage), ApiErrors))]
 pub async fn list_versions(
-    State(state): State<Arc<AppState>>,
-    Reads { id, caller, .. }: Reads,
+    store: Reads,
     Params(view): Params<ViewBasic>,
     Params(paging): Params<Paging>,
     Params(q): Params<VersionQuery>,
@@ -101,21 +96,14 @@ pub async fn list_versions(
     let limit = paging.limit(full)?;
     let filter = filter(&q, &created)?;
     let page = paging.page().map(str::to_owned);
-    answer_on(
-        &state,
-        &id,
-        caller,
-        "memory_versions.list",
-        move |user, key| {
+    store
+        .answer("memory_versions.list", move |user, key| {
             let page = match filter {
                 None => Page {
                     items: Vec::new(),
                     next: None,
                 },
-                Some(filter) => user
-                    .versions(&filter, page.as_deref(), limit, full)
-                    .map_err(|e| failed(&e, key))?
-                    .map_err(|r| refused(&r, false))?,
+                Some(filter) => settled(user.versions(&filter, page.as_deref(), limit, full), key)?,
             };
             Ok(MemoryVersionPage {
                 data: page
@@ -125,9 +113,8 @@ pub async fn list_versions(
                     .collect(),
                 next_page: page.next,
             })
-        },
-    )
-    .await
+        })
+        .await
 }
 
 /// `GET /v1/memory_stores/{memory_store_id}/memory_versions/{memory_version_id}` (`view`
@@ -136,26 +123,20 @@ pub async fn list_versions(
     summary = "Retrieve a memory version", params(StorePath, VersionPath, ViewFull, Beta),
     responses((status = 200, description = "The version", body = MemoryVersionObject), ApiErrors))]
 pub async fn retrieve_version(
-    State(state): State<Arc<AppState>>,
-    Reads { id, caller, .. }: Reads,
+    store: Reads,
     Item(version): Item<VersionId>,
     Params(view): Params<ViewFull>,
 ) -> Result<Response, ApiError> {
     let full = view.full()?;
-    answer_on(
-        &state,
-        &id,
-        caller,
-        "memory_versions.retrieve",
-        move |user, key| {
+    store
+        .answer("memory_versions.retrieve", move |user, key| {
             let v = user
                 .version(version, full)
                 .map_err(|e| failed(&e, key))?
                 .ok_or_else(ApiError::not_found)?;
             Ok(MemoryVersionObject::new(key, &v, full))
-        },
-    )
-    .await
+        })
+        .await
 }
 
 /// `POST /v1/memory_stores/{memory_store_id}/memory_versions/{memory_version_id}/redact`:
@@ -167,22 +148,13 @@ pub async fn retrieve_version(
     params(StorePath, VersionPath, Beta),
     responses((status = 200, description = "The redacted version", body = MemoryVersionObject), ApiErrors))]
 pub async fn redact_version(
-    State(state): State<Arc<AppState>>,
-    Writes { id, caller, .. }: Writes,
+    store: Writes,
     Item(version): Item<VersionId>,
 ) -> Result<Response, ApiError> {
-    answer_on(
-        &state,
-        &id,
-        caller,
-        "memory_versions.redact",
-        move |user, key| {
-            let v = user
-                .redact(version)
-                .map_err(|e| failed(&e, key))?
-                .map_err(|r| refused(&r, false))?;
+    store
+        .answer("memory_versions.redact", move |user, key| {
+            let v = settled(user.redact(version), key)?;
             Ok(MemoryVersionObject::new(key, &v, false))
-        },
-    )
-    .await
+        })
+        .await
 }

@@ -2,10 +2,7 @@
 //! log's entries are delivered to ([`crate::webhooks`]). The signing secret is in the answer of
 //! the registration only.
 
-use std::sync::Arc;
-
 use axum::body::Body;
-use axum::extract::State;
 use axum::http::HeaderMap;
 use axum::response::Response;
 use memkv::Error;
@@ -13,8 +10,7 @@ use serde::Deserialize;
 use utoipa::{IntoParams, ToSchema};
 
 use super::objects::{DeletedWebhook, WebhookCreated, WebhookList, WebhookObject};
-use super::{answer_on_db, failed, json_body};
-use crate::AppState;
+use super::{failed, json_body};
 use crate::access::{Admin, Item};
 use crate::error::ApiError;
 use crate::routes::{WEBHOOK, WEBHOOKS};
@@ -69,24 +65,24 @@ fn refused(e: &Error) -> ApiError {
     params(Beta), request_body = CreateWebhook,
     responses((status = 200, description = "The endpoint and its signing secret", body = WebhookCreated), ApiErrors))]
 pub async fn create_webhook(
-    State(state): State<Arc<AppState>>,
-    Admin(_): Admin,
+    admin: Admin,
     headers: HeaderMap,
     body: Body,
 ) -> Result<Response, ApiError> {
-    let req: CreateWebhook = json_body(&state, &headers, body).await?;
+    let req: CreateWebhook = json_body(&admin.state, &headers, body).await?;
     let kinds = crate::webhooks::events(&req.events).map_err(ApiError::invalid)?;
     let format = crate::webhooks::format(req.format.as_deref().unwrap_or("memkv"))
         .map_err(ApiError::invalid)?;
     let secret = crate::webhooks::new_secret()
         .map_err(|_| ApiError::internal("no random source for the signing secret"))?;
-    answer_on_db(&state, "", "webhooks.create", move |db, _| {
-        let hook = db
-            .add_webhook(&req.url, &secret, &req.stores, &kinds, format)
-            .map_err(|e| refused(&e))?;
-        Ok(WebhookCreated::new(&hook, secret))
-    })
-    .await
+    admin
+        .answer("webhooks.create", move |db| {
+            let hook = db
+                .add_webhook(&req.url, &secret, &req.stores, &kinds, format)
+                .map_err(|e| refused(&e))?;
+            Ok(WebhookCreated::new(&hook, secret))
+        })
+        .await
 }
 
 /// `GET /v1/webhooks`: every endpoint, by id (no secrets).
@@ -95,17 +91,15 @@ pub async fn create_webhook(
     description = "Admin key. Each endpoint with the last seq delivered, failures in a row and the next attempt.",
     params(Beta),
     responses((status = 200, description = "Every endpoint", body = WebhookList), ApiErrors))]
-pub async fn list_webhooks(
-    State(state): State<Arc<AppState>>,
-    Admin(_): Admin,
-) -> Result<Response, ApiError> {
-    answer_on_db(&state, "", "webhooks.list", |db, _| {
-        let hooks = db.webhooks().map_err(|e| refused(&e))?;
-        Ok(WebhookList {
-            data: hooks.iter().map(WebhookObject::from).collect(),
+pub async fn list_webhooks(admin: Admin) -> Result<Response, ApiError> {
+    admin
+        .answer("webhooks.list", |db| {
+            let hooks = db.webhooks().map_err(|e| refused(&e))?;
+            Ok(WebhookList {
+                data: hooks.iter().map(WebhookObject::from).collect(),
+            })
         })
-    })
-    .await
+        .await
 }
 
 /// `DELETE /v1/webhooks/{webhook_id}`.
@@ -113,16 +107,12 @@ pub async fn list_webhooks(
     summary = "Remove a webhook endpoint", description = "Admin key.",
     params(WebhookPath, Beta),
     responses((status = 200, description = "The endpoint is removed", body = DeletedWebhook), ApiErrors))]
-pub async fn delete_webhook(
-    State(state): State<Arc<AppState>>,
-    Admin(_): Admin,
-    Item(id): Item<String>,
-) -> Result<Response, ApiError> {
-    answer_on_db(&state, "", "webhooks.delete", move |db, _| {
-        match db.remove_webhook(&id).map_err(|e| refused(&e))? {
-            true => Ok(DeletedWebhook::new(id)),
-            false => Err(ApiError::not_found()),
-        }
-    })
-    .await
+pub async fn delete_webhook(admin: Admin, Item(id): Item<String>) -> Result<Response, ApiError> {
+    admin
+        .answer("webhooks.delete", move |db| {
+            let gone = db.remove_webhook(&id).map_err(|e| refused(&e))?;
+            gone.then(|| DeletedWebhook::new(id))
+                .ok_or_else(ApiError::not_found)
+        })
+        .await
 }

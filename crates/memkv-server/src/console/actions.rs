@@ -3,16 +3,13 @@
 //! post with the session's CSRF token, through the same library calls as the memory-stores
 //! API, with the signed-in key recorded as the author of the versions it makes.
 
-use std::sync::Arc;
-
-use axum::extract::{Path, State};
+use axum::extract::Path;
 use axum::response::Response;
 use maud::{Markup, html};
 use memkv::{MemoryId, VersionId};
 
 use super::{Posted, Problem, Visit, after, view};
-use crate::AppState;
-use crate::api::{blocking, existing, failed, handle, on_store, refused};
+use crate::api::{blocking, existing, failed, handle, on_store, settled};
 use crate::error::ApiError;
 
 /// A confirmation page: what the action does, a button that does it, and a way back.
@@ -49,14 +46,13 @@ fn version_url(store: &str, version: &str, what: &str) -> String {
 /// The version `version` of `store` (without its content), for a confirmation page: the visitor
 /// must be able to change the store; 404 for an id that names no version of it.
 async fn version_to_change(
-    state: &Arc<AppState>,
     v: &Visit,
     store: &str,
     version: &str,
 ) -> Result<memkv::Version, Problem> {
-    let caller = v.writes(state, store)?;
+    let caller = v.writes(store)?;
     let id: VersionId = version.parse().map_err(|_| Problem::not_found())?;
-    on_store(state, store, caller, move |s, store| {
+    on_store(&v.state, store, caller, move |s, store| {
         s.version(id, false).map_err(|e| failed(&e, store))
     })
     .await?
@@ -65,12 +61,11 @@ async fn version_to_change(
 
 /// `GET /console/stores/{store}/versions/{version}/restore`.
 pub async fn confirm_restore(
-    State(state): State<Arc<AppState>>,
     Path((store, version)): Path<(String, String)>,
     v: Visit,
 ) -> Result<Response, Problem> {
     let asked = ("restore", "Restore this version?", "Restore");
-    confirm_version(&state, &v, &store, &version, asked, |ver| {
+    confirm_version(&v, &store, &version, asked, |ver| {
         html! {
             p { "Restoring makes the content of version " code { (ver.id) } " ("
                 (ver.operation.as_str()) " " (view::time(ver.created_ms)) ") the memory's current content again, as a new version written by your key. "
@@ -85,14 +80,13 @@ pub async fn confirm_restore(
 /// action's path segment, the page's title and the button's words; `explain` says what the
 /// change does to this version.
 async fn confirm_version(
-    state: &Arc<AppState>,
     v: &Visit,
     store: &str,
     version: &str,
     (what, title, button): (&str, &str, &str),
     explain: impl FnOnce(&memkv::Version) -> Markup,
 ) -> Result<Response, Problem> {
-    let ver = version_to_change(state, v, store, version).await?;
+    let ver = version_to_change(v, store, version).await?;
     Ok(confirm(
         v,
         title,
@@ -105,16 +99,11 @@ async fn confirm_version(
 
 /// `POST /console/stores/{store}/versions/{version}/restore`.
 pub async fn restore(
-    State(state): State<Arc<AppState>>,
     Path((store, version)): Path<(String, String)>,
     Posted(v, _): Posted,
 ) -> Result<Response, Problem> {
-    on_version(&state, &v, &store, &version, "restored", |s, id, store| {
-        let restored = s
-            .restore(id)
-            .map_err(|e| failed(&e, store))?
-            .map_err(|r| refused(&r, false))?;
-        Ok(restored.id)
+    on_version(&v, &store, &version, "restored", |s, id, store| {
+        Ok(settled(s.restore(id), store)?.id)
     })
     .await
 }
@@ -123,7 +112,6 @@ pub async fn restore(
 /// store; 404 for an id that is not a version's): `act` on the blocking pool, then back to the
 /// page of the memory it names, with `done` for the notice.
 async fn on_version(
-    state: &Arc<AppState>,
     v: &Visit,
     store: &str,
     version: &str,
@@ -132,20 +120,19 @@ async fn on_version(
     + Send
     + 'static,
 ) -> Result<Response, Problem> {
-    let caller = v.writes(state, store)?;
+    let caller = v.writes(store)?;
     let id: VersionId = version.parse().map_err(|_| Problem::not_found())?;
-    let memory = on_store(state, store, caller, move |s, store| act(s, id, store)).await?;
+    let memory = on_store(&v.state, store, caller, move |s, store| act(s, id, store)).await?;
     Ok(after(&view::memory_url(store, &memory.to_string()), done))
 }
 
 /// `GET /console/stores/{store}/versions/{version}/redact`.
 pub async fn confirm_redact(
-    State(state): State<Arc<AppState>>,
     Path((store, version)): Path<(String, String)>,
     v: Visit,
 ) -> Result<Response, Problem> {
     let asked = ("redact", "Redact this version?", "Redact for good");
-    confirm_version(&state, &v, &store, &version, asked, |ver| {
+    confirm_version(&v, &store, &version, asked, |ver| {
         html! {
             p { "Redacting version " code { (ver.id) } " (" (ver.operation.as_str()) " " (view::time(ver.created_ms)) ") "
                 strong { "erases its content, its path and its hash for good" }
@@ -159,29 +146,23 @@ pub async fn confirm_redact(
 
 /// `POST /console/stores/{store}/versions/{version}/redact`.
 pub async fn redact(
-    State(state): State<Arc<AppState>>,
     Path((store, version)): Path<(String, String)>,
     Posted(v, _): Posted,
 ) -> Result<Response, Problem> {
-    on_version(&state, &v, &store, &version, "redacted", |s, id, store| {
-        let redacted = s
-            .redact(id)
-            .map_err(|e| failed(&e, store))?
-            .map_err(|r| refused(&r, false))?;
-        Ok(redacted.memory)
+    on_version(&v, &store, &version, "redacted", |s, id, store| {
+        Ok(settled(s.redact(id), store)?.memory)
     })
     .await
 }
 
 /// `GET /console/stores/{store}/memories/{memory}/delete`.
 pub async fn confirm_delete(
-    State(state): State<Arc<AppState>>,
     Path((store, memory)): Path<(String, String)>,
     v: Visit,
 ) -> Result<Response, Problem> {
-    let caller = v.writes(&state, &store)?;
+    let caller = v.writes(&store)?;
     let id: MemoryId = memory.parse().map_err(|_| Problem::not_found())?;
-    let m = on_store(&state, &store, caller, move |s, store| {
+    let m = on_store(&v.state, &store, caller, move |s, store| {
         s.memory(id, false).map_err(|e| failed(&e, store))
     })
     .await?
@@ -202,20 +183,17 @@ pub async fn confirm_delete(
 
 /// `POST /console/stores/{store}/memories/{memory}/delete`.
 pub async fn delete(
-    State(state): State<Arc<AppState>>,
     Path((store, memory)): Path<(String, String)>,
     Posted(v, _): Posted,
 ) -> Result<Response, Problem> {
-    let caller = v.writes(&state, &store)?;
+    let caller = v.writes(&store)?;
     let id: MemoryId = memory.parse().map_err(|_| Problem::not_found())?;
-    let dir = on_store(&state, &store, caller, move |s, store| {
+    let dir = on_store(&v.state, &store, caller, move |s, store| {
         let path = s
             .memory(id, false)
             .map_err(|e| failed(&e, store))?
             .map(|m| m.path);
-        s.delete_memory(id, None)
-            .map_err(|e| failed(&e, store))?
-            .map_err(|r| refused(&r, false))?;
+        settled(s.delete_memory(id, None), store)?;
         Ok(path)
     })
     .await?;
@@ -228,14 +206,10 @@ pub async fn delete(
 }
 
 /// `GET /console/stores/{store}/archive`.
-pub async fn confirm_archive(
-    State(state): State<Arc<AppState>>,
-    Path(store): Path<String>,
-    v: Visit,
-) -> Result<Response, Problem> {
-    v.writes(&state, &store)?;
+pub async fn confirm_archive(Path(store): Path<String>, v: Visit) -> Result<Response, Problem> {
+    v.writes(&store)?;
     let key = store.clone();
-    let info = blocking(&state, move |db| existing(db, &key)).await?;
+    let info = blocking(&v.state, move |db| existing(db, &key)).await?;
     let explain = html! {
         p { "Archiving " strong { (info.name) } " (" code { (info.id) } ") makes it read-only for good: "
             "the agent's writes and the API's changes are refused from then on. Its memories can still be read and deleted, "
@@ -252,19 +226,12 @@ pub async fn confirm_archive(
 }
 
 /// `POST /console/stores/{store}/archive`.
-pub async fn archive(
-    State(state): State<Arc<AppState>>,
-    Path(store): Path<String>,
-    Posted(v, _): Posted,
-) -> Result<Response, Problem> {
-    let caller = v.writes(&state, &store)?;
+pub async fn archive(Path(store): Path<String>, Posted(v, _): Posted) -> Result<Response, Problem> {
+    let caller = v.writes(&store)?;
     let key = store.clone();
-    blocking(&state, move |db| {
+    blocking(&v.state, move |db| {
         handle(db, &key, &caller)?;
-        db.acting_as(caller.actor())
-            .archive_store(&key)
-            .map_err(|e| failed(&e, &key))?
-            .map_err(|r| refused(&r, false))
+        settled(db.acting_as(caller.actor()).archive_store(&key), &key)
     })
     .await?;
     Ok(after(&view::store_url(&store), "archived"))

@@ -1,9 +1,7 @@
 //! The admin pages: the API keys (list, add with the key shown once, revoke) and a store's
 //! settings. Admin keys only (a store key gets 403, as on `/v1/keys`).
 
-use std::sync::Arc;
-
-use axum::extract::{Path, State};
+use axum::extract::Path;
 use axum::http::StatusCode;
 use axum::response::{IntoResponse, Response};
 use maud::{Markup, html};
@@ -11,7 +9,6 @@ use memkv::{ApiKey, Error, KeyScope, NewKey};
 use serde_json::{Map, Value};
 
 use super::{Ask, Form, Posted, Problem, Visit, after, notice_for, view};
-use crate::AppState;
 use crate::api::settings::{parse_patch, settings_json};
 use crate::api::{blocking, failed};
 use crate::params::Params;
@@ -88,13 +85,9 @@ fn keys_page(v: &Visit, keys: &[ApiKey], done: Option<&str>, problem: Option<&st
 }
 
 /// `GET /console/keys`.
-pub async fn keys(
-    State(state): State<Arc<AppState>>,
-    v: Visit,
-    Params(ask): Params<Ask>,
-) -> Result<Response, Problem> {
+pub async fn keys(v: Visit, Params(ask): Params<Ask>) -> Result<Response, Problem> {
     v.admin("the API keys page")?;
-    let keys = blocking(&state, |db| db.api_keys().map_err(|e| failed(&e, ""))).await?;
+    let keys = blocking(&v.state, |db| db.api_keys().map_err(|e| failed(&e, ""))).await?;
     Ok(v.page("API keys", keys_page(&v, &keys, ask.done.as_deref(), None)))
 }
 
@@ -132,13 +125,10 @@ fn new_key(form: &Form) -> Result<NewKey, String> {
 }
 
 /// `POST /console/keys`: adds a key and shows it, once.
-pub async fn add_key(
-    State(state): State<Arc<AppState>>,
-    Posted(v, form): Posted,
-) -> Result<Response, Problem> {
+pub async fn add_key(Posted(v, form): Posted) -> Result<Response, Problem> {
     v.admin("adding an API key")?;
     let problem = match new_key(&form) {
-        Ok(new) => match blocking(&state, move |db| Ok(db.add_key(&new))).await? {
+        Ok(new) => match blocking(&v.state, move |db| Ok(db.add_key(&new))).await? {
             Ok((added, key)) => {
                 let body = html! {
                     p.notice role="status" { "The key " code { (added.id) } " (" (scope_words(&added)) ") was added. Copy it now: it is not shown again." }
@@ -155,19 +145,15 @@ pub async fn add_key(
         },
         Err(message) => message,
     };
-    let keys = blocking(&state, |db| db.api_keys().map_err(|e| failed(&e, ""))).await?;
+    let keys = blocking(&v.state, |db| db.api_keys().map_err(|e| failed(&e, ""))).await?;
     let page = v.page("API keys", keys_page(&v, &keys, None, Some(&problem)));
     Ok((StatusCode::BAD_REQUEST, page).into_response())
 }
 
 /// `GET /console/keys/{key}/revoke`.
-pub async fn confirm_revoke(
-    State(state): State<Arc<AppState>>,
-    Path(id): Path<String>,
-    v: Visit,
-) -> Result<Response, Problem> {
+pub async fn confirm_revoke(Path(id): Path<String>, v: Visit) -> Result<Response, Problem> {
     v.admin("revoking an API key")?;
-    let keys = blocking(&state, |db| db.api_keys().map_err(|e| failed(&e, ""))).await?;
+    let keys = blocking(&v.state, |db| db.api_keys().map_err(|e| failed(&e, ""))).await?;
     let k = keys
         .iter()
         .find(|k| k.id == id)
@@ -187,13 +173,9 @@ pub async fn confirm_revoke(
 }
 
 /// `POST /console/keys/{key}/revoke`.
-pub async fn revoke(
-    State(state): State<Arc<AppState>>,
-    Path(id): Path<String>,
-    Posted(v, _): Posted,
-) -> Result<Response, Problem> {
+pub async fn revoke(Path(id): Path<String>, Posted(v, _): Posted) -> Result<Response, Problem> {
     v.admin("revoking an API key")?;
-    let removed = blocking(&state, move |db| {
+    let removed = blocking(&v.state, move |db| {
         db.revoke_key(&id).map_err(|e| failed(&e, ""))
     })
     .await?;
@@ -258,14 +240,13 @@ fn current_settings(db: &memkv::Database, id: &str) -> Result<Value, crate::erro
 
 /// `GET /console/stores/{store}/settings`.
 pub async fn settings(
-    State(state): State<Arc<AppState>>,
     Path(store): Path<String>,
     v: Visit,
     Params(ask): Params<Ask>,
 ) -> Result<Response, Problem> {
     v.admin("a store's settings")?;
     let key = store.clone();
-    let current = blocking(&state, move |db| current_settings(db, &key)).await?;
+    let current = blocking(&v.state, move |db| current_settings(db, &key)).await?;
     Ok(v.page(
         &format!("Settings of {store}"),
         settings_page(&v, &store, &current, ask.done.as_deref(), None),
@@ -292,7 +273,6 @@ fn patch_of(form: &Form) -> Map<String, Value> {
 
 /// `POST /console/stores/{store}/settings`.
 pub async fn save_settings(
-    State(state): State<Arc<AppState>>,
     Path(store): Path<String>,
     Posted(v, form): Posted,
 ) -> Result<Response, Problem> {
@@ -301,7 +281,7 @@ pub async fn save_settings(
     let outcome = match parse_patch(&patch_of(&form)) {
         Err(message) => Err(message),
         Ok((change, reset)) => {
-            blocking(&state, move |db| {
+            blocking(&v.state, move |db| {
                 match db.update_store_settings(&key, &change, &reset) {
                     Ok(_) => Ok(Ok(())),
                     Err(e @ (Error::InvalidSettings(_) | Error::InvalidUser { .. })) => {
@@ -320,7 +300,7 @@ pub async fn save_settings(
         )),
         Err(problem) => {
             let key = store.clone();
-            let current = blocking(&state, move |db| {
+            let current = blocking(&v.state, move |db| {
                 let own = db.store_settings(&key).map_err(|e| failed(&e, &key))?;
                 let effective = db.effective_settings(&key).map_err(|e| failed(&e, &key))?;
                 Ok(settings_json(&key, &own, &effective))

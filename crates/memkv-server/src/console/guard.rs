@@ -22,6 +22,8 @@ use crate::auth::{self, Allowed, Caller};
 pub struct Visit {
     pub(super) session: Session,
     pub(super) caller: Caller,
+    /// What every handler shares.
+    pub(super) state: Arc<AppState>,
 }
 
 impl Visit {
@@ -57,14 +59,14 @@ impl Visit {
     /// The caller, allowed to read store `store` (404 otherwise, the API's answer for a store
     /// that is not the key's); counted against the store's rate limit (the key's was counted
     /// once, by [`visit`]).
-    pub(super) fn reads(&self, state: &AppState, store: &str) -> Result<Caller, Problem> {
-        self.caller.admit(state, store, Intent::Read)?;
+    pub(super) fn reads(&self, store: &str) -> Result<Caller, Problem> {
+        self.caller.admit(&self.state, store, Intent::Read)?;
         Ok(self.caller.clone())
     }
 
     /// The caller, allowed to change store `store` (403 for a read-only key, as on the API).
-    pub(super) fn writes(&self, state: &AppState, store: &str) -> Result<Caller, Problem> {
-        self.caller.admit(state, store, Intent::Write)?;
+    pub(super) fn writes(&self, store: &str) -> Result<Caller, Problem> {
+        self.caller.admit(&self.state, store, Intent::Write)?;
         Ok(self.caller.clone())
     }
 
@@ -110,7 +112,7 @@ pub(super) fn set_cookie(headers: &HeaderMap, value: &str, max_age: u64) -> Head
 
 /// The signed-in visitor of a request, or why there is none: the session is missing or over,
 /// or its key no longer works (revoked, expired: the session ends with it).
-pub(super) fn visit(state: &AppState, headers: &HeaderMap) -> Result<Visit, Problem> {
+pub(super) fn visit(state: &Arc<AppState>, headers: &HeaderMap) -> Result<Visit, Problem> {
     let signed_out = || {
         Problem::new(
             StatusCode::UNAUTHORIZED,
@@ -128,7 +130,11 @@ pub(super) fn visit(state: &AppState, headers: &HeaderMap) -> Result<Visit, Prob
         asked.insert("x-api-key", key);
     }
     match auth::identify(state, &asked) {
-        Ok(caller) => Ok(Visit { session, caller }),
+        Ok(caller) => Ok(Visit {
+            session,
+            caller,
+            state: Arc::clone(state),
+        }),
         Err(e) if e.status == StatusCode::UNAUTHORIZED => {
             state.sessions.end(&id);
             Err(Problem::new(
@@ -141,7 +147,10 @@ pub(super) fn visit(state: &AppState, headers: &HeaderMap) -> Result<Visit, Prob
 }
 
 /// As [`visit`], for a page: without a session, the browser is sent to the sign-in page.
-pub(super) fn visit_page(state: &AppState, headers: &HeaderMap) -> Result<Visit, Box<Response>> {
+pub(super) fn visit_page(
+    state: &Arc<AppState>,
+    headers: &HeaderMap,
+) -> Result<Visit, Box<Response>> {
     visit(state, headers).map_err(|p| {
         Box::new(if p.status == StatusCode::UNAUTHORIZED {
             Redirect::to("/console/login").into_response()
@@ -233,7 +242,7 @@ impl Form {
 /// A state-changing post: from this origin, signed in, with the session's CSRF token; the
 /// visitor and the form. Anything else is refused before anything is read or changed.
 pub(super) async fn posted(
-    state: &AppState,
+    state: &Arc<AppState>,
     headers: &HeaderMap,
     body: Body,
 ) -> Result<(Visit, Form), Problem> {

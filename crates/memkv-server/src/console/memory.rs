@@ -4,14 +4,14 @@
 use std::collections::VecDeque;
 use std::sync::Arc;
 
-use axum::extract::{Path, State};
+use axum::extract::Path;
 use axum::response::Response;
 use maud::{Markup, html};
 use memkv::{Memory, MemoryId, Operation, Version, VersionFilter, VersionId};
 
 use super::{Ask, Problem, Visit, diff, notice_for, view};
 use crate::AppState;
-use crate::api::{blocking, failed, handle_and_info, on_store, wire};
+use crate::api::{blocking, failed, handle_and_info, on_store, settled, wire};
 use crate::auth::Caller;
 use crate::params::Params;
 
@@ -158,10 +158,8 @@ async fn found(
         let mut older = false;
         let mut page = None;
         loop {
-            let got = s
-                .versions(&filter, page.as_deref(), VERSIONS_SHOWN, false)
-                .map_err(|e| failed(&e, store))?
-                .map_err(|r| crate::api::refused(&r, false))?;
+            let got = s.versions(&filter, page.as_deref(), VERSIONS_SHOWN, false);
+            let got = settled(got, store)?;
             for v in got.items {
                 if kept.len() == VERSIONS_SHOWN {
                     kept.pop_front();
@@ -190,18 +188,17 @@ async fn found(
 
 /// `GET /console/stores/{store}/memories/{memory}`.
 pub async fn memory(
-    State(state): State<Arc<AppState>>,
     Path((store, memory)): Path<(String, String)>,
     v: Visit,
     Params(ask): Params<Ask>,
 ) -> Result<Response, Problem> {
-    let caller = v.reads(&state, &store)?;
+    let caller = v.reads(&store)?;
     let Found {
         live,
         versions,
         older,
         archived,
-    } = found(&state, caller, &store, &memory).await?;
+    } = found(&v.state, caller, &store, &memory).await?;
     let title = live
         .as_ref()
         .map(|m| m.path.clone())
@@ -243,13 +240,12 @@ pub async fn memory(
 
 /// `GET /console/stores/{store}/versions/{version}`: one version's facts and content.
 pub async fn version(
-    State(state): State<Arc<AppState>>,
     Path((store, version)): Path<(String, String)>,
     v: Visit,
 ) -> Result<Response, Problem> {
-    let caller = v.reads(&state, &store)?;
+    let caller = v.reads(&store)?;
     let id: VersionId = version.parse().map_err(|_| Problem::not_found())?;
-    let ver = on_store(&state, &store, caller, move |s, store| {
+    let ver = on_store(&v.state, &store, caller, move |s, store| {
         s.version(id, true).map_err(|e| failed(&e, store))
     })
     .await?
@@ -281,7 +277,6 @@ pub async fn version(
 /// `GET /console/stores/{store}/memories/{memory}/diff?from=&to=`: the differences between two
 /// versions of the memory.
 pub async fn diff(
-    State(state): State<Arc<AppState>>,
     Path((store, memory)): Path<(String, String)>,
     v: Visit,
     Params(ask): Params<Ask>,
@@ -297,10 +292,10 @@ pub async fn diff(
             })
     };
     let (from, to) = (pick("from", &ask.from)?, pick("to", &ask.to)?);
-    let caller = v.reads(&state, &store)?;
-    let found = found(&state, caller.clone(), &store, &memory).await?;
+    let caller = v.reads(&store)?;
+    let found = found(&v.state, caller.clone(), &store, &memory).await?;
     let mem_id: MemoryId = memory.parse().map_err(|_| Problem::not_found())?;
-    let (a, b) = on_store(&state, &store, caller, move |s, store| {
+    let (a, b) = on_store(&v.state, &store, caller, move |s, store| {
         let get = |id| s.version(id, true).map_err(|e| failed(&e, store));
         Ok((get(from)?, get(to)?))
     })
@@ -324,7 +319,7 @@ pub async fn diff(
         b.content.clone().unwrap_or_default(),
     );
     // Up to the diff's deadline of work: off the async workers.
-    let (table, counts) = blocking(&state, move |_| Ok(diff::render(&old, &new))).await?;
+    let (table, counts) = blocking(&v.state, move |_| Ok(diff::render(&old, &new))).await?;
     let versions = found.versions;
     let body = html! {
         p { a href=(view::memory_url(&store, &memory)) { "Back to the memory" } }

@@ -1,16 +1,13 @@
 //! The stores page, a store's page (its tree, a folder at a time, with sizes), its search and
 //! its recent changes.
 
-use std::collections::HashMap;
-use std::sync::Arc;
-
-use axum::extract::{Path, State};
+use axum::extract::Path;
 use axum::response::Response;
 use maud::{Markup, html};
 use memkv::{ChangeEntry, Error, ListItem, SearchMode, SearchRequest, StoreInfo};
+use std::collections::HashMap;
 
 use super::{Ask, Problem, Visit, notice_for, view};
-use crate::AppState;
 use crate::api::{blocking, failed, handle_and_info, on_store};
 use crate::auth::Allowed;
 use crate::params::Params;
@@ -33,18 +30,14 @@ struct Row {
 }
 
 /// `GET /console/stores?q=`: every store (admin) or the key's own, filtered by name or id.
-pub async fn list(
-    State(state): State<Arc<AppState>>,
-    v: Visit,
-    Params(ask): Params<Ask>,
-) -> Result<Response, Problem> {
+pub async fn list(v: Visit, Params(ask): Params<Ask>) -> Result<Response, Problem> {
     let filter = ask.q.as_deref().unwrap_or("").trim().to_owned();
     let only = match &v.caller.allowed {
         Allowed::Store(s) => Some(s.clone()),
         _ => None,
     };
     let needle = filter.to_lowercase();
-    let (rows, matched) = blocking(&state, move |db| {
+    let (rows, matched) = blocking(&v.state, move |db| {
         let mut infos = Vec::new();
         match &only {
             Some(id) => infos.extend(db.store_info(id).map_err(|e| failed(&e, id))?),
@@ -231,17 +224,16 @@ fn change_row(store: &str, e: &ChangeEntry) -> Markup {
 /// `GET /console/stores/{store}?dir=&page=&done=`: the store, a folder of its tree, the search
 /// form and its recent changes.
 pub async fn store(
-    State(state): State<Arc<AppState>>,
     Path(id): Path<String>,
     v: Visit,
     Params(ask): Params<Ask>,
 ) -> Result<Response, Problem> {
-    let caller = v.reads(&state, &id)?;
+    let caller = v.reads(&id)?;
     let dir = ask.dir.as_deref().unwrap_or("/memories").to_owned();
     let page = ask.page.as_deref().map(str::to_owned);
     let (folder, dir2) = (dir.clone(), dir.clone());
     let key = id.clone();
-    let (info, totals, listing, recent) = blocking(&state, move |db| {
+    let (info, totals, listing, recent) = blocking(&v.state, move |db| {
         let id = key.as_str();
         let (s, info) = handle_and_info(db, id, &caller)?;
         let totals = s.totals().map_err(|e| failed(&e, id))?;
@@ -355,12 +347,11 @@ fn search_form(store: &str, query: &str, mode: SearchMode) -> Markup {
 /// `GET /console/stores/{store}/search?q=&mode=`: ranked or exact search, each hit with its
 /// lines.
 pub async fn search(
-    State(state): State<Arc<AppState>>,
     Path(id): Path<String>,
     v: Visit,
     Params(ask): Params<Ask>,
 ) -> Result<Response, Problem> {
-    let caller = v.reads(&state, &id)?;
+    let caller = v.reads(&id)?;
     let query = ask.q.as_deref().unwrap_or("").to_owned();
     let mode = match ask.mode.as_deref().unwrap_or("ranked") {
         "ranked" => SearchMode::Ranked,
@@ -371,7 +362,7 @@ pub async fn search(
     let request = SearchRequest::new(query.clone(), mode)
         .case_insensitive(true)
         .context(1);
-    let results = on_store(&state, &id, caller, move |s, _| Ok(s.search(&request))).await?;
+    let results = on_store(&v.state, &id, caller, move |s, _| Ok(s.search(&request))).await?;
     let body = html! {
         p { a href=(view::store_url(&id)) { "Back to the store" } }
         (search_form(&id, &query, mode))

@@ -4,6 +4,7 @@
 
 use maud::{DOCTYPE, Markup, PreEscaped, html};
 use memkv::Actor;
+use percent_encoding::{AsciiSet, NON_ALPHANUMERIC, utf8_percent_encode};
 
 /// Who is signed in, as the frame shows it.
 pub struct Viewer<'a> {
@@ -100,18 +101,17 @@ pub fn query_value(text: &str) -> String {
     form_urlencoded::byte_serialize(text.as_bytes()).collect()
 }
 
+/// What a path segment keeps as it is: the unreserved characters (RFC 3986).
+const UNRESERVED: &AsciiSet = &NON_ALPHANUMERIC
+    .remove(b'-')
+    .remove(b'.')
+    .remove(b'_')
+    .remove(b'~');
+
 /// A path segment of a console URL (store ids are letters, digits and `_-.`, but encoded all
 /// the same).
 pub fn segment(text: &str) -> String {
-    let mut out = String::with_capacity(text.len());
-    for b in text.bytes() {
-        if b.is_ascii_alphanumeric() || b"-._~".contains(&b) {
-            out.push(b as char);
-        } else {
-            out.push_str(&format!("%{b:02X}"));
-        }
-    }
-    out
+    utf8_percent_encode(text, UNRESERVED).to_string()
 }
 
 /// The page of store `store`.
