@@ -151,7 +151,18 @@ pub fn check_no_double_uploads(world: &World) {
 
 #[test]
 fn agents_in_two_folders_converge_without_losing_a_write() {
-    let world = World::new(&[]);
+    converge(World::new(&[]));
+}
+
+#[test]
+fn agents_in_two_folders_converge_on_postgres() {
+    let Some(cluster) = crate::common::pg::cluster() else {
+        return;
+    };
+    converge(World::on(Some(cluster.fresh_url()), &[]));
+}
+
+fn converge(world: World) {
     let (a, sa) = world.folder("a");
     let (b, sb) = world.folder("b");
     // Something on each side before the syncs start: the first sync is a union.

@@ -4,6 +4,7 @@
 mod converge;
 mod faults;
 mod hostile;
+mod listing;
 
 use std::collections::BTreeMap;
 use std::io::{Read, Write};
@@ -30,13 +31,19 @@ pub struct World {
 }
 
 impl World {
+    /// A server on a new redb file.
     pub fn new(server_args: &[&str]) -> World {
+        World::on(None, server_args)
+    }
+
+    /// A server on `db` (a `postgres://` URL), or on a new redb file.
+    pub fn on(db: Option<String>, server_args: &[&str]) -> World {
         // MEMKV_TEST_KEEP=1 keeps the folders, states and logs for a look after a failure.
         let dir = tempfile::Builder::new()
             .disable_cleanup(std::env::var_os("MEMKV_TEST_KEEP").is_some())
             .tempdir()
             .unwrap();
-        let db = dir.path().join("memkv.redb");
+        let db = db.map_or_else(|| dir.path().join("memkv.redb"), PathBuf::from);
         let key = add_key(&db, &["--admin"]);
         let server = Served::start(&db, server_args);
         let proxy = Proxy::start(server.addr);
@@ -284,6 +291,10 @@ pub fn status(folder: &Path, state: &Path) -> serde_json::Value {
 /// A TCP proxy on loopback whose connections the test can cut, and whose target can move.
 pub struct Proxy {
     pub addr: SocketAddr,
+    /// When set, the proxy answers 404 to every change-feed request, as a server of the
+    /// memory-stores API without memkv's feed does (and closes each connection after one
+    /// request, to see each request's line).
+    pub hide_feed: Arc<AtomicBool>,
     target: Arc<Mutex<SocketAddr>>,
     live: Arc<Mutex<Vec<TcpStream>>>,
     stop: Arc<AtomicBool>,
@@ -297,7 +308,13 @@ impl Proxy {
         let target = Arc::new(Mutex::new(target));
         let live: Arc<Mutex<Vec<TcpStream>>> = Arc::default();
         let stop = Arc::new(AtomicBool::new(false));
-        let (t, l, s) = (Arc::clone(&target), Arc::clone(&live), Arc::clone(&stop));
+        let hide_feed = Arc::new(AtomicBool::new(false));
+        let (t, l, s, h) = (
+            Arc::clone(&target),
+            Arc::clone(&live),
+            Arc::clone(&stop),
+            Arc::clone(&hide_feed),
+        );
         let accept = std::thread::spawn(move || {
             for conn in listener.incoming() {
                 if s.load(Ordering::SeqCst) {
@@ -305,6 +322,10 @@ impl Proxy {
                 }
                 let Ok(client) = conn else { continue };
                 let to = *t.lock().unwrap();
+                if h.load(Ordering::SeqCst) {
+                    std::thread::spawn(move || without_feed(client, to));
+                    continue;
+                }
                 let Ok(server) = TcpStream::connect(to) else {
                     continue;
                 };
@@ -321,6 +342,7 @@ impl Proxy {
         });
         Proxy {
             addr,
+            hide_feed,
             target,
             live,
             stop,
@@ -350,6 +372,47 @@ impl Drop for Proxy {
             let _ = a.join();
         }
     }
+}
+
+/// One request of `client`: 404 for the change feed, else forwarded to `to` with
+/// `connection: close`, and the answer piped back.
+fn without_feed(mut client: TcpStream, to: SocketAddr) {
+    let mut head = Vec::new();
+    let mut byte = [0u8; 1];
+    // The request head, byte by byte up to its blank line (at most 64 KiB).
+    while !head.ends_with(b"\r\n\r\n") && head.len() < 65_536 {
+        match client.read(&mut byte) {
+            Ok(1) => head.push(byte[0]),
+            _ => return,
+        }
+    }
+    let text = String::from_utf8_lossy(&head).into_owned();
+    let line = text.lines().next().unwrap_or_default().to_owned();
+    if line.split(' ').nth(1).is_some_and(|p| p.contains("/changes")) {
+        let body = r#"{"type":"error","error":{"type":"not_found_error","message":"Not found"}}"#;
+        let _ = write!(
+            client,
+            "HTTP/1.1 404 Not Found\r\ncontent-type: application/json\r\ncontent-length: {}\r\nconnection: close\r\n\r\n{body}",
+            body.len()
+        );
+        return;
+    }
+    let Ok(mut server) = TcpStream::connect(to) else {
+        return;
+    };
+    let mut out = format!("{line}\r\nconnection: close\r\n");
+    for h in text.lines().skip(1) {
+        if !h.is_empty() && !h.to_ascii_lowercase().starts_with("connection:") {
+            out.push_str(h);
+            out.push_str("\r\n");
+        }
+    }
+    out.push_str("\r\n");
+    if server.write_all(out.as_bytes()).is_err() {
+        return;
+    }
+    pipe(client.try_clone().unwrap(), server.try_clone().unwrap());
+    pipe(server, client);
 }
 
 /// Copies `from` to `to` on a thread until either side ends.
