@@ -16,8 +16,8 @@ use serde_json::json;
 
 /// The `anthropic-beta` value the SDKs send with the memory-stores API.
 const BETA: &str = "agent-memory-2026-07-22";
-/// Memories a listing page asks for with their contents (the API's most for `view=full`).
-const FULL_PAGE: usize = 100;
+/// Memories a listing page asks for (the API's most).
+const PAGE: usize = 100;
 /// Entries a feed page asks for.
 const FEED_PAGE: usize = 1000;
 
@@ -200,7 +200,7 @@ impl Api {
         loop {
             let mut query = vec![
                 ("view", if full { "full" } else { "basic" }.to_owned()),
-                ("limit", if full { FULL_PAGE } else { 1000 }.to_string()),
+                ("limit", PAGE.to_string()),
             ];
             if let Some(p) = &page {
                 query.push(("page", p.clone()));
@@ -222,7 +222,7 @@ impl Api {
         loop {
             let mut query = vec![
                 ("view", "full".to_owned()),
-                ("limit", FULL_PAGE.to_string()),
+                ("limit", PAGE.to_string()),
                 ("path_prefix", dir.to_owned()),
                 ("depth", "1".to_owned()),
             ];

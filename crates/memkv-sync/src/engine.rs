@@ -397,6 +397,17 @@ impl Engine {
                 _ => return self.pull(path, rel, local, None),
             },
         };
+        if let Some(fp) = local
+            && self.folder.stat(rel) == Ok(Some(fp))
+            && self
+                .bases
+                .get(path)
+                .is_some_and(|b| b.sha == remote.content_sha256 && b.fp == Some(fp))
+        {
+            // The memory as fetched is what the file already holds (an entry of the feed older
+            // than the memory): nothing to write.
+            return Ok(Outcome::Done);
+        }
         let content = remote.content.as_deref().unwrap_or_default();
         match self.folder.write(rel, content, local).map_err(Error::Io)? {
             None => Ok(Outcome::Again),
@@ -473,7 +484,7 @@ impl Engine {
         }
         match result {
             Ok(m) => {
-                self.report.uploaded(to, "renamed");
+                self.report.uploaded(to, &format!("renamed from {from}"));
                 self.set_base(from, None)?;
                 self.set_base(
                     to,
@@ -519,7 +530,8 @@ impl Engine {
         {
             return Ok(false);
         }
-        self.report.downloaded(&to.path, "renamed");
+        self.report
+            .downloaded(&to.path, &format!("renamed from {from}"));
         self.set_base(from, None)?;
         self.set_base(&to.path, Some(base))?;
         Ok(true)

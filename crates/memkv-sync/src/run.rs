@@ -252,6 +252,8 @@ impl Sync {
         // What each path is at the page's end, and the renames on the way.
         let mut at: BTreeMap<String, Remote> = BTreeMap::new();
         let mut renames: Vec<(String, Memory)> = Vec::new();
+        // The memory each deletion was of.
+        let mut gone_ids: BTreeMap<String, String> = BTreeMap::new();
         for c in &page.data {
             let (Some(id), Some(path)) = (&c.memory_id, &c.path) else {
                 if c.kind == "store.deleted" {
@@ -268,16 +270,20 @@ impl Sync {
             match c.kind.as_str() {
                 "memory.created" | "memory.modified" | "version.redacted" => {
                     at.insert(path.clone(), Remote::At(memory()));
+                    gone_ids.remove(path);
                 }
                 "memory.renamed" => {
                     if let Some(from) = &c.previous_path {
                         at.insert(from.clone(), Remote::Gone);
+                        gone_ids.insert(from.clone(), id.clone());
                         renames.push((from.clone(), memory()));
                     }
                     at.insert(path.clone(), Remote::At(memory()));
+                    gone_ids.remove(path);
                 }
                 "memory.deleted" => {
                     at.insert(path.clone(), Remote::Gone);
+                    gone_ids.insert(path.clone(), id.clone());
                 }
                 _ => {}
             }
@@ -291,13 +297,28 @@ impl Sync {
             }
         }
         for (path, remote) in at {
+            // An entry says what a memory was at its commit, not what it is now (the sync's
+            // own later writes among what came after): what differs from the base is asked for
+            // as it is now, and a deletion of another memory than the base's is not this
+            // file's.
+            let base = self.engine.bases().get(&path).cloned();
             let remote = match remote {
-                // A redaction or a change whose hash the log no longer has: as it is now.
-                Remote::At(m) if m.content_sha256.is_empty() => match self.engine.api.get(&m.id)? {
+                Remote::At(m)
+                    if base
+                        .as_ref()
+                        .is_some_and(|b| b.id == m.id && b.sha == m.content_sha256) =>
+                {
+                    Remote::At(m)
+                }
+                Remote::At(m) => match self.engine.api.get(&m.id)? {
                     Some(now) if now.path == path => Remote::At(now),
-                    _ => Remote::Gone,
+                    _ => self.engine.confirm_absent(&path)?,
                 },
-                r => r,
+                Remote::Gone => match (&base, gone_ids.get(&path)) {
+                    (Some(b), Some(id)) if &b.id != id => continue,
+                    _ => self.engine.confirm_absent(&path)?,
+                },
+                Remote::AsBase => Remote::AsBase,
             };
             if self.engine.reconcile(&path, remote)? == Outcome::Again {
                 self.mark(&path);

@@ -86,7 +86,7 @@ pub fn observer(folders: Vec<PathBuf>, stop: Arc<AtomicBool>, torn: Arc<Mutex<Ve
 pub fn in_step(world: &World, folders: &[(&Path, &Path)]) -> bool {
     let store = world.store_files();
     folders.iter().all(|(f, s)| {
-        folder_files(f) == store && {
+        s.join("status.json").exists() && folder_files(f) == store && {
             let st = status(f, s);
             st["pending"] == 0 && st["online"] == true
         }

@@ -32,7 +32,10 @@ fn without_the_feed_the_syncs_follow_by_listing() {
         move || folder_files(&rb) == want && folder_files(&ra) == want
     };
     assert!(
-        wait_for(Duration::from_secs(30), same(&[("/one.md", "one\n"), ("/two.md", "two\n")])),
+        wait_for(
+            Duration::from_secs(30),
+            same(&[("/one.md", "one\n"), ("/two.md", "two\n")])
+        ),
         "{}\n{}",
         pa.log(),
         pb.log()
@@ -40,7 +43,10 @@ fn without_the_feed_the_syncs_follow_by_listing() {
     agent_write(&a.join("one.md"), "one, edited\n");
     std::fs::rename(a.join("two.md"), a.join("three.md")).unwrap();
     assert!(
-        wait_for(Duration::from_secs(30), same(&[("/one.md", "one, edited\n"), ("/three.md", "two\n")])),
+        wait_for(
+            Duration::from_secs(30),
+            same(&[("/one.md", "one, edited\n"), ("/three.md", "two\n")])
+        ),
         "{}\n{}",
         pa.log(),
         pb.log()

@@ -1,6 +1,7 @@
 //! `memkv sync`: real `memkv sync` processes on real folders against a real `memkv serve`, over
 //! a TCP proxy the tests can cut.
 
+mod config;
 mod converge;
 mod faults;
 mod hostile;
@@ -388,7 +389,11 @@ fn without_feed(mut client: TcpStream, to: SocketAddr) {
     }
     let text = String::from_utf8_lossy(&head).into_owned();
     let line = text.lines().next().unwrap_or_default().to_owned();
-    if line.split(' ').nth(1).is_some_and(|p| p.contains("/changes")) {
+    if line
+        .split(' ')
+        .nth(1)
+        .is_some_and(|p| p.contains("/changes"))
+    {
         let body = r#"{"type":"error","error":{"type":"not_found_error","message":"Not found"}}"#;
         let _ = write!(
             client,
