@@ -14,7 +14,18 @@ use super::{Rng, SyncProc, World, wait_for};
 
 #[test]
 fn kills_restarts_and_cut_connections_lose_nothing() {
-    let mut world = World::new(&[]);
+    with_faults(World::new(&[]));
+}
+
+#[test]
+fn kills_restarts_and_cut_connections_lose_nothing_on_postgres() {
+    let Some(cluster) = crate::common::pg::cluster() else {
+        return;
+    };
+    with_faults(World::on(Some(cluster.fresh_url()), &[]));
+}
+
+fn with_faults(mut world: World) {
     let (a, sa) = world.folder("a");
     let (b, sb) = world.folder("b");
     let mut syncs = [

@@ -13,7 +13,9 @@
 //! again. Nothing is ever uploaded that the store already has: an upload comes back through the
 //! feed as a memory equal to the file, which is "agreed".
 
-use std::collections::{BTreeMap, BTreeSet};
+use std::collections::BTreeMap;
+
+mod renames;
 
 use crate::Error;
 use crate::api::{Api, ApiError, Memory};
@@ -87,7 +89,7 @@ impl Engine {
         &self.bases
     }
 
-    fn set_base(&mut self, path: &str, base: Option<Base>) -> Result<(), Error> {
+    pub(super) fn set_base(&mut self, path: &str, base: Option<Base>) -> Result<(), Error> {
         self.state.set_base(path, base.as_ref())?;
         match base {
             Some(b) => self.bases.insert(path.to_owned(), b),
@@ -98,14 +100,14 @@ impl Engine {
 
     /// Records, before a write is sent, what it will make the memory at `path`: kept on disk,
     /// so that a sync killed before the answer came knows its own write when it sees it.
-    fn send(&mut self, path: &str, sha: Option<&str>) -> Result<(), Error> {
+    pub(super) fn send(&mut self, path: &str, sha: Option<&str>) -> Result<(), Error> {
         let sha = sha.map(str::to_owned);
         self.state.set_sent(path, Some(&sha))?;
         self.sent.insert(path.to_owned(), sha);
         Ok(())
     }
 
-    fn unsend(&mut self, path: &str) -> Result<(), Error> {
+    pub(super) fn unsend(&mut self, path: &str) -> Result<(), Error> {
         if self.sent.remove(path).is_some() {
             self.state.set_sent(path, None)?;
         }
@@ -467,109 +469,5 @@ impl Engine {
             content: Some(content),
         };
         self.push(&memory_path(&copy), &copy, Some(copy_local), None)
-    }
-
-    /// Moves memory `from` to `to` after the file moved, if the memory is still as the base
-    /// says; `false` when it is not (the two paths are then looked at one by one).
-    pub fn rename_remote(&mut self, from: &str, to: &str, fp: Fp) -> Result<bool, Error> {
-        let Some(base) = self.bases.get(from).cloned() else {
-            return Ok(false);
-        };
-        self.send(from, None)?;
-        self.send(to, Some(&base.sha))?;
-        let result = self.api.update(&base.id, None, Some(to), &base.sha);
-        if !matches!(result, Err(ApiError::Unavailable(_))) {
-            self.unsend(from)?;
-            self.unsend(to)?;
-        }
-        match result {
-            Ok(m) => {
-                self.report.uploaded(to, &format!("renamed from {from}"));
-                self.set_base(from, None)?;
-                self.set_base(
-                    to,
-                    Some(Base {
-                        id: m.id,
-                        sha: m.content_sha256,
-                        fp: Some(fp),
-                    }),
-                )?;
-                Ok(true)
-            }
-            Err(ApiError::Conflict(_) | ApiError::NotFound(_) | ApiError::Refused { .. }) => {
-                Ok(false)
-            }
-            Err(e) => Err(e.into()),
-        }
-    }
-
-    /// Moves file `from` to `to` after the memory moved (the feed said so), if the file is
-    /// still as the base says and `to` is free; `false` when not.
-    pub fn rename_local(&mut self, from: &str, to: &Memory) -> Result<bool, Error> {
-        let (Some(base), Ok(rel_from), Ok(rel_to)) = (
-            self.bases.get(from).cloned(),
-            local_name(from),
-            local_name(&to.path),
-        ) else {
-            return Ok(false);
-        };
-        if base.id != to.id
-            || base.sha != to.content_sha256
-            || self.folder.rules.ignored(&rel_to, false)
-            || self.bases.contains_key(&to.path)
-        {
-            return Ok(false);
-        }
-        let Some(fp) = base.fp else {
-            return Ok(false);
-        };
-        if !self
-            .folder
-            .rename(&rel_from, &rel_to, fp)
-            .map_err(Error::Io)?
-        {
-            return Ok(false);
-        }
-        self.report
-            .downloaded(&to.path, &format!("renamed from {from}"));
-        self.set_base(from, None)?;
-        self.set_base(&to.path, Some(base))?;
-        Ok(true)
-    }
-
-    /// Files that vanished while a file of the same content appeared at a path the store does
-    /// not have: renames, uploaded as renames (the memory keeps its id and history).
-    /// `candidates` are the local paths to look at; what is left is returned.
-    pub fn local_renames(
-        &mut self,
-        candidates: BTreeSet<String>,
-    ) -> Result<BTreeSet<String>, Error> {
-        let mut vanished: BTreeMap<String, String> = BTreeMap::new(); // sha → path
-        let mut appeared: Vec<(String, String, Fp)> = Vec::new(); // path, sha, fp
-        for path in &candidates {
-            let Ok(rel) = local_name(path) else { continue };
-            let base = self.bases.get(path);
-            match (base, self.folder.stat(&rel)) {
-                (Some(b), Ok(None)) => {
-                    vanished.insert(b.sha.clone(), path.clone());
-                }
-                (None, Ok(Some(_))) => {
-                    if let Ok(Found::File(f)) = self.folder.read(&rel) {
-                        appeared.push((path.clone(), f.sha, f.fp));
-                    }
-                }
-                _ => {}
-            }
-        }
-        let mut left = candidates;
-        for (to, sha, fp) in appeared {
-            if let Some(from) = vanished.remove(&sha)
-                && self.rename_remote(&from, &to, fp)?
-            {
-                left.remove(&from);
-                left.remove(&to);
-            }
-        }
-        Ok(left)
     }
 }
