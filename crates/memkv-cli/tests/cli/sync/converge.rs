@@ -130,9 +130,13 @@ fn about(logs: &str, path: &str) -> String {
 }
 
 pub fn check_no_double_uploads(world: &World) {
+    check_no_double_uploads_in(world, &world.store);
+}
+
+pub fn check_no_double_uploads_in(world: &World, store: &str) {
     // A version that repeats the one before it (same path, same content) is an upload of what
     // the store already had: a ping-pong.
-    let versions = world.versions();
+    let versions = world.versions_of(store);
     type PathAndContent<'a> = (&'a Option<String>, &'a Option<String>);
     let mut by_memory: BTreeMap<&str, Vec<PathAndContent>> = BTreeMap::new();
     for (id, path, content) in &versions {

@@ -6,6 +6,7 @@ mod converge;
 mod faults;
 mod hostile;
 mod listing;
+mod model;
 
 use std::collections::BTreeMap;
 use std::io::{Read, Write};
@@ -112,15 +113,19 @@ impl World {
             .collect()
     }
 
-    /// Every version of the store, oldest first: (memory id, path, content or None).
+    /// Every version of the store, by memory: (memory id, path, content or None).
     pub fn versions(&self) -> Vec<(String, Option<String>, Option<String>)> {
-        let server = self.server.as_ref().expect("the server runs");
+        self.versions_of(&self.store)
+    }
+
+    /// Every version of `store`, by memory (oldest first within one).
+    pub fn versions_of(&self, store: &str) -> Vec<(String, Option<String>, Option<String>)> {
         let mut out = Vec::new();
         let mut page: Option<String> = None;
         for _ in 0..10_000 {
             let mut url = format!(
-                "http://{}/v1/memory_stores/{}/memory_versions?view=full&limit=100",
-                server.addr, self.store
+                "{}/v1/memory_stores/{store}/memory_versions?view=full&limit=100",
+                self.url()
             );
             if let Some(p) = &page {
                 url.push_str(&format!("&page={p}"));
