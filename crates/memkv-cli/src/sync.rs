@@ -204,17 +204,6 @@ fn config(f: &Folder, args: &SyncArgs) -> Result<Config> {
     Ok(cfg)
 }
 
-fn init_logs() {
-    tracing_subscriber::fmt()
-        .with_writer(std::io::stderr)
-        .with_ansi(false)
-        .with_env_filter(
-            tracing_subscriber::EnvFilter::try_from_env("MEMKV_LOG")
-                .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("info")),
-        )
-        .init();
-}
-
 pub fn run(args: &SyncArgs, loaded: &Loaded) -> Result {
     if let Some(SyncCommand::Status(s)) = &args.command {
         return status(s, args, loaded);
@@ -231,7 +220,7 @@ pub fn run(args: &SyncArgs, loaded: &Loaded) -> Result {
         .iter()
         .map(|f| config(f, args))
         .collect::<Result<Vec<_>>>()?;
-    init_logs();
+    crate::mcp::log_to_stderr("info");
     if args.once {
         let mut failed = 0;
         for cfg in configs {

@@ -14,7 +14,7 @@
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 
-use redb::{Database, Durability, ReadableDatabase, ReadableTable, TableDefinition};
+use redb::{Database, ReadableDatabase, ReadableTable, TableDefinition};
 use serde::{Deserialize, Serialize};
 
 use crate::Error;
@@ -94,7 +94,7 @@ impl State {
             store: store.to_owned(),
         };
         match state.meta::<Identity>("identity")? {
-            None => state.put_meta("identity", &wanted, true)?,
+            None => state.put(META, "identity", Some(&wanted))?,
             Some(have) if have.layout != LAYOUT => {
                 return Err(Error::State(format!(
                     "{}: state layout {} is not one this memkv knows ({LAYOUT})",
@@ -129,27 +129,15 @@ impl State {
             .transpose()
     }
 
-    fn put_meta<T: Serialize>(&self, name: &str, value: &T, durable: bool) -> Result<(), Error> {
-        let bytes = postcard::to_allocvec(value).expect("state values serialize");
-        self.write(durable, |txn| {
-            txn.open_table(META)?.insert(name, bytes.as_slice())?;
-            Ok(())
-        })
-    }
-
+    /// One write transaction, committed with a flush.
     fn write(
         &self,
-        durable: bool,
         body: impl FnOnce(&redb::WriteTransaction) -> Result<(), redb::Error>,
     ) -> Result<(), Error> {
-        let mut txn = self
+        let txn = self
             .db
             .begin_write()
             .map_err(|e| store_err(&self.path, e))?;
-        if !durable {
-            txn.set_durability(Durability::None)
-                .map_err(|e| store_err(&self.path, e))?;
-        }
         body(&txn).map_err(|e| store_err(&self.path, e))?;
         txn.commit().map_err(|e| store_err(&self.path, e))
     }
@@ -159,20 +147,9 @@ impl State {
         self.meta("cursor")
     }
 
-    /// Records the cursor, flushed with every base before it.
+    /// Records the cursor.
     pub fn set_cursor(&self, cursor: Option<&Cursor>) -> Result<(), Error> {
-        match cursor {
-            Some(c) => self.put_meta("cursor", c, true),
-            None => self.write(true, |txn| {
-                txn.open_table(META)?.remove("cursor")?;
-                Ok(())
-            }),
-        }
-    }
-
-    /// Flushes what was committed without a flush.
-    pub fn flush(&self) -> Result<(), Error> {
-        self.write(true, |_| Ok(()))
+        self.put(META, "cursor", cursor)
     }
 
     /// Every base, by memory path.
@@ -201,15 +178,25 @@ impl State {
 
     /// Sets (or with `None` removes) the base of `path`.
     pub fn set_base(&self, path: &str, base: Option<&Base>) -> Result<(), Error> {
-        self.write(true, |txn| {
-            let mut t = txn.open_table(BASES)?;
-            match base {
-                Some(b) => {
-                    let bytes = postcard::to_allocvec(b).expect("bases serialize");
-                    t.insert(path, bytes.as_slice())?;
+        self.put(BASES, path, base)
+    }
+
+    /// Sets (or with `None` removes) `key`'s row of table `def`, flushed.
+    fn put<T: Serialize>(
+        &self,
+        def: TableDefinition<&str, &[u8]>,
+        key: &str,
+        value: Option<&T>,
+    ) -> Result<(), Error> {
+        self.write(|txn| {
+            let mut t = txn.open_table(def)?;
+            match value {
+                Some(v) => {
+                    let bytes = postcard::to_allocvec(v).expect("state values serialize");
+                    t.insert(key, bytes.as_slice())?;
                 }
                 None => {
-                    t.remove(path)?;
+                    t.remove(key)?;
                 }
             }
             Ok(())
@@ -223,19 +210,7 @@ impl State {
 
     /// Records (or with `None` clears) the write sent for `path`.
     pub fn set_sent(&self, path: &str, sha: Option<&Option<String>>) -> Result<(), Error> {
-        self.write(true, |txn| {
-            let mut t = txn.open_table(SENT)?;
-            match sha {
-                Some(s) => {
-                    let bytes = postcard::to_allocvec(s).expect("hashes serialize");
-                    t.insert(path, bytes.as_slice())?;
-                }
-                None => {
-                    t.remove(path)?;
-                }
-            }
-            Ok(())
-        })
+        self.put(SENT, path, sha)
     }
 
     /// Every file left out, with its fingerprint when it was looked at.
@@ -245,19 +220,7 @@ impl State {
 
     /// Records (or with `None` clears) why `rel` is left out.
     pub fn set_skipped(&self, rel: &str, skip: Option<(&Skip, Option<Fp>)>) -> Result<(), Error> {
-        self.write(false, |txn| {
-            let mut t = txn.open_table(SKIPPED)?;
-            match skip {
-                Some(s) => {
-                    let bytes = postcard::to_allocvec(&s).expect("skips serialize");
-                    t.insert(rel, bytes.as_slice())?;
-                }
-                None => {
-                    t.remove(rel)?;
-                }
-            }
-            Ok(())
-        })
+        self.put(SKIPPED, rel, skip.as_ref())
     }
 }
 

@@ -149,7 +149,6 @@ impl Sync {
             .and_then(|()| self.process_all());
         self.engine.report.online = !matches!(result, Err(Error::Api(ApiError::Unavailable(_))));
         result?;
-        self.engine.state.flush()?;
         if self.dirty.is_empty() {
             self.engine.report.in_step();
         }

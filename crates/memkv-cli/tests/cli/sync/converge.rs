@@ -82,6 +82,55 @@ pub fn observer(folders: Vec<PathBuf>, stop: Arc<AtomicBool>, torn: Arc<Mutex<Ve
     }
 }
 
+/// Two agents, one in each folder, and an observer reading both while they write.
+pub struct Agents {
+    agents: Vec<std::thread::JoinHandle<Last>>,
+    stop: Arc<AtomicBool>,
+    torn: Arc<Mutex<Vec<String>>>,
+    observer: std::thread::JoinHandle<()>,
+}
+
+impl Agents {
+    /// `alpha` in `a` and `beta` in `b`, `ops` operations each from the seeds.
+    pub fn start(a: &Path, b: &Path, seeds: [u64; 2], ops: usize) -> Agents {
+        let stop = Arc::new(AtomicBool::new(false));
+        let torn = Arc::new(Mutex::new(Vec::new()));
+        let observer = {
+            let (f, s, t) = (
+                vec![a.to_owned(), b.to_owned()],
+                Arc::clone(&stop),
+                Arc::clone(&torn),
+            );
+            std::thread::spawn(move || observer(f, s, t))
+        };
+        let agents = [(a, "alpha", seeds[0]), (b, "beta", seeds[1])]
+            .into_iter()
+            .map(|(root, name, seed)| {
+                let root = root.to_owned();
+                std::thread::spawn(move || agent(root, name, seed, ops))
+            })
+            .collect();
+        Agents {
+            agents,
+            stop,
+            torn,
+            observer,
+        }
+    }
+
+    /// What each agent left, once both are done.
+    pub fn wait(&mut self) -> Vec<Last> {
+        self.agents.drain(..).map(|h| h.join().unwrap()).collect()
+    }
+
+    /// The observer stopped: what it saw half-written.
+    pub fn stop(self) -> Vec<String> {
+        self.stop.store(true, Ordering::SeqCst);
+        self.observer.join().unwrap();
+        self.torn.lock().unwrap().clone()
+    }
+}
+
 /// Both folders and the store equal, and both syncs with nothing pending.
 pub fn in_step(world: &World, folders: &[(&Path, &Path)]) -> bool {
     let store = world.store_files();
@@ -197,36 +246,12 @@ fn converge(world: World) {
         "a union: one at the name, the other as a conflict copy: {files:?}"
     );
 
-    let stop = Arc::new(AtomicBool::new(false));
-    let torn = Arc::new(Mutex::new(Vec::new()));
-    let watching = {
-        let (f, s, t) = (
-            vec![a.clone(), b.clone()],
-            Arc::clone(&stop),
-            Arc::clone(&torn),
-        );
-        std::thread::spawn(move || observer(f, s, t))
-    };
-    let agents = [
-        std::thread::spawn({
-            let a = a.clone();
-            move || agent(a, "alpha", 1, 60)
-        }),
-        std::thread::spawn({
-            let b = b.clone();
-            move || agent(b, "beta", 2, 60)
-        }),
-    ];
-    let lasts: Vec<Last> = agents.into_iter().map(|h| h.join().unwrap()).collect();
+    let mut writing = Agents::start(&a, &b, [1, 2], 60);
+    let lasts = writing.wait();
     let converged = wait_for(Duration::from_secs(60), || in_step(&world, &pairs));
-    stop.store(true, Ordering::SeqCst);
-    watching.join().unwrap();
+    let torn = writing.stop();
     assert!(converged, "did not converge:\n{}", explain(&world, &pairs));
-    assert_eq!(
-        *torn.lock().unwrap(),
-        Vec::<String>::new(),
-        "files seen half-written"
-    );
+    assert_eq!(torn, Vec::<String>::new(), "files seen half-written");
 
     check_nothing_lost(&world, &a, &lasts, &(_pa.log() + &_pb.log()));
     check_no_double_uploads(&world);

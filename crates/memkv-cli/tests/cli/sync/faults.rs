@@ -3,13 +3,9 @@
 //! folders equal the store, no write is lost, nothing was seen half-written, nothing uploaded
 //! twice.
 
-use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use super::converge::{
-    Last, agent, check_no_double_uploads, check_nothing_lost, explain, in_step, observer,
-};
+use super::converge::{Agents, check_no_double_uploads, check_nothing_lost, explain, in_step};
 use super::{Rng, SyncProc, World, wait_for};
 
 #[test]
@@ -32,26 +28,7 @@ fn with_faults(mut world: World) {
         Some(SyncProc::start(&world, &a, &sa, "alpha", &[])),
         Some(SyncProc::start(&world, &b, &sb, "beta", &[])),
     ];
-    let stop = Arc::new(AtomicBool::new(false));
-    let torn = Arc::new(Mutex::new(Vec::new()));
-    let watching = {
-        let (f, s, t) = (
-            vec![a.clone(), b.clone()],
-            Arc::clone(&stop),
-            Arc::clone(&torn),
-        );
-        std::thread::spawn(move || observer(f, s, t))
-    };
-    let agents = [
-        std::thread::spawn({
-            let a = a.clone();
-            move || agent(a, "alpha", 11, 80)
-        }),
-        std::thread::spawn({
-            let b = b.clone();
-            move || agent(b, "beta", 12, 80)
-        }),
-    ];
+    let mut writing = Agents::start(&a, &b, [11, 12], 80);
     // The faults, while the agents write: 12 of them, 100 to 400 ms apart.
     let mut rng = Rng::new(7);
     for _ in 0..12 {
@@ -73,17 +50,12 @@ fn with_faults(mut world: World) {
             _ => world.proxy.cut(),
         }
     }
-    let lasts: Vec<Last> = agents.into_iter().map(|h| h.join().unwrap()).collect();
+    let lasts = writing.wait();
     let pairs = [(a.as_path(), sa.as_path()), (b.as_path(), sb.as_path())];
     let converged = wait_for(Duration::from_secs(90), || in_step(&world, &pairs));
-    stop.store(true, Ordering::SeqCst);
-    watching.join().unwrap();
+    let torn = writing.stop();
     assert!(converged, "did not converge:\n{}", explain(&world, &pairs));
-    assert_eq!(
-        *torn.lock().unwrap(),
-        Vec::<String>::new(),
-        "files seen half-written"
-    );
+    assert_eq!(torn, Vec::<String>::new(), "files seen half-written");
     let logs: String = syncs.iter().flatten().map(|s| s.log()).collect();
     check_nothing_lost(&world, &a, &lasts, &logs);
     check_no_double_uploads(&world);
