@@ -29,6 +29,8 @@ const POLL_WAIT: Duration = Duration::from_secs(25);
 /// Backoff after a failure: from this, doubling, to [`MAX_BACKOFF`].
 const MIN_BACKOFF: Duration = Duration::from_millis(500);
 const MAX_BACKOFF: Duration = Duration::from_secs(30);
+/// How often the folder is scanned when it cannot be watched.
+const FALLBACK_SCAN: Duration = Duration::from_secs(2);
 /// The loop wakes at least this often (to notice `stop`).
 const TICK: Duration = Duration::from_secs(1);
 
@@ -163,15 +165,24 @@ impl Sync {
     pub fn run(mut self, stop: &AtomicBool) -> Result<(), Error> {
         let (tx, rx) = mpsc::channel::<Msg>();
         let fs_tx = tx.clone();
-        let mut watcher = notify::recommended_watcher(move |e| {
+        let watcher = notify::recommended_watcher(move |e| {
             let _ = fs_tx.send(Msg::Fs(e));
         })
-        .map_err(|e| Error::Folder(format!("cannot watch {}: {e}", self.cfg.folder.display())))?;
-        watcher
-            .watch(&self.cfg.folder, RecursiveMode::Recursive)
-            .map_err(|e| {
-                Error::Folder(format!("cannot watch {}: {e}", self.cfg.folder.display()))
-            })?;
+        .and_then(|mut w| w.watch(&self.cfg.folder, RecursiveMode::Recursive).map(|()| w));
+        let watcher = match watcher {
+            Ok(w) => Some(w),
+            Err(e) => {
+                // Out of inotify watches, say: the folder is scanned every few seconds instead.
+                self.cfg.rescan = self.cfg.rescan.min(FALLBACK_SCAN);
+                let what = format!(
+                    "cannot watch {} ({e}): scanning it every {} s instead",
+                    self.cfg.folder.display(),
+                    self.cfg.rescan.as_secs()
+                );
+                self.engine.report.error(&what);
+                None
+            }
+        };
         let ask = feed_thread(self.engine.api.clone(), tx);
         let mut polling = false;
         if let Err(e) = self.start() {
