@@ -1,5 +1,6 @@
 //! What an install needs besides the binary: shell completions and manual pages generated from
-//! the clap definitions, and the systemd unit of docs/deployment.md.
+//! the clap definitions, the systemd unit of docs/deployment.md, and the user unit and launchd
+//! agent of docs/sync.md.
 
 use std::path::Path;
 use std::process::{Command, Output, Stdio};
@@ -146,4 +147,110 @@ fn the_systemd_unit_of_the_deployment_guide_verifies() {
         .output()
         .unwrap();
     assert!(!out.stderr.is_empty(), "{out:?}");
+}
+
+/// docs/sync/memkv-sync.service, the user unit of docs/sync.md, passes `systemd-analyze --user
+/// verify` with its `%h` a home whose ~/.cargo/bin/memkv is this build (and fails without it:
+/// the check does look at ExecStart); the guide shows the file as it is.
+#[test]
+fn the_sync_user_unit_verifies() {
+    let docs = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../docs");
+    let unit = std::fs::read_to_string(docs.join("sync/memkv-sync.service")).unwrap();
+    let guide = std::fs::read_to_string(docs.join("sync.md")).unwrap();
+    assert!(
+        guide.contains(&format!("```ini\n{unit}```")),
+        "docs/sync.md shows docs/sync/memkv-sync.service as it is"
+    );
+    assert!(
+        unit.contains("\nExecStart=%h/.cargo/bin/memkv --config %h/.config/memkv/sync.toml sync\n"),
+        "{unit}"
+    );
+    assert!(
+        !unit.contains("MEMKV_API_KEY") && !unit.contains("mkv_"),
+        "{unit}"
+    );
+    let dir = tempfile::tempdir().unwrap();
+    let file = dir.path().join("memkv-sync.service");
+    let home = dir.path().join("home");
+    let runtime = dir.path().join("run");
+    std::fs::create_dir_all(home.join(".cargo/bin")).unwrap();
+    std::fs::create_dir(&runtime).unwrap();
+    let verify = |text: &str| {
+        std::fs::write(&file, text).unwrap();
+        // A user manager's paths: %h is $HOME, and it needs a runtime folder of its own.
+        Command::new("systemd-analyze")
+            .args(["--user", "verify", "--man=no"])
+            .arg(&file)
+            .env("HOME", &home)
+            .env("XDG_RUNTIME_DIR", &runtime)
+            .output()
+            .expect("systemd-analyze (Debian's systemd) is installed by tools/install-postgres.sh")
+    };
+    let out = verify(&unit);
+    assert!(
+        !out.status.success()
+            && String::from_utf8_lossy(&out.stderr).contains(".cargo/bin/memkv is not executable"),
+        "{out:?}"
+    );
+    std::os::unix::fs::symlink(BIN, home.join(".cargo/bin/memkv")).unwrap();
+    let out = verify(&unit);
+    assert!(
+        out.status.success() && out.stdout.is_empty() && out.stderr.is_empty(),
+        "{out:?}"
+    );
+    let out = verify(&unit.replace("Restart=on-failure", "Restart=sometimes"));
+    assert!(!out.stderr.is_empty(), "{out:?}");
+}
+
+/// docs/sync/dev.memkv.sync.plist, the launchd agent of docs/sync.md, is a property list (read
+/// by python3's plistlib) that runs what the systemd unit runs, at login, again after a failure.
+#[test]
+fn the_sync_launchd_agent_parses_and_runs_what_the_unit_runs() {
+    let docs = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../docs");
+    let path = docs.join("sync/dev.memkv.sync.plist");
+    let text = std::fs::read_to_string(&path).unwrap();
+    let guide = std::fs::read_to_string(docs.join("sync.md")).unwrap();
+    assert!(
+        guide.contains(&format!("```xml\n{text}```")),
+        "docs/sync.md shows docs/sync/dev.memkv.sync.plist as it is"
+    );
+    let out = Command::new("python3")
+        .args([
+            "-c",
+            "import json, plistlib, sys; print(json.dumps(plistlib.load(open(sys.argv[1], 'rb'))))",
+        ])
+        .arg(&path)
+        .output()
+        .expect("python3");
+    assert!(out.status.success(), "{out:?}");
+    let plist: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(plist["Label"], "dev.memkv.sync");
+    assert_eq!(
+        plist["ProgramArguments"],
+        serde_json::json!([
+            "/Users/USERNAME/.cargo/bin/memkv",
+            "--config",
+            "/Users/USERNAME/.config/memkv/sync.toml",
+            "sync"
+        ])
+    );
+    assert_eq!(plist["RunAtLoad"], true);
+    assert_eq!(
+        plist["KeepAlive"],
+        serde_json::json!({"SuccessfulExit": false})
+    );
+    // The same command as the systemd unit's, the home folder spelled as launchd needs it.
+    let unit = std::fs::read_to_string(docs.join("sync/memkv-sync.service")).unwrap();
+    let exec = unit
+        .lines()
+        .find_map(|l| l.strip_prefix("ExecStart="))
+        .unwrap()
+        .replace("%h", "/Users/USERNAME");
+    let args: Vec<&str> = plist["ProgramArguments"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|a| a.as_str().unwrap())
+        .collect();
+    assert_eq!(exec, args.join(" "));
 }
