@@ -221,7 +221,15 @@ fn strings(path: &Path, key: &str, value: &toml::Value) -> Result<Vec<&'static s
 /// Every long option of memkv and of `serve` with an environment variable: its own if it has
 /// one, else `MEMKV_` and its name.
 pub fn with_env(command: Command) -> Command {
-    fn add(mut command: Command) -> Command {
+    fn add(command: Command) -> Command {
+        add_as(command, "MEMKV_")
+    }
+    // `sync`'s options have names of their own (`MEMKV_SYNC_URL`, `MEMKV_SYNC_ONCE`): a plain
+    // `MEMKV_ONCE` or `MEMKV_STATE` in a service's environment would mean too little.
+    fn add_sync(command: Command) -> Command {
+        add_as(command, "MEMKV_SYNC_")
+    }
+    fn add_as(mut command: Command, prefix: &str) -> Command {
         let ids: Vec<String> = command
             .get_arguments()
             .filter(|a| a.get_long().is_some() && a.get_env().is_none())
@@ -229,14 +237,14 @@ pub fn with_env(command: Command) -> Command {
             .filter(|id| !matches!(id.as_str(), "help" | "version"))
             .collect();
         for id in ids {
-            let name = format!("MEMKV_{}", id.to_uppercase());
+            let name = format!("{prefix}{}", id.to_uppercase());
             command = command.mut_arg(&id, |a| a.env(&*Box::leak(name.into_boxed_str())));
         }
         command
     }
     add(command)
         .mut_subcommand(SERVE, add)
-        .mut_subcommand(SYNC, add)
+        .mut_subcommand(SYNC, add_sync)
 }
 
 /// The effective configuration, for `memkv config show`: every global option and every option

@@ -72,10 +72,11 @@ pub struct StatusArgs {
     /// Its sync's state folder, if not the default
     #[arg(long, value_name = "DIR")]
     pub state: Option<PathBuf>,
-    /// With --state omitted: the server and store the folder syncs with (they name the default
-    /// state folder)
+    /// With --state omitted: the server the folder syncs with (with --store, it names the
+    /// default state folder)
     #[arg(long, value_name = "URL")]
     pub url: Option<String>,
+    /// With --state omitted: the store the folder syncs with
     #[arg(long, value_name = "ID")]
     pub store: Option<String>,
     /// The report as JSON
@@ -101,14 +102,23 @@ fn folders(
     state: Option<&Path>,
     loaded: &Loaded,
 ) -> Result<Vec<Folder>> {
+    let key_file = key_file.map(expand_path);
+    let key_file = key_file.as_deref();
     if let Some(dir) = args_dir {
         return Ok(vec![Folder {
-            dir: dir.to_owned(),
+            dir: expand_path(dir),
             url: url.map(str::to_owned),
             store: store.map(str::to_owned),
             key_file: key_file.map(Path::to_owned),
-            state: state.map(Path::to_owned),
+            state: state.map(expand_path),
         }]);
+    }
+    if state.is_some() && loaded.sync_folders.len() > 1 {
+        return Err(Usage(
+            "--state names one folder's state: give each [[sync.folder]] a state of its own"
+                .to_owned(),
+        )
+        .into());
     }
     if loaded.sync_folders.is_empty() {
         return Err(Usage(
@@ -146,10 +156,17 @@ fn folders(
                 url: text("url")?.or_else(|| url.map(str::to_owned)),
                 store: text("store")?.or_else(|| store.map(str::to_owned)),
                 key_file: text("key-file")?.map(|p| expand(&p)).or_else(|| key_file.map(Path::to_owned)),
-                state: text("state")?.map(|p| expand(&p)),
+                state: text("state")?
+                    .map(|p| expand(&p))
+                    .or_else(|| state.map(expand_path)),
             })
         })
         .collect()
+}
+
+/// A path given as an option or in `[sync]`, `~/` expanded as in a folder's table.
+fn expand_path(path: &Path) -> PathBuf {
+    path.to_str().map_or_else(|| path.to_owned(), expand)
 }
 
 /// `~/x` as the home folder's `x`.

@@ -156,6 +156,10 @@ impl Sync {
             return;
         };
         if rel.is_empty() {
+            // The folder itself, removed or moved (as an SDK's "clear all memory" does): its
+            // watch is gone with it, and is made again once the folder is back.
+            self.rewatch = true;
+            self.scan_due = self.scan_due.min(Instant::now() + self.cfg.debounce);
             return;
         }
         if rel == IGNORE_FILE {

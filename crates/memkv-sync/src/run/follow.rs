@@ -19,6 +19,7 @@ impl Sync {
         let Some(mut cursor) = self.cursor.clone() else {
             return self.full();
         };
+        self.engine.report.following = "feed".to_owned();
         loop {
             match self.engine.api.changes(cursor.after, Duration::ZERO) {
                 Ok(page) if page.database != cursor.database => return self.full(),

@@ -58,6 +58,8 @@ pub struct Sync {
     retry_at: Option<Instant>,
     backoff: Duration,
     list_due: Instant,
+    /// The folder's watch is to be made again (the folder was removed or moved).
+    rewatch: bool,
 }
 
 /// Reconciles `cfg`'s folder and store once, and returns the report.
@@ -125,6 +127,7 @@ impl Sync {
             retry_at: None,
             backoff: MIN_BACKOFF,
             list_due: now,
+            rewatch: false,
         })
     }
 
@@ -168,8 +171,11 @@ impl Sync {
         let watcher = notify::recommended_watcher(move |e| {
             let _ = fs_tx.send(Msg::Fs(e));
         })
-        .and_then(|mut w| w.watch(&self.cfg.folder, RecursiveMode::Recursive).map(|()| w));
-        let watcher = match watcher {
+        .and_then(|mut w| {
+            w.watch(&self.cfg.folder, RecursiveMode::Recursive)
+                .map(|()| w)
+        });
+        let mut watcher = match watcher {
             Ok(w) => Some(w),
             Err(e) => {
                 // Out of inotify watches, say: the folder is scanned every few seconds instead.
@@ -211,6 +217,15 @@ impl Sync {
                 Err(RecvTimeoutError::Disconnected) => break,
             };
             worked |= self.on_time()?;
+            if self.rewatch
+                && let Some(w) = watcher.as_mut()
+            {
+                let _ = w.unwatch(&self.cfg.folder);
+                if w.watch(&self.cfg.folder, RecursiveMode::Recursive).is_ok() {
+                    self.rewatch = false;
+                    self.scan_due = Instant::now();
+                }
+            }
             if worked {
                 if self.dirty.is_empty() && self.retry_at.is_none() {
                     self.engine.report.in_step();

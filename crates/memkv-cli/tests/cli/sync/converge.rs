@@ -320,3 +320,34 @@ pub fn explain(world: &World, folders: &[(&Path, &Path)]) -> String {
 pub fn status_ready(folder: &Path, state: &Path) -> bool {
     state.join("status.json").exists() && status(folder, state)["last_sync"].is_string()
 }
+
+#[test]
+fn a_folder_removed_and_made_again_is_watched_again() {
+    // What the SDKs' "clear all memory" does: the folder removed whole, then made again.
+    let world = World::new(&[]);
+    let (a, sa) = world.folder("a");
+    agent_write(&a.join("old.md"), "old\n");
+    // Scans far apart: only the watcher can see what comes next in time.
+    let sync = SyncProc::start(&world, &a, &sa, "alpha", &["--rescan-interval", "10m"]);
+    assert!(wait_for(Duration::from_secs(30), || world
+        .store_files()
+        .contains_key("/old.md")));
+    std::fs::remove_dir_all(&a).unwrap();
+    assert!(
+        wait_for(Duration::from_secs(30), || world.store_files().is_empty()),
+        "{}",
+        sync.log()
+    );
+    std::fs::create_dir(&a).unwrap();
+    agent_write(&a.join("new.md"), "new\n");
+    assert!(
+        wait_for(Duration::from_secs(30), || world
+            .store_files()
+            .get("/new.md")
+            .map(String::as_str)
+            == Some("new\n")),
+        "{}",
+        sync.log()
+    );
+    assert!(status_ready(&a, &sa));
+}
