@@ -378,12 +378,15 @@ fn a_warm_write_is_one_call_and_text_where_no_temporary_function_can_be_made() {
             let n = count(&store, || seen.push(run(input.clone())));
             assert_eq!(n, 1, "{role}: a warm create");
         }
-        // The pool's connections are idle; each shows the last statement it ran (a create's).
-        let last = admin(&format!(
-            "SELECT query FROM pg_stat_activity WHERE usename = '{role}'"
+        // The write function, made in the session's temporary schema where the role may (the
+        // last statement of a pooled connection says nothing since the change log's
+        // announcement, sent after commit on a pooled connection, may be it).
+        let made = admin(&format!(
+            "SELECT n.nspname::text FROM pg_proc p JOIN pg_namespace n ON n.oid = p.pronamespace
+             WHERE p.proname = 'memkv_write' AND n.nspname LIKE 'pg_temp%'
+               AND p.proowner = (SELECT oid FROM pg_roles WHERE rolname = '{role}')"
         ));
-        let called = last.iter().any(|q| q.contains("pg_temp.memkv_write"));
-        assert_eq!(called, one_call, "{role}: {last:?}");
+        assert_eq!(!made.is_empty(), one_call, "{role}: {made:?}");
         seen.push(run(
             json!({"command": "create", "path": "/memories/d/f1.md", "file_text": "y"}),
         ));

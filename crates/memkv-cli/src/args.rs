@@ -116,12 +116,7 @@ fn parse_count(text: &str) -> Result<u64, String> {
         .map_err(|_| format!("{text:?} is not a whole number (or `off`)"))
 }
 
-/// `90s`, `15m`, `12h`, `30d`, `2w`.
-pub fn parse_duration(text: &str) -> Result<Duration, String> {
-    // humantime: 90s, 15m, 1h30m, "1h 30m", 30d, 2w, 1y (365.25 days), 500ms.
-    humantime::parse_duration(text)
-        .map_err(|e| format!("{text:?} is not a duration like 90s, 15m, 1h30m, 30d or 2w: {e}"))
-}
+pub use crate::duration::parse_duration;
 
 fn parse_user_ttl(text: &str) -> Result<(String, Option<Duration>), String> {
     let (user, ttl) = text

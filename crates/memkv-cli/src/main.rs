@@ -16,9 +16,11 @@ mod backup;
 mod changes;
 mod config;
 mod docs;
+mod duration;
 mod exec;
 mod history;
 mod logbuf;
+mod logs;
 mod mcp;
 mod remote;
 mod search;
@@ -110,7 +112,13 @@ fn main() -> ExitCode {
         Commands::Search(a) => search::search(&cli.global, a),
         Commands::Mcp(a) => mcp::run(&cli.global, a),
         Commands::Serve(a) => serve::serve(&cli.global, a),
-        Commands::Sync(a) => sync::run(a, &loaded),
+        Commands::Sync(a) => sync::run(
+            a,
+            &sync::FileFolders {
+                path: loaded.path.as_deref(),
+                sync_folders: &loaded.sync_folders,
+            },
+        ),
         Commands::Keys(k) => serve::keys(&cli.global, k),
         Commands::Webhooks(w) => changes::webhooks(&cli.global, w),
         Commands::Settings(a) => admin::settings(&cli.global, a, &matches),

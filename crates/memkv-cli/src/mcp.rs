@@ -7,21 +7,9 @@ use memkv_mcp::{Forwarder, MemoryServer};
 
 use crate::args::{Global, McpArgs};
 
-/// Log lines to standard error, at `MEMKV_LOG`'s level (`default` without it).
-pub fn log_to_stderr(default: &str) {
-    tracing_subscriber::fmt()
-        .with_writer(std::io::stderr)
-        .with_ansi(false)
-        .with_env_filter(
-            tracing_subscriber::EnvFilter::try_from_env("MEMKV_LOG")
-                .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new(default)),
-        )
-        .init();
-}
-
 pub fn run(global: &Global, args: &McpArgs) -> Result<(), Box<dyn std::error::Error>> {
     // Standard output is the protocol: every log line goes to standard error.
-    log_to_stderr("warn");
+    crate::logs::to_stderr("warn");
     let runtime = tokio::runtime::Builder::new_current_thread()
         .enable_all()
         .build()?;

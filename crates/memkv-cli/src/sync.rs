@@ -10,10 +10,16 @@ use clap::{Args, Subcommand};
 use memkv_sync::{Config, Report};
 
 use crate::Usage;
-use crate::args::parse_duration;
-use crate::config::Loaded;
+use crate::duration::parse_duration;
 
 type Result<T = ()> = std::result::Result<T, Box<dyn std::error::Error>>;
+
+/// The config file's folders: the file, and its `[[sync.folder]]` tables as written.
+#[derive(Debug, Clone, Copy)]
+pub struct FileFolders<'a> {
+    pub path: Option<&'a Path>,
+    pub sync_folders: &'a [toml::Table],
+}
 
 /// The environment variable holding the API key.
 const KEY_ENV: &str = "MEMKV_API_KEY";
@@ -100,7 +106,7 @@ fn folders(
     store: Option<&str>,
     key_file: Option<&Path>,
     state: Option<&Path>,
-    loaded: &Loaded,
+    loaded: &FileFolders,
 ) -> Result<Vec<Folder>> {
     let key_file = key_file.map(expand_path);
     let key_file = key_file.as_deref();
@@ -126,10 +132,7 @@ fn folders(
         )
         .into());
     }
-    let file = loaded
-        .path
-        .as_deref()
-        .unwrap_or(Path::new("the config file"));
+    let file = loaded.path.unwrap_or(Path::new("the config file"));
     loaded
         .sync_folders
         .iter()
@@ -221,7 +224,7 @@ fn config(f: &Folder, args: &SyncArgs) -> Result<Config> {
     Ok(cfg)
 }
 
-pub fn run(args: &SyncArgs, loaded: &Loaded) -> Result {
+pub fn run(args: &SyncArgs, loaded: &FileFolders) -> Result {
     if let Some(SyncCommand::Status(s)) = &args.command {
         return status(s, args, loaded);
     }
@@ -237,7 +240,7 @@ pub fn run(args: &SyncArgs, loaded: &Loaded) -> Result {
         .iter()
         .map(|f| config(f, args))
         .collect::<Result<Vec<_>>>()?;
-    crate::mcp::log_to_stderr("info");
+    crate::logs::to_stderr("info");
     if args.once {
         let mut failed = 0;
         for cfg in configs {
@@ -290,7 +293,7 @@ fn summary(r: &Report) -> String {
     )
 }
 
-fn status(s: &StatusArgs, args: &SyncArgs, loaded: &Loaded) -> Result {
+fn status(s: &StatusArgs, args: &SyncArgs, loaded: &FileFolders) -> Result {
     let url = s.url.as_deref().or(args.url.as_deref());
     let store = s.store.as_deref().or(args.store.as_deref());
     let list = folders(
