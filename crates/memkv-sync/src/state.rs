@@ -203,6 +203,28 @@ impl State {
         })
     }
 
+    /// Each of `bases` set (or removed) and its write sent cleared, in one flushed commit: how
+    /// an answered write ends.
+    pub fn settle(&self, bases: &[(&str, Option<&Base>)]) -> Result<(), Error> {
+        self.write(|txn| {
+            let mut b = txn.open_table(BASES)?;
+            let mut sent = txn.open_table(SENT)?;
+            for (path, base) in bases {
+                match base {
+                    Some(base) => {
+                        let bytes = postcard::to_allocvec(base).expect("bases serialize");
+                        b.insert(*path, bytes.as_slice())?;
+                    }
+                    None => {
+                        b.remove(*path)?;
+                    }
+                }
+                sent.remove(*path)?;
+            }
+            Ok(())
+        })
+    }
+
     /// Every write sent and not yet answered.
     pub fn sent(&self) -> Result<BTreeMap<String, Option<String>>, Error> {
         self.all(SENT)

@@ -98,6 +98,22 @@ impl Engine {
         Ok(())
     }
 
+    /// Answered writes ended: each path's base set (or removed) and its write sent forgotten,
+    /// in one flushed commit.
+    pub(super) fn settle(&mut self, bases: Vec<(&str, Option<Base>)>) -> Result<(), Error> {
+        let rows: Vec<(&str, Option<&Base>)> =
+            bases.iter().map(|(p, b)| (*p, b.as_ref())).collect();
+        self.state.settle(&rows)?;
+        for (path, base) in bases {
+            self.sent.remove(path);
+            match base {
+                Some(b) => self.bases.insert(path.to_owned(), b),
+                None => self.bases.remove(path),
+            };
+        }
+        Ok(())
+    }
+
     /// Records, before a write is sent, what it will make the memory at `path`: kept on disk,
     /// so that a sync killed before the answer came knows its own write when it sees it.
     pub(super) fn send(&mut self, path: &str, sha: Option<&str>) -> Result<(), Error> {
@@ -318,8 +334,7 @@ impl Engine {
                     }
                     _ => {}
                 }
-                self.unsend(path)?;
-                self.set_base(path, None)?;
+                self.settle(vec![(path, None)])?;
                 return Ok(Outcome::Done);
             }
             (Some(l), None) => self.api.create(path, self.content(rel, l)?),
@@ -329,7 +344,7 @@ impl Engine {
             }
         };
         let l = local.expect("an upload has a file");
-        if !matches!(result, Err(ApiError::Unavailable(_))) {
+        if matches!(&result, Err(e) if !matches!(e, ApiError::Unavailable(_))) {
             self.unsend(path)?;
         }
         match result {
@@ -342,14 +357,12 @@ impl Engine {
                         "created"
                     },
                 );
-                self.set_base(
-                    path,
-                    Some(Base {
-                        id: m.id,
-                        sha: m.content_sha256,
-                        fp: Some(l.fp),
-                    }),
-                )?;
+                let base = Base {
+                    id: m.id,
+                    sha: m.content_sha256,
+                    fp: Some(l.fp),
+                };
+                self.settle(vec![(path, Some(base))])?;
                 Ok(Outcome::Done)
             }
             Err(ApiError::Refused { status, message }) => {

@@ -20,22 +20,19 @@ impl Engine {
         self.send(from, None)?;
         self.send(to, Some(&base.sha))?;
         let result = self.api.update(&base.id, None, Some(to), &base.sha);
-        if !matches!(result, Err(ApiError::Unavailable(_))) {
+        if matches!(&result, Err(e) if !matches!(e, ApiError::Unavailable(_))) {
             self.unsend(from)?;
             self.unsend(to)?;
         }
         match result {
             Ok(m) => {
                 self.report.uploaded(to, &format!("renamed from {from}"));
-                self.set_base(from, None)?;
-                self.set_base(
-                    to,
-                    Some(Base {
-                        id: m.id,
-                        sha: m.content_sha256,
-                        fp: Some(fp),
-                    }),
-                )?;
+                let base = Base {
+                    id: m.id,
+                    sha: m.content_sha256,
+                    fp: Some(fp),
+                };
+                self.settle(vec![(from, None), (to, Some(base))])?;
                 Ok(true)
             }
             Err(ApiError::Conflict(_) | ApiError::NotFound(_) | ApiError::Refused { .. }) => {
