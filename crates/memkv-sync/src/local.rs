@@ -41,7 +41,10 @@ impl Fp {
             use std::os::unix::fs::MetadataExt;
             Fp {
                 len: m.len(),
-                mtime_ns: m.mtime() * 1_000_000_000 + m.mtime_nsec(),
+                mtime_ns: m
+                    .mtime()
+                    .saturating_mul(1_000_000_000)
+                    .saturating_add(m.mtime_nsec()),
                 ino: m.ino(),
             }
         }
@@ -84,6 +87,8 @@ pub enum Skip {
     BadName,
     /// The store refuses it (the server's words).
     Refused(String),
+    /// A folder the sync may not read.
+    Unreadable(String),
 }
 
 impl std::fmt::Display for Skip {
@@ -95,6 +100,7 @@ impl std::fmt::Display for Skip {
             Skip::NotText => f.write_str("not UTF-8 text"),
             Skip::BadName => f.write_str("a name that is not UTF-8"),
             Skip::Refused(why) => write!(f, "refused by the store: {why}"),
+            Skip::Unreadable(why) => write!(f, "a folder that cannot be read: {why}"),
         }
     }
 }
@@ -105,6 +111,8 @@ pub enum Found {
     Absent,
     File(LocalFile),
     Skipped(Skip, Option<Fp>),
+    /// Written while it was read.
+    Changing,
 }
 
 /// A scan of the whole folder.
@@ -126,6 +134,10 @@ const TEMP_SUFFIX: &str = ".tmp";
 #[derive(Debug)]
 pub struct Folder {
     root: PathBuf,
+    /// The device the root was on when opened: a mount point whose file system went away
+    /// (an unmounted drive) shows an empty folder on another device, which must not read as
+    /// "every file deleted".
+    device: u64,
     pub rules: Rules,
     max_bytes: u64,
 }
@@ -148,6 +160,7 @@ impl Folder {
         }
         Ok(Folder {
             root: root.to_owned(),
+            device: device(&meta),
             rules: Rules::load(root)?,
             max_bytes,
         })
@@ -171,6 +184,19 @@ impl Folder {
 
     /// Every file of the folder, without reading any.
     pub fn scan(&self) -> io::Result<Scan> {
+        let root = fs::symlink_metadata(&self.root).map_err(|e| named(&self.root, e))?;
+        if root.file_type().is_symlink() || !root.is_dir() {
+            return Err(io::Error::other(format!(
+                "{}: no longer a folder (replaced by a link or a file): not synced until it is one again",
+                self.root.display()
+            )));
+        }
+        if device(&root) != self.device {
+            return Err(io::Error::other(format!(
+                "{}: now on another device (its drive unmounted?): not synced until it is back",
+                self.root.display()
+            )));
+        }
         let mut scan = Scan::default();
         let mut stack = vec![(self.root.clone(), String::new(), 0usize)];
         while let Some((dir, prefix, depth)) = stack.pop() {
@@ -178,6 +204,12 @@ impl Folder {
                 Ok(e) => e,
                 // A folder removed while scanning: nothing in it.
                 Err(e) if e.kind() == io::ErrorKind::NotFound && depth > 0 => continue,
+                // A folder the sync may not read (`lost+found`): left out, and reported.
+                Err(e) if depth > 0 => {
+                    let rel = prefix.trim_end_matches('/').to_owned();
+                    scan.skipped.insert(rel, Skip::Unreadable(e.to_string()));
+                    continue;
+                }
                 Err(e) => return Err(named(&dir, e)),
             };
             for entry in entries {
@@ -289,8 +321,11 @@ impl Folder {
         if bytes.len() as u64 > self.max_bytes {
             return Ok(Found::Skipped(Skip::TooLarge(bytes.len() as u64), Some(fp)));
         }
-        // The fingerprint after the read: a write during it shows as a change next time.
-        let fp = Fp::of(&file.metadata().map_err(|e| named(&path, e))?);
+        // A write during the read shows in the fingerprint: the content read may be a mix, and
+        // the fingerprint is the one from before the read (what the content is of).
+        if Fp::of(&file.metadata().map_err(|e| named(&path, e))?) != fp {
+            return Ok(Found::Changing);
+        }
         match String::from_utf8(bytes) {
             Ok(content) => Ok(Found::File(LocalFile {
                 sha: sha256(&content),
@@ -401,6 +436,20 @@ impl Folder {
             }
             segments.pop();
         }
+    }
+}
+
+/// The device a file is on (0 where the platform does not say).
+fn device(m: &Metadata) -> u64 {
+    #[cfg(unix)]
+    {
+        use std::os::unix::fs::MetadataExt;
+        m.dev()
+    }
+    #[cfg(not(unix))]
+    {
+        let _ = m;
+        0
     }
 }
 

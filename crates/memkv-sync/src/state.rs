@@ -26,6 +26,8 @@ const BASES: TableDefinition<&str, &[u8]> = TableDefinition::new("bases");
 const SKIPPED: TableDefinition<&str, &[u8]> = TableDefinition::new("skipped");
 /// Memory path → what a write sent and not yet answered will make it (`None`: deleted).
 const SENT: TableDefinition<&str, &[u8]> = TableDefinition::new("sent");
+/// Memory path → (memory id, content hash) of a download being written to the file.
+const FETCHED: TableDefinition<&str, &[u8]> = TableDefinition::new("fetched");
 /// `identity`, `cursor`.
 const META: TableDefinition<&str, &[u8]> = TableDefinition::new("meta");
 
@@ -209,6 +211,7 @@ impl State {
         self.write(|txn| {
             let mut b = txn.open_table(BASES)?;
             let mut sent = txn.open_table(SENT)?;
+            let mut fetched = txn.open_table(FETCHED)?;
             for (path, base) in bases {
                 match base {
                     Some(base) => {
@@ -220,9 +223,20 @@ impl State {
                     }
                 }
                 sent.remove(*path)?;
+                fetched.remove(*path)?;
             }
             Ok(())
         })
+    }
+
+    /// Every download being written: path → (memory id, content hash).
+    pub fn fetched(&self) -> Result<BTreeMap<String, (String, String)>, Error> {
+        self.all(FETCHED)
+    }
+
+    /// Records (or with `None` clears) the download being written to `path`.
+    pub fn set_fetched(&self, path: &str, memory: Option<&(String, String)>) -> Result<(), Error> {
+        self.put(FETCHED, path, memory)
     }
 
     /// Every write sent and not yet answered.

@@ -67,6 +67,9 @@ pub struct Engine {
     /// have made the memory at a path (`None`: deleted). Seen there later, it is the sync's own
     /// write, the new base, not a change from elsewhere.
     sent: BTreeMap<String, Option<String>>,
+    /// Downloads being written (memory id, content hash): a file found holding one after a
+    /// crash came from the store, and is the base, not a new local file.
+    fetched: BTreeMap<String, (String, String)>,
     pub report: Report,
 }
 
@@ -74,6 +77,7 @@ impl Engine {
     pub fn new(api: Api, folder: Folder, state: State, host: String) -> Result<Engine, Error> {
         let bases = state.bases()?;
         let sent = state.sent()?;
+        let fetched = state.fetched()?;
         Ok(Engine {
             api,
             folder,
@@ -81,6 +85,7 @@ impl Engine {
             host,
             bases,
             sent,
+            fetched,
             report: Report::default(),
         })
     }
@@ -106,6 +111,7 @@ impl Engine {
         self.state.settle(&rows)?;
         for (path, base) in bases {
             self.sent.remove(path);
+            self.fetched.remove(path);
             match base {
                 Some(b) => self.bases.insert(path.to_owned(), b),
                 None => self.bases.remove(path),
@@ -144,7 +150,7 @@ impl Engine {
         &mut self,
         rel: &str,
         base: Option<&Base>,
-    ) -> Result<Result<Option<Local>, ()>, Error> {
+    ) -> Result<Result<Option<Local>, Outcome>, Error> {
         // Unchanged since the base (same fingerprint): its content is the base's.
         if let Some(b) = base
             && let Some(fp) = b.fp
@@ -166,7 +172,7 @@ impl Engine {
                     && at == fp
                 {
                     // Refused by the store as it is: not again until it changes.
-                    return Ok(Err(()));
+                    return Ok(Err(Outcome::Done));
                 }
                 self.clear_skip(rel)?;
                 Ok(Ok(Some(Local {
@@ -177,8 +183,10 @@ impl Engine {
             }
             Found::Skipped(skip, fp) => {
                 self.skip(rel, skip, fp)?;
-                Ok(Err(()))
+                Ok(Err(Outcome::Done))
             }
+            // Written while it was read: looked at again once it settles.
+            Found::Changing => Ok(Err(Outcome::Again)),
         }
     }
 
@@ -210,6 +218,13 @@ impl Engine {
             match self.step(path, &rel, &remote) {
                 Err(Error::Api(ApiError::Conflict(_))) => {
                     remote = self.look(path)?;
+                }
+                // The folder refuses this path (permissions, a name too long, a folder in the
+                // way): its problem, reported, and the rest goes on; it is looked at again when
+                // the file changes or at the next full reconciliation.
+                Err(Error::Io(e)) => {
+                    self.report.problem(path, &e.to_string());
+                    return Ok(Outcome::Done);
                 }
                 other => return other,
             }
@@ -271,11 +286,28 @@ impl Engine {
                 fp: None,
             });
             self.set_base(path, base.clone())?;
+        } else if known && self.sent.contains_key(path) {
+            // The memory is known now and is not what that write would have made: the write
+            // never landed (or was overtaken), and its record must not claim a later change.
+            self.unsend(path)?;
         }
         let local = match self.local(rel, base.as_ref())? {
             Ok(l) => l,
-            Err(()) => return Ok(Outcome::Done),
+            Err(outcome) => return Ok(outcome),
         };
+        if let Some((id, sha)) = self.fetched.get(path).cloned() {
+            // A download was being written when the sync stopped: a file holding it came from
+            // the store (its base), whatever the base recorded before.
+            let landed = local.as_ref().filter(|l| l.sha == sha).map(|l| Base {
+                id,
+                sha,
+                fp: Some(l.fp),
+            });
+            if landed.is_some() {
+                base = landed.clone();
+            }
+            self.settle(vec![(path, base.clone())])?;
+        }
         let l_sha = local.as_ref().map(|l| l.sha.as_str());
         let r_sha = remote.as_ref().map(|r| r.content_sha256.as_str());
         let b_sha = base.as_ref().map(|b| b.sha.as_str());
@@ -424,18 +456,23 @@ impl Engine {
             return Ok(Outcome::Done);
         }
         let content = remote.content.as_deref().unwrap_or_default();
+        let memory = (remote.id.clone(), remote.content_sha256.clone());
+        self.state.set_fetched(path, Some(&memory))?;
+        self.fetched.insert(path.to_owned(), memory);
         match self.folder.write(rel, content, local).map_err(Error::Io)? {
-            None => Ok(Outcome::Again),
+            None => {
+                self.fetched.remove(path);
+                self.state.set_fetched(path, None)?;
+                Ok(Outcome::Again)
+            }
             Some(fp) => {
                 self.report.downloaded(path, "written");
-                self.set_base(
-                    path,
-                    Some(Base {
-                        id: remote.id.clone(),
-                        sha: remote.content_sha256.clone(),
-                        fp: Some(fp),
-                    }),
-                )?;
+                let base = Base {
+                    id: remote.id.clone(),
+                    sha: remote.content_sha256.clone(),
+                    fp: Some(fp),
+                };
+                self.settle(vec![(path, Some(base))])?;
                 Ok(Outcome::Done)
             }
         }

@@ -14,6 +14,8 @@ impl Sync {
     /// The folder scanned: every file changed since its base, and every base whose file is
     /// gone, marked.
     pub(super) fn scan(&mut self) -> Result<(), Error> {
+        // The next one is due in any case: a failing scan is not tried again at once.
+        self.scan_due = Instant::now() + self.cfg.rescan;
         let scan = self.engine.folder.scan().map_err(Error::Io)?;
         let known = self.engine.state.skipped()?;
         for (rel, skip) in &scan.skipped {
@@ -166,7 +168,8 @@ impl Sync {
             if let Err(e) = self.engine.folder.reload_rules() {
                 self.engine.report.error(&e);
             }
-            self.scan_due = Instant::now();
+            // Memories no longer left out are in no feed entry: a full reconciliation finds them.
+            self.refull = true;
             return;
         }
         let is_dir = std::fs::symlink_metadata(p).is_ok_and(|m| m.is_dir());

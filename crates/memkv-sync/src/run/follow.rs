@@ -24,6 +24,13 @@ impl Sync {
             match self.engine.api.changes(cursor.after, Duration::ZERO) {
                 Ok(page) if page.database != cursor.database => return self.full(),
                 Ok(page) if page.data.is_empty() => return Ok(()),
+                Ok(page) if page.next_after <= cursor.after => {
+                    return Err(ApiError::Unavailable(format!(
+                        "the feed's page after {} does not move on (next_after {})",
+                        cursor.after, page.next_after
+                    ))
+                    .into());
+                }
                 Ok(page) => {
                     self.apply(&page)?;
                     cursor = self.cursor.clone().expect("apply sets the cursor");
@@ -112,8 +119,6 @@ impl Sync {
         // What each path is at the page's end, and the renames on the way.
         let mut at: BTreeMap<String, Remote> = BTreeMap::new();
         let mut renames: Vec<(String, Memory)> = Vec::new();
-        // The memory each deletion was of.
-        let mut gone_ids: BTreeMap<String, String> = BTreeMap::new();
         for c in &page.data {
             let (Some(id), Some(path)) = (&c.memory_id, &c.path) else {
                 if c.kind == "store.deleted" {
@@ -130,20 +135,16 @@ impl Sync {
             match c.kind.as_str() {
                 "memory.created" | "memory.modified" | "version.redacted" => {
                     at.insert(path.clone(), Remote::At(memory()));
-                    gone_ids.remove(path);
                 }
                 "memory.renamed" => {
                     if let Some(from) = &c.previous_path {
                         at.insert(from.clone(), Remote::Gone);
-                        gone_ids.insert(from.clone(), id.clone());
                         renames.push((from.clone(), memory()));
                     }
                     at.insert(path.clone(), Remote::At(memory()));
-                    gone_ids.remove(path);
                 }
                 "memory.deleted" => {
                     at.insert(path.clone(), Remote::Gone);
-                    gone_ids.insert(path.clone(), id.clone());
                 }
                 _ => {}
             }
@@ -174,10 +175,9 @@ impl Sync {
                     Some(now) if now.path == path => Remote::At(now),
                     _ => self.engine.confirm_absent(&path)?,
                 },
-                Remote::Gone => match (&base, gone_ids.get(&path)) {
-                    (Some(b), Some(id)) if &b.id != id => continue,
-                    _ => self.engine.confirm_absent(&path)?,
-                },
+                // Asked for by the base's own id: a deletion of another memory at the path
+                // leaves the base's memory as it is.
+                Remote::Gone => self.engine.confirm_absent(&path)?,
                 Remote::AsBase => Remote::AsBase,
             };
             if self.engine.reconcile(&path, remote)? == Outcome::Again {

@@ -29,6 +29,8 @@ const POLL_WAIT: Duration = Duration::from_secs(25);
 /// Backoff after a failure: from this, doubling, to [`MAX_BACKOFF`].
 const MIN_BACKOFF: Duration = Duration::from_millis(500);
 const MAX_BACKOFF: Duration = Duration::from_secs(30);
+/// Empty answers of the feed are asked for at most this often.
+const MIN_EMPTY_POLL: Duration = Duration::from_secs(1);
 /// How often the folder is scanned when it cannot be watched.
 const FALLBACK_SCAN: Duration = Duration::from_secs(2);
 /// The loop wakes at least this often (to notice `stop`).
@@ -60,6 +62,8 @@ pub struct Sync {
     list_due: Instant,
     /// The folder's watch is to be made again (the folder was removed or moved).
     rewatch: bool,
+    /// Everything is to be reconciled again (the ignore rules changed).
+    refull: bool,
 }
 
 /// Reconciles `cfg`'s folder and store once, and returns the report.
@@ -128,6 +132,7 @@ impl Sync {
             backoff: MIN_BACKOFF,
             list_due: now,
             rewatch: false,
+            refull: false,
         })
     }
 
@@ -243,6 +248,13 @@ impl Sync {
     fn next_wake(&self) -> Duration {
         let now = Instant::now();
         let mut at = now + TICK;
+        // Waiting out a failure: nothing else is due before the retry (an earlier deadline
+        // would wake the loop for nothing, over and over).
+        if let Some(r) = self.retry_at
+            && r > now
+        {
+            return at.min(r).saturating_duration_since(now);
+        }
         if let Some(first) = self
             .dirty
             .values()
@@ -252,9 +264,6 @@ impl Sync {
             at = at.min(first);
         }
         at = at.min(self.scan_due);
-        if let Some(r) = self.retry_at {
-            at = at.min(r);
-        }
         if !self.feed {
             at = at.min(self.list_due);
         }
@@ -346,6 +355,14 @@ impl Sync {
                 return Ok(true);
             }
         }
+        if self.refull {
+            self.refull = false;
+            worked = true;
+            if let Err(e) = self.full() {
+                self.failed(&e)?;
+                return Ok(true);
+            }
+        }
         if self.scan_due <= now {
             worked = true;
             if let Err(e) = self.scan() {
@@ -389,8 +406,19 @@ fn feed_thread(api: Api, tx: Sender<Msg>) -> Sender<u64> {
     std::thread::Builder::new()
         .name("memkv-sync-feed".into())
         .spawn(move || {
+            let mut last_empty: Option<Instant> = None;
             while let Ok(after) = asked.recv() {
+                // A server that answers an empty page at once (one that ignores `wait`) is
+                // asked at most once a second.
+                if let Some(t) = last_empty {
+                    std::thread::sleep(MIN_EMPTY_POLL.saturating_sub(t.elapsed()));
+                }
+                let started = Instant::now();
                 let page = api.changes(after, POLL_WAIT);
+                last_empty = match &page {
+                    Ok(p) if p.data.is_empty() => Some(started),
+                    _ => None,
+                };
                 if tx.send(Msg::Feed(after, page)).is_err() {
                     return;
                 }
