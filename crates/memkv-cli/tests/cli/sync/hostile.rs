@@ -137,3 +137,27 @@ fn a_memory_the_folder_cannot_hold_is_reported_and_links_are_not_written_through
     // The store keeps its memory: a folder that cannot hold it deletes nothing.
     assert_eq!(world.store_files()["/notes/x.md"], "remote\n");
 }
+
+#[test]
+fn a_path_the_folder_cannot_take_is_reported_and_the_rest_syncs() {
+    let world = World::new(&[]);
+    let (a, sa) = world.folder("a");
+    // An empty folder where the store has a memory of the same name: no file can go there.
+    std::fs::create_dir(a.join("x")).unwrap();
+    let api = world.api();
+    api.create("/x", "a memory named like the folder\n")
+        .unwrap();
+    api.create("/z.md", "fine\n").unwrap();
+    let (ok, log) = once(&world, &a, &sa);
+    assert!(ok, "{log}");
+    assert_eq!(std::fs::read_to_string(a.join("z.md")).unwrap(), "fine\n");
+    assert!(a.join("x").is_dir());
+    let st = status(&a, &sa);
+    let problems = st["problems"].as_array().unwrap();
+    assert!(
+        problems.iter().any(|p| p["path"] == "/x"),
+        "the path is reported: {st}"
+    );
+    // And the store keeps it.
+    assert_eq!(world.store_files().len(), 2);
+}
