@@ -461,6 +461,38 @@ struct Side {
     loads: Vec<(String, String)>,
 }
 
+/// The latency phase: `o.writes` writes into `a` timed until `b` holds them, and the CPU the
+/// two syncs (`pids`) used meanwhile.
+fn latency_phase(
+    o: &Options,
+    a: &Path,
+    b: &Path,
+    paths: &[String],
+    pids: &[u32],
+    label: &str,
+    side: &mut Side,
+) {
+    note(side, "latency");
+    let cpu0: Vec<f64> = pids.iter().map(|p| cpu_seconds(*p)).collect();
+    let t = Instant::now();
+    side.latency = latencies(
+        a,
+        b,
+        paths,
+        o.writes,
+        o.bytes_each,
+        Duration::from_secs(60),
+        label,
+    );
+    side.latency_seconds = t.elapsed().as_secs_f64();
+    side.latency_cpu = pids
+        .iter()
+        .zip(cpu0)
+        .map(|(p, c0)| cpu_seconds(*p) - c0)
+        .collect();
+    note(side, "latency done");
+}
+
 fn note(side: &mut Side, phase: &str) {
     let l = loadavg();
     eprintln!("  [{phase}] load average {l}");
@@ -543,28 +575,7 @@ fn run_memkv(o: &Options, server: &Server, scratch: &Path) -> Side {
     let db = start(&b, "state-b", "sync-b.log");
     settle(&a, &b, &paths, o.bytes_each, "memkv-settle");
     idle(o, server, &[da.pid(), db.pid()], &mut side);
-    note(&mut side, "latency");
-    let cpu0: Vec<f64> = [da.pid(), db.pid()]
-        .iter()
-        .map(|p| cpu_seconds(*p))
-        .collect();
-    let t = Instant::now();
-    side.latency = latencies(
-        &a,
-        &b,
-        &paths,
-        o.writes,
-        o.bytes_each,
-        Duration::from_secs(60),
-        "memkv",
-    );
-    side.latency_seconds = t.elapsed().as_secs_f64();
-    side.latency_cpu = [da.pid(), db.pid()]
-        .iter()
-        .zip(cpu0)
-        .map(|(p, c0)| cpu_seconds(*p) - c0)
-        .collect();
-    note(&mut side, "latency done");
+    latency_phase(o, &a, &b, &paths, &[da.pid(), db.pid()], "memkv", &mut side);
     da.stop(Duration::from_secs(10));
     db.stop(Duration::from_secs(10));
     side
@@ -726,25 +737,7 @@ fn run_sdk(o: &Options, python: &Path, server: &Server, scratch: &Path) -> Side 
     settle(&a, &b, &paths, o.bytes_each, "sdk-settle");
     let pids = [sa.proc.pid(), sb.proc.pid()];
     idle(o, server, &pids, &mut side);
-    note(&mut side, "latency");
-    let cpu0: Vec<f64> = pids.iter().map(|p| cpu_seconds(*p)).collect();
-    let t = Instant::now();
-    side.latency = latencies(
-        &a,
-        &b,
-        &paths,
-        o.writes,
-        o.bytes_each,
-        Duration::from_secs(60),
-        "sdk",
-    );
-    side.latency_seconds = t.elapsed().as_secs_f64();
-    side.latency_cpu = pids
-        .iter()
-        .zip(cpu0)
-        .map(|(p, c0)| cpu_seconds(*p) - c0)
-        .collect();
-    note(&mut side, "latency done");
+    latency_phase(o, &a, &b, &paths, &pids, "sdk", &mut side);
     sa.ask("stop", limit);
     sb.ask("stop", limit);
     sa.quit();
