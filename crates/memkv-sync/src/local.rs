@@ -336,6 +336,22 @@ impl Folder {
         }
     }
 
+    /// The files beside `rel` in its folder (folder-relative names), `rel` included.
+    pub fn siblings(&self, rel: &str) -> Vec<String> {
+        let dir = match rel.rfind('/') {
+            Some(i) => &rel[..=i],
+            None => "",
+        };
+        let Ok(entries) = fs::read_dir(self.full(rel).parent().unwrap_or(&self.root)) else {
+            return Vec::new();
+        };
+        entries
+            .flatten()
+            .filter(|e| e.file_type().is_ok_and(|t| t.is_file()))
+            .filter_map(|e| e.file_name().to_str().map(|n| format!("{dir}{n}")))
+            .collect()
+    }
+
     /// Makes the folders on the way to `rel`, refusing links.
     fn make_way(&self, rel: &str) -> io::Result<()> {
         let mut at = self.root.clone();

@@ -125,6 +125,16 @@ pub fn conflict_name(rel: &str, when: &str, host: &str) -> String {
     }
 }
 
+/// What every conflict copy of `rel` starts and ends with (whatever its time and host):
+/// `notes/a.sync-conflict-` and `.md`.
+pub fn conflict_affixes(rel: &str) -> (String, String) {
+    let name = conflict_name(rel, "", "");
+    let (start, end) = name
+        .split_once("sync-conflict--")
+        .expect("a conflict name holds its tag");
+    (format!("{start}sync-conflict-"), end.to_owned())
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -167,6 +177,18 @@ mod tests {
         for bad in ["/", "", "a", "/a//b", "/../x", "/a/./b", "/a\\b"] {
             assert!(local_name(bad).is_err(), "{bad}");
         }
+    }
+
+    #[test]
+    fn conflict_affixes_match_every_copy() {
+        let (start, end) = conflict_affixes("notes/a.md");
+        assert_eq!(
+            (start.as_str(), end.as_str()),
+            ("notes/a.sync-conflict-", ".md")
+        );
+        let copy = conflict_name("notes/a.md", "20261205-111455", "h");
+        assert!(copy.starts_with(&start) && copy.ends_with(&end));
+        assert_eq!(conflict_affixes("README").1, "");
     }
 
     #[test]

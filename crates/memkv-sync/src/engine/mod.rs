@@ -20,7 +20,7 @@ mod renames;
 use crate::Error;
 use crate::api::{Api, ApiError, Memory};
 use crate::local::{Folder, Found, Fp, LocalFile, Skip};
-use crate::rules::{conflict_name, local_name, memory_path};
+use crate::rules::{conflict_affixes, conflict_name, local_name, memory_path};
 use crate::state::{Base, State};
 use crate::status::Report;
 
@@ -488,19 +488,29 @@ impl Engine {
         remote: Memory,
     ) -> Result<Outcome, Error> {
         let content = self.content(rel, &local)?.to_owned();
-        let when = crate::status::stamp();
-        let mut copy = conflict_name(rel, &when, &self.host);
-        let mut n = 1;
-        while self.folder.stat(&copy) != Ok(None) || self.bases.contains_key(&memory_path(&copy)) {
-            n += 1;
-            copy = conflict_name(rel, &format!("{when}-{n}"), &self.host);
-        }
-        let Some(copy_fp) = self
-            .folder
-            .write(&copy, &content, None)
-            .map_err(Error::Io)?
-        else {
-            return Ok(Outcome::Again);
+        let (copy, copy_fp) = match self.copy_of(rel, &local.sha) {
+            // A copy of this content is already there (a sync stopped between the copy and
+            // the pull): the same copy, not a second.
+            Some(found) => found,
+            None => {
+                let when = crate::status::stamp();
+                let mut copy = conflict_name(rel, &when, &self.host);
+                let mut n = 1;
+                while self.folder.stat(&copy) != Ok(None)
+                    || self.bases.contains_key(&memory_path(&copy))
+                {
+                    n += 1;
+                    copy = conflict_name(rel, &format!("{when}-{n}"), &self.host);
+                }
+                let Some(fp) = self
+                    .folder
+                    .write(&copy, &content, None)
+                    .map_err(Error::Io)?
+                else {
+                    return Ok(Outcome::Again);
+                };
+                (copy, fp)
+            }
         };
         tracing::warn!(
             file = rel,
@@ -513,11 +523,27 @@ impl Engine {
             // Changed again meanwhile: the copy stays, the name is looked at again.
             Outcome::Again => return Ok(Outcome::Again),
         }
+        if self.bases.contains_key(&memory_path(&copy)) {
+            return Ok(Outcome::Done);
+        }
         let copy_local = Local {
             sha: local.sha,
             fp: copy_fp,
             content: Some(content),
         };
         self.push(&memory_path(&copy), &copy, Some(copy_local), None)
+    }
+
+    /// A conflict copy of `rel` in its folder holding content `sha`, if there is one.
+    fn copy_of(&self, rel: &str, sha: &str) -> Option<(String, Fp)> {
+        let (start, end) = conflict_affixes(rel);
+        self.folder
+            .siblings(rel)
+            .into_iter()
+            .filter(|n| n.starts_with(&start) && n.ends_with(&end))
+            .find_map(|n| match self.folder.read(&n) {
+                Ok(Found::File(f)) if f.sha == sha => Some((n, f.fp)),
+                _ => None,
+            })
     }
 }

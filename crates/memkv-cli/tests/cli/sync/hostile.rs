@@ -161,3 +161,30 @@ fn a_path_the_folder_cannot_take_is_reported_and_the_rest_syncs() {
     // And the store keeps it.
     assert_eq!(world.store_files().len(), 2);
 }
+
+#[test]
+fn a_conflict_copy_left_by_a_stopped_sync_is_not_made_twice() {
+    let world = World::new(&[]);
+    let (a, sa) = world.folder("a");
+    std::fs::write(a.join("x.md"), "base\n").unwrap();
+    let (ok, log) = once(&world, &a, &sa);
+    assert!(ok, "{log}");
+    // Both sides change; a sync stopped after writing the copy and before the pull left it.
+    let api = world.api();
+    let m = api.find("/x.md").unwrap().unwrap();
+    api.update(&m.id, Some("remote\n"), None, &m.content_sha256)
+        .unwrap();
+    std::fs::write(a.join("x.md"), "local\n").unwrap();
+    let left = "x.sync-conflict-20261205-120000-elsewhere.md";
+    std::fs::write(a.join(left), "local\n").unwrap();
+    let (ok, log) = once(&world, &a, &sa);
+    assert!(ok, "{log}");
+    let files = super::folder_files(&a);
+    assert_eq!(
+        files.keys().collect::<Vec<_>>(),
+        ["/x.md", &format!("/{left}")],
+        "one copy: {files:?}\n{log}"
+    );
+    assert_eq!(files["/x.md"], "remote\n");
+    assert_eq!(world.store_files(), files);
+}
