@@ -10,7 +10,7 @@ use crate::client::{self, Client};
 use memkv::Database;
 use serde_json::{Value, json};
 
-use crate::library::{self, Fresh, Seen, each_backend};
+use crate::library::{Fresh, Seen, each_backend};
 use crate::served::{Served, ok, refused, send};
 
 #[test]
@@ -790,51 +790,6 @@ fn now_ms() -> i64 {
         .duration_since(std::time::UNIX_EPOCH)
         .unwrap()
         .as_millis() as i64
-}
-
-/// Two servers on one PostgreSQL database see the same keys and settings: a key added through
-/// one's API works on the other within a second, a store's quota set through one applies on the
-/// other within a second, and a revocation through one is refused by the other within a second.
-#[test]
-fn two_servers_on_one_postgres_database_share_their_keys() {
-    library::on(library::Backend::Postgres, &|| {
-        let url = library::fresh_location().unwrap();
-        let a = Served::over(Database::builder().open(&url).unwrap());
-        let b = Served::over(Database::builder().open(&url).unwrap());
-        let mut admin_a = a.client(&a.admin);
-        let added = ok(&send(
-            &mut admin_a,
-            "POST",
-            "/v1/keys",
-            Some(json!({"store": "alice"})),
-        ));
-        let key = added["key"].as_str().unwrap().to_owned();
-        let id = added["id"].as_str().unwrap().to_owned();
-        let view = br#"{"command":"view","path":"/memories"}"#;
-        let mut on_b = b.client(&key);
-        let started = std::time::Instant::now();
-        while on_b.tool("alice", view).status != 200 {
-            assert!(
-                started.elapsed() < std::time::Duration::from_secs(1),
-                "not seen within a second"
-            );
-            std::thread::sleep(std::time::Duration::from_millis(20));
-        }
-        ok(&send(
-            &mut admin_a,
-            "DELETE",
-            &format!("/v1/keys/{id}"),
-            None,
-        ));
-        let started = std::time::Instant::now();
-        while on_b.tool("alice", view).status != 401 {
-            assert!(
-                started.elapsed() < std::time::Duration::from_secs(1),
-                "revocation not seen within a second"
-            );
-            std::thread::sleep(std::time::Duration::from_millis(20));
-        }
-    });
 }
 
 /// `/v1/memory_stores/{id}/settings`: a store key reads its own store's, an admin changes them
