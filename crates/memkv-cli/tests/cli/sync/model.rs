@@ -11,10 +11,10 @@
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::path::PathBuf;
-use std::sync::OnceLock;
 use std::time::Duration;
 
 use proptest::prelude::*;
+use proptest::test_runner::TestRunner;
 
 use super::converge::check_no_double_uploads_in;
 use super::{World, folder_files};
@@ -46,14 +46,8 @@ fn name(k: usize) -> String {
     format!("f{k}.md")
 }
 
-/// One server for every case (a store each).
-fn world() -> &'static World {
-    static WORLD: OnceLock<World> = OnceLock::new();
-    WORLD.get_or_init(|| World::new(&[]))
-}
-
-struct Case {
-    world: &'static World,
+struct Case<'w> {
+    world: &'w World,
     store: String,
     folders: [PathBuf; 2],
     states: [PathBuf; 2],
@@ -64,9 +58,8 @@ struct Case {
     counter: usize,
 }
 
-impl Case {
-    fn new(n: usize) -> Case {
-        let world = world();
+impl<'w> Case<'w> {
+    fn new(world: &'w World, n: usize) -> Case<'w> {
         let created = super::http(
             "POST",
             &format!("{}/v1/memory_stores", world.url()),
@@ -195,17 +188,25 @@ fn cases() -> u32 {
     }
 }
 
-proptest! {
-    #![proptest_config(ProptestConfig { cases: cases(), ..ProptestConfig::default() })]
-
-    #[test]
-    fn any_order_of_writes_and_syncs_converges_without_loss(ops in prop::collection::vec(op(), 1..30)) {
-        static N: std::sync::atomic::AtomicUsize = std::sync::atomic::AtomicUsize::new(0);
-        let mut case = Case::new(N.fetch_add(1, std::sync::atomic::Ordering::SeqCst));
+/// One server for every case (a store each), stopped when the test ends.
+#[test]
+fn any_order_of_writes_and_syncs_converges_without_loss() {
+    let world = World::new(&[]);
+    let mut runner = TestRunner::new(ProptestConfig {
+        cases: cases(),
+        ..ProptestConfig::default()
+    });
+    let n = std::sync::atomic::AtomicUsize::new(0);
+    let result = runner.run(&prop::collection::vec(op(), 1..30), |ops| {
+        let mut case = Case::new(&world, n.fetch_add(1, std::sync::atomic::Ordering::SeqCst));
         for op in &ops {
             case.apply(op);
         }
         case.check()?;
         check_no_double_uploads_in(case.world, &case.store);
+        Ok(())
+    });
+    if let Err(e) = result {
+        panic!("{e}");
     }
 }
