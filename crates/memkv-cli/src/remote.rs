@@ -7,6 +7,7 @@ use std::io::{self, Read, Write};
 use std::time::Duration;
 
 use memkv::{ExportFile, ImportSource};
+use percent_encoding::{AsciiSet, NON_ALPHANUMERIC, utf8_percent_encode};
 
 use crate::Usage;
 use crate::args::{ExportArgs, ImportArgs};
@@ -35,14 +36,12 @@ fn endpoint(url: &str, path: &str, query: &[(&str, String)]) -> String {
     target
 }
 
+/// What a path segment keeps as it is: letters, digits and `-_~`.
+const KEPT: &AsciiSet = &NON_ALPHANUMERIC.remove(b'-').remove(b'_').remove(b'~');
+
 /// The percent-encoding of one path segment (everything but letters, digits and `-_~`).
 fn segment(text: &str) -> String {
-    text.bytes()
-        .map(|b| match b {
-            b'a'..=b'z' | b'A'..=b'Z' | b'0'..=b'9' | b'-' | b'_' | b'~' => (b as char).to_string(),
-            _ => format!("%{b:02X}"),
-        })
-        .collect()
+    utf8_percent_encode(text, KEPT).to_string()
 }
 
 /// The server's refusal, in its words.

@@ -9,6 +9,7 @@
 
 use std::time::Duration;
 
+use percent_encoding::{AsciiSet, NON_ALPHANUMERIC, utf8_percent_encode};
 use reqwest::StatusCode;
 use reqwest::blocking::{Client, RequestBuilder, Response};
 use serde::Deserialize;
@@ -339,16 +340,12 @@ fn decode<T: serde::de::DeserializeOwned>(response: Response) -> Result<T> {
     })
 }
 
+/// What a path segment keeps as it is: letters, digits and `-_~`.
+const KEPT: &AsciiSet = &NON_ALPHANUMERIC.remove(b'-').remove(b'_').remove(b'~');
+
 /// The percent-encoding of one path segment (all but letters, digits and `-_~`).
 fn segment(text: &str) -> String {
-    let mut out = String::with_capacity(text.len());
-    for b in text.bytes() {
-        match b {
-            b'a'..=b'z' | b'A'..=b'Z' | b'0'..=b'9' | b'-' | b'_' | b'~' => out.push(b as char),
-            _ => out.push_str(&format!("%{b:02X}")),
-        }
-    }
-    out
+    utf8_percent_encode(text, KEPT).to_string()
 }
 
 #[cfg(test)]
