@@ -119,13 +119,22 @@ impl State {
     }
 
     fn meta<T: for<'a> Deserialize<'a>>(&self, name: &str) -> Result<Option<T>, Error> {
+        self.row(META, name)
+    }
+
+    /// `key`'s row of table `def`, if there is one.
+    fn row<T: for<'a> Deserialize<'a>>(
+        &self,
+        def: TableDefinition<&str, &[u8]>,
+        key: &str,
+    ) -> Result<Option<T>, Error> {
         let txn = self.db.begin_read().map_err(|e| store_err(&self.path, e))?;
-        let table = match txn.open_table(META) {
+        let table = match txn.open_table(def) {
             Ok(t) => t,
             Err(redb::TableError::TableDoesNotExist(_)) => return Ok(None),
             Err(e) => return Err(store_err(&self.path, e)),
         };
-        let value = table.get(name).map_err(|e| store_err(&self.path, e))?;
+        let value = table.get(key).map_err(|e| store_err(&self.path, e))?;
         value
             .map(|v| postcard::from_bytes(v.value()).map_err(|e| store_err(&self.path, e)))
             .transpose()
@@ -252,6 +261,11 @@ impl State {
     /// Every file left out, with its fingerprint when it was looked at.
     pub fn skipped(&self) -> Result<BTreeMap<String, (Skip, Option<Fp>)>, Error> {
         self.all(SKIPPED)
+    }
+
+    /// Why `rel` is left out, if it is.
+    pub fn skip_of(&self, rel: &str) -> Result<Option<(Skip, Option<Fp>)>, Error> {
+        self.row(SKIPPED, rel)
     }
 
     /// Records (or with `None` clears) why `rel` is left out.

@@ -137,7 +137,7 @@ impl Engine {
     }
 
     fn skip(&mut self, rel: &str, skip: Skip, fp: Option<Fp>) -> Result<(), Error> {
-        let known = self.state.skipped()?.get(rel).cloned();
+        let known = self.state.skip_of(rel)?;
         if known.as_ref().map(|(s, f)| (s, *f)) != Some((&skip, fp)) {
             tracing::warn!(file = rel, "not synced: {skip}");
             self.state.set_skipped(rel, Some((&skip, fp)))?;
@@ -168,7 +168,7 @@ impl Engine {
                 Ok(Ok(None))
             }
             Found::File(LocalFile { content, sha, fp }) => {
-                if let Some((Skip::Refused(_), Some(at))) = self.state.skipped()?.get(rel).cloned()
+                if let Some((Skip::Refused(_), Some(at))) = self.state.skip_of(rel)?
                     && at == fp
                 {
                     // Refused by the store as it is: not again until it changes.
@@ -191,7 +191,7 @@ impl Engine {
     }
 
     fn clear_skip(&mut self, rel: &str) -> Result<(), Error> {
-        if self.state.skipped()?.contains_key(rel) {
+        if self.state.skip_of(rel)?.is_some() {
             self.state.set_skipped(rel, None)?;
         }
         Ok(())
