@@ -352,7 +352,12 @@ impl Sync {
             };
             if let Err(e) = result {
                 self.failed(&e)?;
-                return Ok(true);
+                // The folder failing the start (removed while it ran) does not hold back the
+                // files the watcher named meanwhile: their deletions are uploaded, as the
+                // watcher's always are. The server failing holds everything back.
+                if !matches!(e, Error::Io(_)) {
+                    return Ok(true);
+                }
             }
         }
         if self.refull {
