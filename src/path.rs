@@ -24,6 +24,22 @@ pub fn api_path(model: &str) -> String {
     }
 }
 
+/// The model's path of a memory-stores API path (`/notes.md` → `/memories/notes.md`); `None`
+/// when it does not start with `/` or names the root itself. The path rules proper are
+/// [`MemoryPath`]'s.
+pub fn model_path(api: &str) -> Option<String> {
+    (api.starts_with('/') && api != "/").then(|| format!("{ROOT}{api}"))
+}
+
+/// The model's directory of an API `path_prefix` (`/notes/` → `/memories/notes`, `/` →
+/// `/memories`); `None` unless it starts and ends with `/`.
+pub fn model_dir(prefix: &str) -> Option<String> {
+    if !prefix.starts_with('/') || !prefix.ends_with('/') {
+        return None;
+    }
+    Some(format!("{ROOT}{}", &prefix[..prefix.len() - 1]))
+}
+
 /// Longest accepted path, in UTF-8 bytes of its NFC form.
 pub const MAX_PATH_BYTES: usize = 1024;
 /// Most segments below `/memories`.

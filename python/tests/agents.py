@@ -37,14 +37,18 @@ STREAMED = {"stream": True, "run_tools_eagerly": True}
 """The streaming runner, each tool call run as soon as it is complete, while the reply streams."""
 
 
-def run_agent(mode: str, api: ScriptedAPI, base_url: str, api_key: str, store: str, **extra: Any) -> Any:
-    """Runs the whole script through `client.beta.messages.tool_runner`; the last message."""
+def run_agent(
+    mode: str, api: ScriptedAPI, base_url: str | None, api_key: str | None, store: str, db: object = None, **extra: Any
+) -> Any:
+    """Runs the whole script through `client.beta.messages.tool_runner`; the last message. With
+    `db`, the memory tool runs memkv in this process (`db=`) instead of against `base_url`."""
+    where: dict[str, Any] = {"db": db} if db is not None else {"base_url": base_url, "api_key": api_key}
     if mode == "sync":
-        with MemkvMemoryTool(store, base_url=base_url, api_key=api_key) as tool, client(api) as sdk:
+        with MemkvMemoryTool(store, **where) as tool, client(api) as sdk:
             return sdk.beta.messages.tool_runner(**runner_args(api, tool), **extra).until_done()
 
     async def go() -> Any:
-        async with AsyncMemkvMemoryTool(store, base_url=base_url, api_key=api_key) as tool, async_client(api) as sdk:
+        async with AsyncMemkvMemoryTool(store, **where) as tool, async_client(api) as sdk:
             return await sdk.beta.messages.tool_runner(**runner_args(api, tool), **extra).until_done()
 
     return asyncio.run(go())

@@ -1,6 +1,7 @@
 """The recorded agent sessions replayed through the SDK's tool runner (sync and async, whole and
-streamed replies): the tool_result contents the SDK sends back are byte-identical to `memkv
-exec`'s output for the same session, and the stores end up identical, file for file."""
+streamed replies; against a server and in this process): the tool_result contents the SDK sends
+back are byte-identical to `memkv exec`'s output for the same session, and the stores end up
+identical, file for file."""
 
 from __future__ import annotations
 
@@ -53,6 +54,28 @@ def same_tree(a: Path, b: Path) -> bool:
 def test_recorded_session_matches_memkv_exec(
     name: str, mode: str, streamed: bool, server: memkv.LocalServer, memkv_bin: str, tmp_path: Path
 ) -> None:
+    check_session(name, mode, streamed, memkv_bin, tmp_path, server=server)
+
+
+@pytest.mark.parametrize("streamed", [False, True], ids=["whole", "streamed"])
+@pytest.mark.parametrize("mode", MODES)
+@pytest.mark.parametrize("name", sorted(SESSIONS))
+def test_recorded_session_in_process_matches_memkv_exec(
+    name: str, mode: str, streamed: bool, memkv_bin: str, tmp_path: Path
+) -> None:
+    """The same through the in-process tool (`db=`): no server at all."""
+    check_session(name, mode, streamed, memkv_bin, tmp_path, db=tmp_path / "in-process.redb")
+
+
+def check_session(
+    name: str,
+    mode: str,
+    streamed: bool,
+    memkv_bin: str,
+    tmp_path: Path,
+    server: memkv.LocalServer | None = None,
+    db: Path | None = None,
+) -> None:
     lines, calls = load(SESSIONS[name])
     assert len(calls) >= 16
     expected = exec_lines(memkv_bin, tmp_path / "exec.redb", "dana", lines)
@@ -60,7 +83,11 @@ def test_recorded_session_matches_memkv_exec(
 
     turns = turns_of(calls)
     with scripted_api([*turns, final()]) as api:
-        run_agent(mode, api, server.base_url, server.api_key, "dana", **(STREAMED if streamed else {}))
+        extra = STREAMED if streamed else {}
+        if server is not None:
+            run_agent(mode, api, server.base_url, server.api_key, "dana", **extra)
+        else:
+            run_agent(mode, api, None, None, "dana", db=db, **extra)
 
     sent = api.all_tool_results()
     assert [block["tool_use_id"] for block in sent] == [call["id"] for call in calls]
@@ -70,9 +97,13 @@ def test_recorded_session_matches_memkv_exec(
     assert any(want["is_error"] for want in expected) and not all(want["is_error"] for want in expected)
     assert [len(turn) for turn in api.tool_results()] == [len(turn) for turn in turns]
 
-    server.stop()
+    if server is not None:
+        server.stop()
+        db = server.db_path
+    # The tool closed the in-process database as it ended: the CLI opens the file.
+    assert db is not None
     ours, theirs = tmp_path / "served", tmp_path / "exec"
-    cli(memkv_bin, server.db_path, "export", "--to-dir", str(ours), "--user", "dana")
+    cli(memkv_bin, db, "export", "--to-dir", str(ours), "--user", "dana")
     cli(memkv_bin, tmp_path / "exec.redb", "export", "--to-dir", str(theirs), "--user", "dana")
     assert any(ours.rglob("*.md"))
     assert same_tree(ours, theirs)

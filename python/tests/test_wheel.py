@@ -1,7 +1,8 @@
-"""The wheel that `pip install ./python` builds (maturin: the Python package and the `memkv`
-binary in one), installed into a fresh virtualenv on a PATH with no cargo: `memkv` is on its PATH
-and `memkv.serve_local()` serves the memory tool with it. tools/test-python.sh builds the wheel
-and names it in MEMKV_WHEEL."""
+"""The wheel that `pip install ./python` builds (maturin: the Python package and its native
+extension, which carries memkv in-process and the whole `memkv` command line), installed into a
+fresh virtualenv on a PATH with no cargo: the in-process tool works, `memkv` is on its PATH, and
+`memkv.serve_local()` serves the memory tool with it. tools/test-python.sh builds the wheel and
+names it in MEMKV_WHEEL."""
 
 import os
 import shutil
@@ -26,6 +27,8 @@ with memkv.serve_local(sys.argv[1]) as server:
         print(tool.call({"command": "create", "path": "/memories/a.md", "file_text": "Prefers tabs.\\n"}))
         print(tool.call({"command": "view", "path": "/memories"}))
 print("stopped with", server.returncode)
+with memkv.MemkvMemoryTool("dana", db=sys.argv[1]) as tool:
+    print(tool.call({"command": "view", "path": "/memories/a.md"}).splitlines()[-1])
 """
 
 
@@ -35,10 +38,13 @@ def run(args, env, cwd):
     return out.stdout
 
 
-def test_the_wheel_carries_the_binary_and_the_package():
-    names = zipfile.ZipFile(WHEEL).namelist()
-    assert "memkv-0.1.0.data/scripts/memkv" in names
-    assert {"memkv/__init__.py", "memkv/_serve.py", "memkv/_tool.py", "memkv/py.typed"} <= set(names)
+def test_the_wheel_carries_the_extension_the_command_and_the_package():
+    wheel = zipfile.ZipFile(WHEEL)
+    names = wheel.namelist()
+    assert "memkv/_native.abi3.so" in names
+    assert {"memkv/__init__.py", "memkv/_serve.py", "memkv/_tool.py", "memkv/_native.pyi", "memkv/py.typed"} <= set(names)
+    entry_points = wheel.read("memkv-0.1.0.dist-info/entry_points.txt").decode()
+    assert "memkv=memkv._cli:main" in entry_points.replace(" ", "")
 
 
 def test_installed_where_there_is_no_rust_it_serves(tmp_path):
@@ -55,6 +61,8 @@ def test_installed_where_there_is_no_rust_it_serves(tmp_path):
     out = run([str(venv / "bin" / "python"), "-c", SCRIPT, str(tmp_path / "memkv.redb")], env, tmp_path).splitlines()
     assert out[0] == str(venv / "bin" / "memkv")
     assert out[1] == "File created successfully at: /memories/a.md"
-    assert "/memories/a.md" in "\n".join(out[2:-1])
-    assert out[-1] == "stopped with 0"
+    assert "/memories/a.md" in "\n".join(out[2:-2])
+    assert out[-2] == "stopped with 0"
+    # The same file, in this process now (the server is gone, so the file is free).
+    assert out[-1] == "     1\tPrefers tabs."
     assert (tmp_path / "memkv.redb").exists()

@@ -12,6 +12,7 @@ mod expiry;
 mod faults;
 mod format;
 mod golden;
+mod golden_sessions;
 mod hardening;
 mod history;
 mod hooks;

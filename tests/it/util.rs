@@ -1,5 +1,9 @@
 //! Small helpers shared by the integration tests.
 
+use std::io::Write as _;
+use std::sync::Mutex;
+use std::sync::atomic::{AtomicBool, Ordering};
+
 use memkv::protocol::{self, Message};
 use memkv::{Database, MemoryStore, ToolOutput};
 use serde_json::{Value, json};
@@ -9,6 +13,9 @@ pub struct Session {
     pub store: Database,
     /// Messages are answered by a read-only handle ([`Session::read_only`]).
     read_only: bool,
+    /// What went through [`Face::run`] and [`Session::answer`], for tests/data/golden-sessions.jsonl
+    /// (tests/it/golden_sessions.rs).
+    recorded: Recorder,
 }
 
 impl Session {
@@ -19,37 +26,60 @@ impl Session {
         Session {
             store,
             read_only: false,
+            recorded: Default::default(),
         }
     }
 
     /// A session whose messages are answered for a read-only caller (a read-only key's, on the
     /// other faces); `user()` still writes, to set the store up.
     pub fn read_only(store: Database) -> Self {
+        let recorded = Recorder::default();
+        recorded.taint();
         Session {
             store,
             read_only: true,
+            recorded,
         }
     }
 
+    /// The session's store, to set up or look at directly (which leaves the session out of
+    /// the recorded golden sessions: what it did is not in its messages).
     pub fn user(&self) -> MemoryStore<'_> {
+        self.recorded.taint();
+        self.handle()
+    }
+
+    fn handle(&self) -> MemoryStore<'_> {
         self.store.user("tester").unwrap()
     }
 
     /// The answer to any message (input, block, array of blocks), as JSON.
     pub fn answer(&self, message: Value) -> Value {
+        let input = message.clone();
         let message = Message::from_json(message).unwrap();
-        let (response, errors) = protocol::answer(&self.user().read_only(self.read_only), message);
+        let (response, errors) =
+            protocol::answer(&self.handle().read_only(self.read_only), message);
         assert!(errors.is_empty(), "{errors:?}");
+        self.recorded.step(input, protocol::to_line(&response));
         serde_json::to_value(response).unwrap()
+    }
+}
+
+impl Drop for Session {
+    fn drop(&mut self) {
+        self.recorded.save();
     }
 }
 
 impl Face for Session {
     fn run(&self, input: Value) -> ToolOutput {
-        self.user()
+        let out = self
+            .handle()
             .read_only(self.read_only)
             .execute_json(&input)
-            .unwrap()
+            .unwrap();
+        self.recorded.step(input, protocol::to_line(&out));
+        out
     }
 }
 
@@ -359,4 +389,78 @@ pub fn contents(store: &Database) -> Vec<(String, String, String)> {
         }
     }
     out
+}
+
+/// The golden table's sessions as data (tests/it/golden_sessions.rs): where
+/// tools/golden-sessions.sh has them written.
+const RECORD_TO: &str = "MEMKV_GOLDEN_RECORD";
+/// The largest session kept (the file is committed).
+pub const MAX_SESSION_BYTES: usize = 256 * 1024;
+pub const GOLDEN_SESSIONS: &str = concat!(
+    env!("CARGO_MANIFEST_DIR"),
+    "/tests/data/golden-sessions.jsonl"
+);
+
+/// A session's steps, kept only when [`RECORD_TO`] is set.
+#[derive(Default)]
+pub struct Recorder {
+    steps: Mutex<Vec<(Value, String)>>,
+    tainted: AtomicBool,
+}
+
+impl Recorder {
+    pub fn step(&self, input: Value, answer: String) {
+        if std::env::var_os(RECORD_TO).is_some() {
+            self.steps.lock().unwrap().push((input, answer));
+        }
+    }
+
+    /// The session did something its messages do not say.
+    pub fn taint(&self) {
+        self.tainted.store(true, Ordering::Relaxed);
+    }
+
+    /// Appends the session to the file [`RECORD_TO`] names, if it qualifies.
+    pub fn save(&self) {
+        let Some(path) = std::env::var_os(RECORD_TO) else {
+            return;
+        };
+        let steps = std::mem::take(&mut *self.steps.lock().unwrap());
+        if self.tainted.load(Ordering::Relaxed) || steps.is_empty() || replay(&steps).is_err() {
+            return;
+        }
+        let line = json!({"steps": steps.iter().map(|(input, answer)| json!({
+            "input": input,
+            "answer": answer,
+        })).collect::<Vec<_>>()})
+        .to_string();
+        // Sessions that fill a store to its quota (tens of megabytes) are left to golden.rs.
+        if line.len() > MAX_SESSION_BYTES {
+            return;
+        }
+        static ONE_AT_A_TIME: Mutex<()> = Mutex::new(());
+        let _one = ONE_AT_A_TIME.lock().unwrap();
+        let mut file = std::fs::OpenOptions::new()
+            .create(true)
+            .append(true)
+            .open(path)
+            .unwrap();
+        writeln!(file, "{line}").unwrap();
+    }
+}
+
+/// `steps` on a fresh in-memory database: the first step whose answer differs, if any.
+pub fn replay(steps: &[(Value, String)]) -> Result<(), String> {
+    let db = Database::in_memory().unwrap();
+    let user = db.user("tester").unwrap();
+    for (n, (input, want)) in steps.iter().enumerate() {
+        let got = match Message::from_json(input.clone()) {
+            Ok(message) => protocol::to_line(&protocol::answer(&user, message).0),
+            Err(e) => format!("refused: {e}"),
+        };
+        if &got != want {
+            return Err(format!("step {n}: {input}\nwant {want}\ngot  {got}"));
+        }
+    }
+    Ok(())
 }

@@ -137,7 +137,8 @@ fn version_row(v: &Version) -> String {
     )
 }
 
-fn version_json(v: &Version) -> Value {
+/// A version as `memkv history --json` prints it (and the in-process bindings answer it).
+pub fn version_json(v: &Version) -> Value {
     json!({
         "id": v.id.to_string(),
         "memory": v.memory.to_string(),

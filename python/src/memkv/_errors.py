@@ -39,6 +39,11 @@ class MemkvError(Exception):
         super().__init__(f"memkv: {where}{type}: {message}")
 
 
+class MemkvLockedError(MemkvError):
+    """`db=` names a database file that another process has open for writing (one process at a
+    time may write one). The message says what to do: serve it, or open it read-only."""
+
+
 class MemkvConnectionError(MemkvError):
     """No answer from memkv: the connection failed, broke, or timed out.
 

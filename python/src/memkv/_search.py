@@ -15,12 +15,13 @@ from types import TracebackType
 from typing import Any
 from urllib.parse import urlencode
 
+import anyio
 from typing_extensions import Self, override
 from anthropic.lib.tools import BetaBuiltinFunctionTool, BetaAsyncBuiltinFunctionTool
 
 from . import _wire
 from ._errors import MemkvError
-from ._tool import MemkvMemoryTool, AsyncMemkvMemoryTool
+from ._tool import MemkvMemoryTool, AsyncMemkvMemoryTool, _where
 
 __all__ = ["MemkvSearchTool", "AsyncMemkvSearchTool", "SEARCH_TOOL_DEFINITION"]
 
@@ -115,14 +116,16 @@ class MemkvSearchTool(BetaBuiltinFunctionTool):
 
     A search memkv refuses (an empty query, a bad pattern) raises the SDK's `ToolError` with
     memkv's exact message; memkv unreachable, a bad key or a refused request raise `MemkvError`.
-    The keyword arguments are `MemkvMemoryTool`'s (timeouts, retries, the answer cap, a client).
+    The keyword arguments are `MemkvMemoryTool`'s: `db=` for memkv in this process (pass the
+    same `memkv.Database` as the memory tool's for a `":memory:"` one), or a server's (timeouts,
+    retries, the answer cap, a client).
     """
 
     def __init__(self, store: str, **kwargs: Any) -> None:
         self._transport = MemkvMemoryTool(store, **kwargs)
         self.store = store
         self.base_url = self._transport.base_url
-        self._search_url = self.base_url + _wire.store_path(store) + "/search"
+        self._search_url = f"{self.base_url}{_wire.store_path(store)}/search"
 
     @override
     def to_dict(self) -> Any:
@@ -130,7 +133,7 @@ class MemkvSearchTool(BetaBuiltinFunctionTool):
 
     @override
     def call(self, input: object) -> str:
-        return _wire.content_of(self._transport._request("POST", self._transport._url, _block(input)))
+        return _wire.content_of(self._transport._post_tool(_block(input)))
 
     def search(
         self,
@@ -145,6 +148,11 @@ class MemkvSearchTool(BetaBuiltinFunctionTool):
         """The search's results as the HTTP API answers them: `{"data": [{"path", "memory_id",
         "score" (ranked), "lines": [{"line_number", "text", "is_match"}]}], "more", "unsearched"}`,
         `path` and `path_prefix` as the memory-stores API spells paths (`/notes/`)."""
+        local = self._transport._local
+        if local is not None:
+            return local.search(
+                self.store, query, mode=mode, case_insensitive=case_insensitive, path_prefix=path_prefix, context=context, limit=limit
+            )
         url = self._search_url + "?" + _query(query, mode, case_insensitive, path_prefix, context, limit)
         return _json(self._transport._request("GET", url))
 
@@ -159,7 +167,7 @@ class MemkvSearchTool(BetaBuiltinFunctionTool):
         self.close()
 
     def __repr__(self) -> str:
-        return f"MemkvSearchTool(store={self.store!r}, base_url={self.base_url!r})"
+        return f"MemkvSearchTool(store={self.store!r}, {_where(self._transport)})"
 
 
 class AsyncMemkvSearchTool(BetaAsyncBuiltinFunctionTool):
@@ -169,7 +177,7 @@ class AsyncMemkvSearchTool(BetaAsyncBuiltinFunctionTool):
         self._transport = AsyncMemkvMemoryTool(store, **kwargs)
         self.store = store
         self.base_url = self._transport.base_url
-        self._search_url = self.base_url + _wire.store_path(store) + "/search"
+        self._search_url = f"{self.base_url}{_wire.store_path(store)}/search"
 
     @override
     def to_dict(self) -> Any:
@@ -177,7 +185,7 @@ class AsyncMemkvSearchTool(BetaAsyncBuiltinFunctionTool):
 
     @override
     async def call(self, input: object) -> str:
-        return _wire.content_of(await self._transport._request("POST", self._transport._url, _block(input)))
+        return _wire.content_of(await self._transport._post_tool(_block(input)))
 
     async def search(
         self,
@@ -190,6 +198,13 @@ class AsyncMemkvSearchTool(BetaAsyncBuiltinFunctionTool):
         limit: int | None = None,
     ) -> dict[str, Any]:
         """As `MemkvSearchTool.search`, awaited."""
+        local = self._transport._local
+        if local is not None:
+            return await anyio.to_thread.run_sync(
+                lambda: local.search(
+                    self.store, query, mode=mode, case_insensitive=case_insensitive, path_prefix=path_prefix, context=context, limit=limit
+                )
+            )
         url = self._search_url + "?" + _query(query, mode, case_insensitive, path_prefix, context, limit)
         return _json(await self._transport._request("GET", url))
 
@@ -203,5 +218,5 @@ class AsyncMemkvSearchTool(BetaAsyncBuiltinFunctionTool):
         await self.aclose()
 
     def __repr__(self) -> str:
-        return f"AsyncMemkvSearchTool(store={self.store!r}, base_url={self.base_url!r})"
+        return f"AsyncMemkvSearchTool(store={self.store!r}, {_where(self._transport)})"
 

@@ -28,8 +28,9 @@ from anthropic.types.beta import (
     BetaMemoryTool20250818StrReplaceCommand,
 )
 
-from . import _wire, _deadline
+from . import _wire, _deadline, _local
 from ._errors import MemkvError
+from ._local import Database, DbArg
 
 __all__ = ["MemkvMemoryTool", "AsyncMemkvMemoryTool"]
 
@@ -38,9 +39,15 @@ class MemkvMemoryTool(BetaAbstractMemoryTool):
     """The memory tool for one memkv memory store (a memkv user), for `Anthropic` clients.
 
     ```py
-    memory = MemkvMemoryTool("dana")  # MEMKV_URL / MEMKV_API_KEY
+    memory = MemkvMemoryTool("dana", db="memory.redb")  # memkv in this process
+    memory = MemkvMemoryTool("dana")  # a memkv server: MEMKV_URL / MEMKV_API_KEY
     client.beta.messages.tool_runner(..., tools=[memory]).until_done()
     ```
+
+    `db=` runs memkv in this process, on a database file (created if missing), `":memory:"`,
+    a `postgres://` URL or a `memkv.Database` (share one between the memory tool and the search
+    tool of a `":memory:"` database); the GIL is released while memkv works. Otherwise the
+    tool is a client of `memkv serve` at `base_url`. Both answer the same bytes.
 
     A model mistake raises the SDK's `ToolError` with memkv's exact message (the runner sends it
     back with `is_error: true`); memkv unreachable, a bad key or a refused request raise
@@ -65,9 +72,16 @@ class MemkvMemoryTool(BetaAbstractMemoryTool):
         max_answer_bytes: int = _wire.DEFAULT_MAX_ANSWER_BYTES,
         cache_control: BetaCacheControlEphemeralParam | None = None,
         http_client: httpx2.Client | None = None,
+        db: DbArg | None = None,
     ) -> None:
         super().__init__(cache_control=cache_control)
-        self.store = store
+        self.store = _wire.check_store(store)
+        self._local: Database | None = _local_db(db, base_url, http_client)
+        self._owns_db = self._local is not None and not isinstance(db, Database)
+        if self._local is not None:
+            self.base_url: str | None = None
+            self._owns_client = False
+            return
         self.base_url = _wire.resolve_base_url(base_url)
         self._url = self.base_url + _wire.tool_path(store)
         self._headers = _wire.headers(_wire.resolve_api_key(api_key))
@@ -82,7 +96,13 @@ class MemkvMemoryTool(BetaAbstractMemoryTool):
 
     def send(self, input: object) -> str:
         """Executes one command input object; returns memkv's content or raises `ToolError`."""
-        return _wire.content_of(self._request("POST", self._url, _wire.encode(input)))
+        return _wire.content_of(self._post_tool(_wire.encode(input)))
+
+    def _post_tool(self, body: bytes) -> _wire.Answer:
+        """The tool route's answer to `body`: in this process, or from the server."""
+        if self._local is not None:
+            return self._local.tool(self.store, body)
+        return self._request("POST", self._url, body)
 
     def _request(self, method: str, url: str, body: bytes | None = None) -> _wire.Answer:
         """One request with its retries (a 429 or 503 after its `Retry-After`, a connection that
@@ -155,7 +175,9 @@ class MemkvMemoryTool(BetaAbstractMemoryTool):
         """Deletes the whole memory store: every memory and its history (memkv serve's
         `DELETE /v1/memory_stores/{store}`). Returns `All memory cleared`, as the SDK's local
         filesystem tool does."""
-        url = self.base_url + _wire.store_path(self.store)
+        if self._local is not None:
+            return _wire.cleared(self._local.delete_answer(self.store))
+        url = f"{self.base_url}{_wire.store_path(self.store)}"
         try:
             answer = self._exchange("DELETE", url)
         except httpx2.HTTPError as exc:
@@ -163,7 +185,10 @@ class MemkvMemoryTool(BetaAbstractMemoryTool):
         return _wire.cleared(answer)
 
     def close(self) -> None:
-        """Closes the connection pool (not one passed in as `http_client`)."""
+        """Closes the connection pool (not one passed in as `http_client`), or lets go of the
+        database the tool opened (not a `Database` passed in as `db`)."""
+        if self._owns_db and self._local is not None:
+            self._local.close()
         if self._owns_client:
             self._client.close()
 
@@ -179,7 +204,7 @@ class MemkvMemoryTool(BetaAbstractMemoryTool):
         self.close()
 
     def __repr__(self) -> str:
-        return f"MemkvMemoryTool(store={self.store!r}, base_url={self.base_url!r})"
+        return f"MemkvMemoryTool(store={self.store!r}, {_where(self)})"
 
 
 class AsyncMemkvMemoryTool(BetaAsyncAbstractMemoryTool):
@@ -200,9 +225,16 @@ class AsyncMemkvMemoryTool(BetaAsyncAbstractMemoryTool):
         max_answer_bytes: int = _wire.DEFAULT_MAX_ANSWER_BYTES,
         cache_control: BetaCacheControlEphemeralParam | None = None,
         http_client: httpx2.AsyncClient | None = None,
+        db: DbArg | None = None,
     ) -> None:
         super().__init__(cache_control=cache_control)
-        self.store = store
+        self.store = _wire.check_store(store)
+        self._local: Database | None = _local_db(db, base_url, http_client)
+        self._owns_db = self._local is not None and not isinstance(db, Database)
+        if self._local is not None:
+            self.base_url: str | None = None
+            self._owns_client = False
+            return
         self.base_url = _wire.resolve_base_url(base_url)
         self._url = self.base_url + _wire.tool_path(store)
         self._headers = _wire.headers(_wire.resolve_api_key(api_key))
@@ -216,7 +248,14 @@ class AsyncMemkvMemoryTool(BetaAsyncAbstractMemoryTool):
 
     async def send(self, input: object) -> str:
         """Executes one command input object; returns memkv's content or raises `ToolError`."""
-        return _wire.content_of(await self._request("POST", self._url, _wire.encode(input)))
+        return _wire.content_of(await self._post_tool(_wire.encode(input)))
+
+    async def _post_tool(self, body: bytes) -> _wire.Answer:
+        """As `MemkvMemoryTool._post_tool`; in this process, on a worker thread (the event loop
+        goes on while memkv works and waits for the disk)."""
+        if self._local is not None:
+            return await anyio.to_thread.run_sync(self._local.tool, self.store, body)
+        return await self._request("POST", self._url, body)
 
     async def _request(self, method: str, url: str, body: bytes | None = None) -> _wire.Answer:
         """As `MemkvMemoryTool._request`, awaited."""
@@ -285,7 +324,10 @@ class AsyncMemkvMemoryTool(BetaAsyncAbstractMemoryTool):
     @override
     async def clear_all_memory(self) -> str:
         """As `MemkvMemoryTool.clear_all_memory`."""
-        url = self.base_url + _wire.store_path(self.store)
+        if self._local is not None:
+            local = self._local
+            return _wire.cleared(await anyio.to_thread.run_sync(local.delete_answer, self.store))
+        url = f"{self.base_url}{_wire.store_path(self.store)}"
         try:
             answer = await self._exchange("DELETE", url)
         except httpx2.HTTPError as exc:
@@ -293,7 +335,9 @@ class AsyncMemkvMemoryTool(BetaAsyncAbstractMemoryTool):
         return _wire.cleared(answer)
 
     async def aclose(self) -> None:
-        """Closes the connection pool (not one passed in as `http_client`)."""
+        """As `MemkvMemoryTool.close`."""
+        if self._owns_db and self._local is not None:
+            self._local.close()
         if self._owns_client:
             await self._client.aclose()
 
@@ -309,4 +353,19 @@ class AsyncMemkvMemoryTool(BetaAsyncAbstractMemoryTool):
         await self.aclose()
 
     def __repr__(self) -> str:
-        return f"AsyncMemkvMemoryTool(store={self.store!r}, base_url={self.base_url!r})"
+        return f"AsyncMemkvMemoryTool(store={self.store!r}, {_where(self)})"
+
+
+def _local_db(db: DbArg | None, base_url: str | None, http_client: object | None) -> Database | None:
+    """The database of `db=`, if given (and then no server arguments)."""
+    if db is None:
+        return None
+    if base_url is not None or http_client is not None:
+        raise ValueError("pass db= (memkv in this process) or base_url= (a memkv server), not both")
+    return _local.resolve(db)
+
+
+def _where(tool: MemkvMemoryTool | AsyncMemkvMemoryTool) -> str:
+    if tool._local is not None:
+        return f"db={tool._local.location!r}"
+    return f"base_url={tool.base_url!r}"

@@ -18,7 +18,7 @@ from anthropic.tools import ToolError
 
 from ._errors import MemkvError, MemkvTimeoutError, MemkvConnectionError
 
-__version__ = "0.1.0"
+from ._version import __version__
 
 DEFAULT_TIMEOUT = 30.0
 """Seconds one request may take in all: connecting, sending it and receiving the whole answer."""
@@ -57,12 +57,17 @@ def resolve_api_key(api_key: str | None) -> str | None:
     return key or None
 
 
+def check_store(store: str) -> str:
+    if not isinstance(store, str) or not store:
+        raise ValueError("store must be a non-empty string (the memkv user id)")
+    return store
+
+
 def tool_path(store: str) -> str:
     """The tool route of one memory store, the store id as ONE percent-encoded path segment:
     everything but letters, digits and `-_~` encoded, `/` and `.` included (an HTTP client
     removes `.` and `..` segments, so a store named `.` would otherwise reach another route)."""
-    if not isinstance(store, str) or not store:
-        raise ValueError("store must be a non-empty string (the memkv user id)")
+    check_store(store)
     return f"/v1/memory_stores/{quote(store, safe='').replace('.', '%2E')}/tool"
 
 

@@ -4,9 +4,6 @@
 
 use std::time::Duration;
 
-/// The model's root directory, which the API's `/` stands for.
-const ROOT: &str = memkv::path::ROOT;
-
 /// `2026-11-30T13:45:00.123Z` from milliseconds since the epoch.
 pub fn rfc3339(ms: i64) -> String {
     memkv::rfc3339_ms(ms)
@@ -53,25 +50,12 @@ pub fn parse_sha256(text: &str) -> Option<[u8; 32]> {
     Some(out)
 }
 
-/// The model's path of an API path (`/notes.md` → `/memories/notes.md`); `None` when it does
-/// not start with `/` or names the root itself. The path rules proper are the library's.
-pub fn model_path(api: &str) -> Option<String> {
-    (api.starts_with('/') && api != "/").then(|| format!("{ROOT}{api}"))
-}
+pub use memkv::path::{model_dir, model_path};
 
 /// The API's path of a model path (`/memories/notes.md` → `/notes.md`; a prefix keeps its
 /// trailing `/`).
 pub fn api_path(model: &str) -> String {
     memkv::path::api_path(model)
-}
-
-/// The model's directory of an API `path_prefix` (`/notes/` → `/memories/notes`, `/` →
-/// `/memories`); `None` unless it starts and ends with `/`.
-pub fn model_dir(prefix: &str) -> Option<String> {
-    if !prefix.starts_with('/') || !prefix.ends_with('/') {
-        return None;
-    }
-    Some(format!("{ROOT}{}", &prefix[..prefix.len() - 1]))
 }
 
 #[cfg(test)]

@@ -1,0 +1,256 @@
+//! The operations, each answering what `memkv serve` answers for the same request
+//! ([`Answer`]): the tool route, the search route and a store's deletion as the SDK adapters
+//! use them, then the operator's calls (stores, export, import, expiry, history).
+
+use std::io::Write;
+use std::path::Path;
+
+use memkv::protocol::{self, Message};
+use memkv::search::{MAX_CONTEXT, MAX_LIMIT};
+use memkv::wire::SearchResultsObject;
+use memkv::{ApiRefusal, Conflict, Error, SearchMode, SearchRequest};
+use serde_json::{Value, json};
+
+use crate::{Answer, Opened};
+
+/// The most `tool_use` blocks in one message, as `memkv serve`'s default.
+pub const MAX_BLOCKS: usize = 64;
+
+/// `POST /v1/memory_stores/{store}/tool`: `body` is what `memkv exec` takes (a command's input
+/// object, a `tool_use` block, or an array of blocks); the answer's body is what it prints.
+/// A storage failure is answered to the model with the storage-failure message (nothing was
+/// applied), as the route does.
+pub fn tool(opened: &Opened, store: &str, body: &[u8]) -> Answer {
+    let user = match opened.db.user(store) {
+        Ok(u) => u.read_only(opened.read_only),
+        Err(e) => return Answer::invalid(e.to_string()),
+    };
+    let cap = protocol::max_message_bytes(opened.db.limits());
+    if body.len() > cap {
+        return Answer::error(
+            413,
+            "request_too_large",
+            format!("the message is larger than {cap} bytes"),
+        );
+    }
+    let message = match Message::parse(body) {
+        Ok(m) => m,
+        Err(e) => return Answer::invalid(e.to_string()),
+    };
+    if let Message::Blocks(blocks) = &message
+        && blocks.len() > MAX_BLOCKS
+    {
+        return Answer::error(
+            413,
+            "request_too_large",
+            format!("at most {MAX_BLOCKS} tool_use blocks per request"),
+        );
+    }
+    let (response, _errors) = protocol::answer(&user, message);
+    Answer::ok(protocol::to_line(&response))
+}
+
+/// The search route's parameters (`GET /v1/memory_stores/{store}/search`), typed.
+#[derive(Debug, Clone, Default)]
+pub struct Search {
+    /// `q`: what to find.
+    pub query: String,
+    /// `ranked` (the default), `literal` or `regex`.
+    pub mode: Option<String>,
+    /// Letters of either case (literal and regex).
+    pub case_insensitive: Option<bool>,
+    /// Only this memory (`/notes.md`) or the memories below this folder (`/notes/`), as the
+    /// memory-stores API spells paths.
+    pub path_prefix: Option<String>,
+    /// Lines before and after each line shown (0 to 10).
+    pub context: Option<i64>,
+    /// The most memories (ranked) or lines (literal, regex): 1 to 1000.
+    pub limit: Option<i64>,
+}
+
+/// The search route: `{"data": [...], "more", "unsearched"}`.
+pub fn search(opened: &Opened, store: &str, q: &Search) -> Answer {
+    let request = match request(q) {
+        Ok(r) => r,
+        Err(answer) => return answer,
+    };
+    let user = match opened.db.user(store) {
+        Ok(u) => u,
+        Err(_) => return Answer::not_found(format!("no memory store {store:?}")),
+    };
+    match user.search(&request) {
+        Ok(results) => match serde_json::to_string(&SearchResultsObject::from(&results)) {
+            Ok(body) => Answer::ok(body),
+            Err(e) => Answer::error(500, "api_error", e.to_string()),
+        },
+        Err(e @ Error::InvalidSearch(_)) => Answer::invalid(e.to_string()),
+        Err(Error::InvalidPath { path, reason }) => Answer::invalid(format!(
+            "path_prefix {:?} is not a memory path: {reason}",
+            memkv::path::api_path(&path)
+        )),
+        Err(e) => Answer::failed(&e),
+    }
+}
+
+fn request(q: &Search) -> Result<SearchRequest, Answer> {
+    let mode = match q.mode.as_deref() {
+        None => SearchMode::Ranked,
+        Some(m) => m
+            .parse()
+            .map_err(|e: Error| Answer::invalid(e.to_string()))?,
+    };
+    let limit = match q.limit {
+        None => SearchRequest::default_limit(mode),
+        Some(n) => usize::try_from(n)
+            .ok()
+            .filter(|n| (1..=MAX_LIMIT).contains(n))
+            .ok_or_else(|| {
+                Answer::invalid(format!(
+                    "limit must be an integer from 1 to {MAX_LIMIT}, not {n}"
+                ))
+            })?,
+    };
+    let mut request = SearchRequest::new(q.query.clone(), mode)
+        .case_insensitive(q.case_insensitive.unwrap_or(false))
+        .limit(limit);
+    if let Some(n) = q.context {
+        request.context = usize::try_from(n)
+            .ok()
+            .filter(|n| *n <= MAX_CONTEXT)
+            .ok_or_else(|| {
+                Answer::invalid(format!(
+                    "context must be an integer from 0 to {MAX_CONTEXT}, not {n}"
+                ))
+            })?;
+    }
+    if let Some(prefix) = q.path_prefix.as_deref() {
+        let model = if prefix.ends_with('/') {
+            memkv::path::model_dir(prefix)
+        } else {
+            memkv::path::model_path(prefix)
+        };
+        request.path_prefix = Some(model.ok_or_else(|| {
+            Answer::invalid(format!("path_prefix must start with /, not {prefix:?}"))
+        })?);
+    }
+    Ok(request)
+}
+
+/// `DELETE /v1/memory_stores/{store}`: the store with every memory and version; 404 when it
+/// was never written.
+pub fn delete_store(opened: &Opened, store: &str) -> Answer {
+    if opened.read_only {
+        return Answer::failed(&Error::ReadOnly);
+    }
+    match opened.db.delete_store(store) {
+        Ok(true) => Answer::json(&json!({"id": store, "type": "memory_store_deleted"})),
+        Ok(false) => Answer::not_found(format!("no memory store {store:?}")),
+        Err(e) => Answer::failed(&e),
+    }
+}
+
+/// Every store with memories: `{"data": [{"id", "files", "bytes", "last_write", "expired_files"}]}`.
+pub fn stores(opened: &Opened) -> Answer {
+    match opened.db.users() {
+        Ok(users) => Answer::json(&json!({"data": users.iter().map(|u| json!({
+            "id": u.user,
+            "files": u.files,
+            "bytes": u.bytes,
+            "last_write": memkv::rfc3339_ms(u.last_write_ms),
+            "expired_files": u.expired_files,
+        })).collect::<Vec<_>>()})),
+        Err(e) => Answer::failed(&e),
+    }
+}
+
+/// Writes an export (the format of `memkv export`, docs/export-format.md) of `stores` (every
+/// store when empty) to `file`, whole or not at all (a temporary file beside it, renamed).
+pub fn export(opened: &Opened, stores: &[String], file: &Path) -> Answer {
+    let dir = match file.parent() {
+        Some(d) if !d.as_os_str().is_empty() => d,
+        _ => Path::new("."),
+    };
+    let result = tempfile::NamedTempFile::new_in(dir)
+        .map_err(|e| Answer::invalid(format!("{}: {e}", dir.display())))
+        .and_then(|mut tmp| {
+            let summary = opened
+                .db
+                .export(stores, tmp.as_file_mut(), &mut |_| {})
+                .map_err(|e| Answer::failed(&e))?;
+            tmp.as_file_mut()
+                .flush()
+                .and_then(|()| tmp.as_file().sync_all())
+                .map_err(|e| Answer::error(500, "api_error", e.to_string()))?;
+            tmp.persist(file)
+                .map_err(|e| Answer::invalid(format!("{}: {}", file.display(), e.error)))?;
+            Ok(summary)
+        });
+    match result {
+        Ok(s) => Answer::json(&summary(&s)),
+        Err(answer) => answer,
+    }
+}
+
+/// Imports an export file: every store in it, in one transaction; `conflict` is `refuse` (the
+/// default: a memory already there refuses the whole import), `skip` or `replace`.
+pub fn import(opened: &Opened, file: &Path, conflict: Option<&str>) -> Answer {
+    let conflict = match conflict {
+        None | Some("refuse") => Conflict::Refuse,
+        Some("skip") => Conflict::Skip,
+        Some("replace") => Conflict::Replace,
+        Some(other) => {
+            return Answer::invalid(format!(
+                "conflict must be refuse, skip or replace, not {other:?}"
+            ));
+        }
+    };
+    match opened.db.import(file, conflict, &mut |_| {}) {
+        Ok(s) => Answer::json(&summary(&s)),
+        Err(e) => Answer::failed(&e),
+    }
+}
+
+fn summary(s: &memkv::Summary) -> Value {
+    json!({
+        "files": s.files,
+        "stores": s.users,
+        "bytes": s.bytes,
+        "versions": s.versions,
+        "skipped": s.skipped,
+        "replaced": s.replaced,
+    })
+}
+
+/// Deletes the memories whose time-to-live has passed (with `dry_run`, only lists them):
+/// `{"data": [{"memory_store_id", "path", "size", "last_used"}]}`.
+pub fn expire(opened: &Opened, dry_run: bool) -> Answer {
+    match opened.db.expire(dry_run) {
+        Ok(files) => Answer::json(&json!({"data": files.iter().map(|f| json!({
+            "memory_store_id": f.user,
+            "path": memkv::path::api_path(&f.path.to_string()),
+            "size": f.size,
+            "last_used": memkv::rfc3339_ms(f.last_used_ms),
+        })).collect::<Vec<_>>()})),
+        Err(e) => Answer::failed(&e),
+    }
+}
+
+/// The versions of the memory at `path` (a model path, `/memories/…`), or of the whole store,
+/// oldest first: `{"data": [...]}`, each as `memkv history --json` prints it.
+pub fn history(opened: &Opened, store: &str, path: Option<&str>) -> Answer {
+    let user = match opened.db.user(store) {
+        Ok(u) => u,
+        Err(e) => return Answer::invalid(e.to_string()),
+    };
+    match user.history(path) {
+        Ok(Ok(versions)) => Answer::json(&json!({
+            "data": versions.iter().map(memkv_cli::version_json).collect::<Vec<_>>()
+        })),
+        Ok(Err(ApiRefusal::NotFound)) => Answer::not_found(match path {
+            Some(p) => format!("no memory at {p} in store {store:?}"),
+            None => format!("no memory store {store:?}"),
+        }),
+        Ok(Err(refusal)) => Answer::invalid(refusal.message()),
+        Err(e) => Answer::failed(&e),
+    }
+}

@@ -1,0 +1,135 @@
+//! `memkv._native`: memkv in a Python process. A thin translator over `memkv-embed`, itself
+//! thin over the library: every method answers what `memkv serve` answers for the same request,
+//! as `(status, body)` (the JSON body as text), which the package (python/src/memkv) reads with
+//! the same code as an HTTP answer. Every call releases the GIL while memkv works, so that
+//! Python threads run (and write, sharing commits) in parallel.
+
+use std::ffi::OsString;
+use std::path::PathBuf;
+
+use memkv_embed::{Answer, Opened, ops};
+use pyo3::create_exception;
+use pyo3::exceptions::PyException;
+use pyo3::prelude::*;
+
+create_exception!(
+    _native,
+    OpenError,
+    PyException,
+    "The database could not be opened: args are (kind, message), kind `locked` (open in another process), `not_found`, or `error`."
+);
+
+/// An open memkv database (a redb file, `:memory:`, or a `postgres://` URL).
+#[pyclass(frozen, module = "memkv._native")]
+struct Database {
+    opened: Opened,
+    #[pyo3(get)]
+    location: String,
+}
+
+type Reply = (u16, String);
+
+fn reply(answer: Answer) -> Reply {
+    (answer.status, answer.body)
+}
+
+#[pymethods]
+impl Database {
+    #[new]
+    #[pyo3(signature = (location, *, read_only = false, shared = false))]
+    fn new(py: Python<'_>, location: String, read_only: bool, shared: bool) -> PyResult<Self> {
+        let opened = py
+            .detach(|| memkv_embed::open(&location, read_only, shared))
+            .map_err(|e| {
+                let kind = match e {
+                    memkv_embed::Error::Locked { .. } => "locked",
+                    memkv_embed::Error::NotFound { .. } => "not_found",
+                    _ => "error",
+                };
+                OpenError::new_err((kind, e.to_string()))
+            })?;
+        Ok(Database { opened, location })
+    }
+
+    #[getter]
+    fn read_only(&self) -> bool {
+        self.opened.read_only
+    }
+
+    /// The tool route: `body` is a command's input object, a `tool_use` block or an array of
+    /// them, as JSON.
+    fn tool(&self, py: Python<'_>, store: &str, body: &[u8]) -> Reply {
+        reply(py.detach(|| ops::tool(&self.opened, store, body)))
+    }
+
+    /// The search route.
+    #[pyo3(signature = (store, query, *, mode = None, case_insensitive = None, path_prefix = None, context = None, limit = None))]
+    #[allow(clippy::too_many_arguments)]
+    fn search(
+        &self,
+        py: Python<'_>,
+        store: &str,
+        query: String,
+        mode: Option<String>,
+        case_insensitive: Option<bool>,
+        path_prefix: Option<String>,
+        context: Option<i64>,
+        limit: Option<i64>,
+    ) -> Reply {
+        let q = ops::Search {
+            query,
+            mode,
+            case_insensitive,
+            path_prefix,
+            context,
+            limit,
+        };
+        reply(py.detach(|| ops::search(&self.opened, store, &q)))
+    }
+
+    /// Deletes a store, every memory and version of it.
+    fn delete_store(&self, py: Python<'_>, store: &str) -> Reply {
+        reply(py.detach(|| ops::delete_store(&self.opened, store)))
+    }
+
+    /// Every store with memories.
+    fn stores(&self, py: Python<'_>) -> Reply {
+        reply(py.detach(|| ops::stores(&self.opened)))
+    }
+
+    /// An export of `stores` (every store when empty) written to `file`.
+    fn export(&self, py: Python<'_>, stores: Vec<String>, file: PathBuf) -> Reply {
+        reply(py.detach(|| ops::export(&self.opened, &stores, &file)))
+    }
+
+    /// An export file imported (`conflict`: `refuse`, `skip` or `replace`).
+    #[pyo3(signature = (file, conflict = None))]
+    fn import_file(&self, py: Python<'_>, file: PathBuf, conflict: Option<String>) -> Reply {
+        reply(py.detach(|| ops::import(&self.opened, &file, conflict.as_deref())))
+    }
+
+    /// Expired memories deleted (listed only, with `dry_run`).
+    fn expire(&self, py: Python<'_>, dry_run: bool) -> Reply {
+        reply(py.detach(|| ops::expire(&self.opened, dry_run)))
+    }
+
+    /// The versions of a memory (a model path) or of a whole store.
+    #[pyo3(signature = (store, path = None))]
+    fn history(&self, py: Python<'_>, store: &str, path: Option<String>) -> Reply {
+        reply(py.detach(|| ops::history(&self.opened, store, path.as_deref())))
+    }
+}
+
+/// The `memkv` command line (`argv` with the program's name first); returns its exit code.
+#[pyfunction]
+fn cli(py: Python<'_>, argv: Vec<OsString>) -> u8 {
+    py.detach(|| memkv_embed::cli(argv))
+}
+
+#[pymodule]
+fn _native(m: &Bound<'_, PyModule>) -> PyResult<()> {
+    m.add_class::<Database>()?;
+    m.add("OpenError", m.py().get_type::<OpenError>())?;
+    m.add_function(wrap_pyfunction!(cli, m)?)?;
+    Ok(())
+}

@@ -1,0 +1,17 @@
+"""The `memkv` command, installed with the package: the whole command line of the memkv binary
+(serve, mcp, exec, sync, ...), run by the native extension that carries it, so that the wheel
+needs no second build of it and no Rust on the machine."""
+
+from __future__ import annotations
+
+import sys
+
+
+def main() -> None:
+    from . import _native
+
+    sys.exit(_native.cli(list(sys.argv)))
+
+
+if __name__ == "__main__":
+    main()
