@@ -1,14 +1,23 @@
 #!/usr/bin/env python3
-"""Per-command latency, one caller, of the Python SDK's memory tool objects in one run:
-`BetaLocalFilesystemMemoryTool` (files in a temporary directory) against `MemkvMemoryTool` (a
-`memkv serve` on loopback, started here with `memkv.serve_local` on a fresh database). Both are
-timed through `tool.call(input)`, the call the SDK's tool runner makes for every tool_use block,
-in alternating blocks of calls so that both see the same machine.
+"""Per-command latency, one caller, of the Python SDK's memory tool objects in one run, three
+side by side: `BetaLocalFilesystemMemoryTool` (files in a temporary directory), `MemkvMemoryTool`
+over HTTP (a `memkv serve` on loopback, started here with `memkv.serve_local` on a fresh
+database) and `MemkvMemoryTool(db=...)` in this process (the native extension, on a fresh redb
+file in the same temporary directory). All are timed through `tool.call(input)`, the call the
+SDK's tool runner makes for every tool_use block, in interleaved blocks of calls so that all
+three see the same machine.
 
-    python tools/sdk_tool_bench.py [--reps 300] [--json]
+Then durable `create` throughput, 8 Python threads at once against 1, each thread creating
+files of its own: in-process (one `memkv.Database`, one `MemkvMemoryTool` shared by the
+threads; the extension releases the GIL and memkv's group commit shares flushes between them),
+and the SDK's local filesystem tool for comparison. Rounds of a few seconds, interleaved; each
+figure is the median of the rounds, each ratio the median of the rounds' ratios.
 
-Needs the `memkv` package and anthropic 2.14.0 (tools/test-python.sh's venv has both) and the
-`memkv` binary (MEMKV_BIN or PATH). Bounded: reps per command (default 300), loopback only.
+    python tools/sdk_tool_bench.py [--reps 300] [--thread-seconds 2] [--rounds 3] [--json]
+
+Needs the `memkv` package with its native extension (the wheel: tools/build-wheel.sh) and
+anthropic 2.14.0 (python/requirements-test.txt), and the `memkv` binary (MEMKV_BIN or PATH).
+Bounded: reps per command (default 300), loopback only, a few seconds per threads round.
 """
 
 from __future__ import annotations
@@ -20,6 +29,7 @@ import time
 import argparse
 import platform
 import tempfile
+import threading
 import statistics
 from typing import Any, Callable
 from pathlib import Path
@@ -28,6 +38,7 @@ import anthropic
 from anthropic.tools import ToolError, BetaLocalFilesystemMemoryTool
 
 import memkv
+from memkv import _wire
 
 Call = Callable[[object], object]
 
@@ -80,8 +91,15 @@ def workload(reps: int) -> tuple[list[dict[str, Any]], dict[str, list[dict[str, 
 
 
 BLOCK = 10
-"""Calls timed on one tool before switching to the other: the two are interleaved, so a change
-of the shared machine's load hits both alike."""
+"""Calls timed on one tool before switching to the next: the tools are interleaved (and the
+one that goes first rotates from block to block), so a change of the shared machine's load
+hits all of them alike."""
+
+TOOLS = {
+    "local_filesystem": "local filesystem",
+    "memkv_serve": "memkv serve (HTTP)",
+    "memkv_in_process": "memkv in-process",
+}
 
 
 def stats(samples: list[float]) -> dict[str, float]:
@@ -101,11 +119,14 @@ def run(calls: dict[str, Call], reps: int) -> dict[str, dict[str, dict[str, floa
             call(input)
         for _ in range(20):  # warm up connections and caches
             call({"command": "view", "path": "/memories/notes.md"})
+    names = list(calls)
     out: dict[str, dict[str, dict[str, float]]] = {name: {} for name in calls}
     for command, inputs in timed.items():
         samples: dict[str, list[float]] = {name: [] for name in calls}
-        for at in range(0, len(inputs), BLOCK):
-            for name, call in calls.items():
+        for block, at in enumerate(range(0, len(inputs), BLOCK)):
+            first = block % len(names)
+            for name in names[first:] + names[:first]:
+                call = calls[name]
                 for input in inputs[at : at + BLOCK]:
                     start = time.perf_counter_ns()
                     try:
@@ -118,44 +139,280 @@ def run(calls: dict[str, Call], reps: int) -> dict[str, dict[str, dict[str, floa
     return out
 
 
-def machine() -> str:
-    cpu = platform.processor() or platform.machine()
+def view_breakdown(db: memkv.Database, tool: Any, reps: int) -> dict[str, float]:
+    """Where an in-process `view` of the 4 KiB file goes: medians (µs) of the whole
+    `tool.call`, of the native call alone (the GIL released, memkv's work, the answer's JSON
+    text back as a Python string), of encoding the input and of reading the answer, in
+    interleaved blocks."""
+    input = {"command": "view", "path": "/memories/notes.md"}
+    body = _wire.encode(input)
+    native = db._native  # the extension's object: the call below is what `tool.call` makes
+    answer = db.tool(tool.store, body)
+    parts: dict[str, Callable[[], object]] = {
+        "tool_call_us": lambda: tool.call(input),
+        "native_call_us": lambda: native.tool(tool.store, body),
+        "encode_input_us": lambda: _wire.encode(input),
+        "read_answer_us": lambda: _wire.content_of(answer),
+    }
+    samples: dict[str, list[float]] = {name: [] for name in parts}
+    for _ in range(0, reps, BLOCK):
+        for name, part in parts.items():
+            for _ in range(BLOCK):
+                start = time.perf_counter_ns()
+                part()
+                samples[name].append((time.perf_counter_ns() - start) / 1000)
+    return {name: statistics.median(s) for name, s in samples.items()}
+
+
+def creates_per_second(call: Call, prefix: str, threads: int, seconds: float, file_text: str) -> float:
+    """Durable 1 KiB creates per second by `threads` threads calling `call` at once for about
+    `seconds`, each thread creating files of its own under `prefix`. Every create is counted,
+    those still running at the stop included, over the time until the last thread is done."""
+    stop = threading.Event()
+    ready = threading.Barrier(threads + 1)
+    counts = [0] * threads
+    errors: list[BaseException] = []
+
+    def worker(t: int) -> None:
+        n = 0
+        ready.wait()
+        try:
+            while not stop.is_set():
+                call({"command": "create", "path": f"{prefix}/t{t}/f{n:06}.md", "file_text": file_text})
+                n += 1
+        except BaseException as exc:  # noqa: BLE001 - reported below
+            errors.append(exc)
+        counts[t] = n
+
+    workers = [threading.Thread(target=worker, args=(t,), name=f"bench-create-{t}") for t in range(threads)]
+    for w in workers:
+        w.start()
+    ready.wait()
+    start = time.perf_counter()
+    time.sleep(seconds)
+    stop.set()
+    for w in workers:
+        w.join()
+    elapsed = time.perf_counter() - start
+    if errors:
+        raise errors[0]
+    return sum(counts) / elapsed
+
+
+def thread_rounds(calls: dict[str, Call], threads: int, seconds: float, rounds: int) -> dict[str, Any]:
+    """Per tool: creates/s with 1 thread and with `threads`, per round and their medians, and
+    the ratio (the median of the rounds' ratios); and in-process ÷ local filesystem at both."""
+    kib = text(1024)
+    for name, call in calls.items():  # warm up: directories, the store, the journal
+        creates_per_second(call, "/memories/threads/warm-1", 1, 0.2, kib)
+        creates_per_second(call, f"/memories/threads/warm-{threads}", threads, 0.2, kib)
+    rates: dict[str, dict[str, list[float]]] = {name: {"1": [], str(threads): []} for name in calls}
+    names = list(calls)
+    for r in range(rounds):
+        order = names[r % len(names) :] + names[: r % len(names)]
+        for n in (1, threads):
+            for name in order:
+                rates[name][str(n)].append(
+                    creates_per_second(calls[name], f"/memories/threads/r{r}-{n}t", n, seconds, kib)
+                )
+    out: dict[str, Any] = {"threads": threads, "seconds": seconds, "rounds": rounds}
+    for name in calls:
+        one, many = rates[name]["1"], rates[name][str(threads)]
+        out[name] = {
+            "rounds_1": one,
+            f"rounds_{threads}": many,
+            "median_1": statistics.median(one),
+            f"median_{threads}": statistics.median(many),
+            "ratio": statistics.median(m / o for o, m in zip(one, many)),
+        }
+    a, b = "memkv_in_process", "local_filesystem"
+    if a in rates and b in rates:
+        for n in ("1", str(threads)):
+            out[f"in_process_vs_local_filesystem_{n}"] = statistics.median(
+                x / y for x, y in zip(rates[a][n], rates[b][n])
+            )
+    return out
+
+
+def duration(us: float) -> str:
+    if us < 10:
+        return f"{us:.1f} µs"
+    if us < 1000:
+        return f"{us:.0f} µs"
+    return f"{us / 1000:.2f} ms"
+
+
+def targets(latency: dict[str, dict[str, dict[str, float]]], threads: dict[str, Any] | None) -> list[dict[str, Any]]:
+    """The issue's targets: (target, figure, ratio, met)."""
+    fs, http, inp = (latency[k] for k in ("local_filesystem", "memkv_serve", "memkv_in_process"))
+    out: list[dict[str, Any]] = []
+
+    def add(target: str, figure: str, ratio: float, goal: float) -> None:
+        out.append({"target": target, "figure": figure, "ratio": ratio, "goal": goal, "met": ratio >= goal})
+
+    v = "view file (4 KiB)"
+    add(
+        "in-process `view` (4 KiB file) ≥ 5× faster than local filesystem (medians)",
+        f"{duration(inp[v]['median_us'])} vs {duration(fs[v]['median_us'])}",
+        fs[v]["median_us"] / inp[v]["median_us"],
+        5.0,
+    )
+    add(
+        "in-process `view` (4 KiB file) ≥ 20× faster than HTTP (medians)",
+        f"{duration(inp[v]['median_us'])} vs {duration(http[v]['median_us'])}",
+        http[v]["median_us"] / inp[v]["median_us"],
+        20.0,
+    )
+    c = "create (1 KiB)"
+    add(
+        "durable `create`, one caller: in-process no slower than local filesystem (medians)",
+        f"{duration(inp[c]['median_us'])} vs {duration(fs[c]['median_us'])}",
+        fs[c]["median_us"] / inp[c]["median_us"],
+        1.0,
+    )
+    if threads is not None:
+        n = threads["threads"]
+        t = threads["memkv_in_process"]
+        add(
+            f"durable `create` in-process, {n} threads ≥ 4× 1 thread (creates/s)",
+            f"{t[f'median_{n}']:.0f} vs {t['median_1']:.0f}",
+            t["ratio"],
+            4.0,
+        )
+        f = threads["local_filesystem"]
+        for k, label in (("1", "1 thread"), (str(n), f"{n} threads")):
+            add(
+                f"durable `create`, {label}: in-process no slower than local filesystem (creates/s)",
+                f"{t[f'median_{k}']:.0f} vs {f[f'median_{k}']:.0f}",
+                threads[f"in_process_vs_local_filesystem_{k}"],
+                1.0,
+            )
+    return out
+
+
+def cpu() -> str:
+    name = platform.processor() or platform.machine()
     try:
         for line in Path("/proc/cpuinfo").read_text().splitlines():
             if line.startswith("model name"):
-                cpu = line.split(":", 1)[1].strip()
-                break
+                return line.split(":", 1)[1].strip()
     except OSError:
         pass
-    load = ", load average {:.1f}".format(os.getloadavg()[0]) if hasattr(os, "getloadavg") else ""
-    return f"{cpu}, {os.cpu_count()} cores, {platform.system()} {platform.release()}, Python {platform.python_version()}{load}"
+    return name
+
+
+def load() -> str:
+    return "{:.2f}, {:.2f}, {:.2f}".format(*os.getloadavg()) if hasattr(os, "getloadavg") else "n/a"
+
+
+def machine() -> str:
+    return f"{cpu()}, {os.cpu_count()} cores, {platform.system()} {platform.release()}, Python {platform.python_version()}"
 
 
 def main() -> int:
-    parser = argparse.ArgumentParser(description="SDK memory tool latency: local filesystem vs memkv serve")
+    parser = argparse.ArgumentParser(
+        description="SDK memory tools: local filesystem vs memkv serve vs memkv in-process; threaded durable creates"
+    )
     parser.add_argument("--reps", type=int, default=300, help="timed calls per command (1..5000)")
-    parser.add_argument("--json", action="store_true", help="print JSON instead of a Markdown table")
+    parser.add_argument("--threads", type=int, default=8, help="threads of the throughput measurement (2..64)")
+    parser.add_argument(
+        "--thread-seconds", type=float, default=2.0, help="seconds per throughput round (0 leaves it out; at most 30)"
+    )
+    parser.add_argument("--rounds", type=int, default=3, help="throughput rounds (1..10)")
+    parser.add_argument("--json", action="store_true", help="print JSON instead of Markdown tables")
     args = parser.parse_args()
     reps = max(1, min(args.reps, 5000))
+    n_threads = max(2, min(args.threads, 64))
+    seconds = max(0.0, min(args.thread_seconds, 30.0))
+    rounds = max(1, min(args.rounds, 10))
 
+    load_start = load()
+    started = time.strftime("%Y-%m-%d %H:%M:%S %Z")
+    threads: dict[str, Any] | None = None
     with tempfile.TemporaryDirectory(prefix="sdk-tool-bench-") as tmp:
         local = BetaLocalFilesystemMemoryTool(base_path=os.path.join(tmp, "fs"))
-        with memkv.serve_local(Path(tmp) / "memkv.redb") as server, server.tool("bench") as tool:
-            results = run({"local_filesystem": local.call, "memkv": tool.call}, reps)
-    fs, mk = results["local_filesystem"], results["memkv"]
+        with (
+            memkv.serve_local(Path(tmp) / "serve.redb") as server,
+            server.tool("bench") as http,
+            memkv.Database(Path(tmp) / "in-process.redb") as db,
+            memkv.MemkvMemoryTool("bench", db=db) as inproc,
+        ):
+            latency = run({"local_filesystem": local.call, "memkv_serve": http.call, "memkv_in_process": inproc.call}, reps)
+            breakdown = view_breakdown(db, inproc, reps)
+        load_mid = load()
+        if seconds > 0:
+            local_t = BetaLocalFilesystemMemoryTool(base_path=os.path.join(tmp, "fs-threads"))
+            with memkv.Database(Path(tmp) / "threads.redb") as tdb, memkv.MemkvMemoryTool("bench", db=tdb) as tinp:
+                threads = thread_rounds(
+                    {"memkv_in_process": tinp.call, "local_filesystem": local_t.call}, n_threads, seconds, rounds
+                )
+    load_end = load()
+    goals = targets(latency, threads)
 
     if args.json:
-        print(json.dumps({"machine": machine(), "reps": reps, "local_filesystem": fs, "memkv": mk}, indent=2))
-        return 0
-    print(f"machine: {machine()}; anthropic {anthropic.__version__}; {reps} calls per command, one caller")
-    print()
-    print("| command | local filesystem, median | memkv serve, median | local filesystem, p99 | memkv serve, p99 |")
-    print("|---|---:|---:|---:|---:|")
-    for name in fs:
-        a, b = fs[name], mk[name]
         print(
-            f"| {name} | {a['median_us']:.0f} µs | {b['median_us']:.0f} µs | {a['p99_us']:.0f} µs | {b['p99_us']:.0f} µs |"
+            json.dumps(
+                {
+                    "started": started,
+                    "machine": machine(),
+                    "load_average": {"start": load_start, "after_latency": load_mid, "end": load_end},
+                    "anthropic": anthropic.__version__,
+                    "memkv": memkv.__version__,
+                    "reps": reps,
+                    "latency": latency,
+                    "view_breakdown_in_process": breakdown,
+                    "create_threads": threads,
+                    "targets": goals,
+                },
+                indent=2,
+            )
         )
+        return 0
+    print(f"{started}; {machine()}; anthropic {anthropic.__version__}; memkv {memkv.__version__}")
+    print(f"load average (1, 5, 15 min): {load_start} at the start, {load_mid} after the latencies, {load_end} at the end")
+    print()
+    print(f"Per command, one caller, {reps} calls each, median (p99):")
+    print()
+    print(
+        "| command | local filesystem | memkv serve (HTTP) | memkv in-process "
+        "| local filesystem ÷ in-process | HTTP ÷ in-process |"
+    )
+    print("|---|---:|---:|---:|---:|---:|")
+    fs, http_, inp = (latency[k] for k in TOOLS)
+    for name in fs:
+        cells = [f"{duration(t[name]['median_us'])} ({duration(t[name]['p99_us'])})" for t in (fs, http_, inp)]
+        r_fs = fs[name]["median_us"] / inp[name]["median_us"]
+        r_http = http_[name]["median_us"] / inp[name]["median_us"]
+        print(f"| {name} | {' | '.join(cells)} | {r_fs:.1f}× | {r_http:.1f}× |")
+    print()
+    b = breakdown
+    print(
+        f"In-process `view` (4 KiB file), medians: tool.call {duration(b['tool_call_us'])}, of which the native call "
+        f"{duration(b['native_call_us'])}, encoding the input {duration(b['encode_input_us'])}, reading the answer "
+        f"{duration(b['read_answer_us'])}."
+    )
+    if threads is not None:
+        n = threads["threads"]
+        print()
+        print(
+            f"Durable `create` (1 KiB), creates/s, {threads['rounds']} rounds of {threads['seconds']:g} s "
+            f"(median; rounds in brackets):"
+        )
+        print()
+        print(f"| tool | 1 thread | {n} threads | {n} ÷ 1 |")
+        print("|---|---:|---:|---:|")
+        for key in ("memkv_in_process", "local_filesystem"):
+            t = threads[key]
+            one = ", ".join(f"{x:.0f}" for x in t["rounds_1"])
+            many = ", ".join(f"{x:.0f}" for x in t[f"rounds_{n}"])
+            print(
+                f"| {TOOLS[key]} | {t['median_1']:.0f} ({one}) | {t[f'median_{n}']:.0f} ({many}) | {t['ratio']:.2f}× |"
+            )
+    print()
+    print("| target | figure | ratio | met |")
+    print("|---|---|---:|---|")
+    for g in goals:
+        print(f"| {g['target']} | {g['figure']} | {g['ratio']:.2f}× | {'yes' if g['met'] else 'no'} |")
     return 0
 
 

@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # The TypeScript package's tests (typescript/): the real @anthropic-ai/sdk tool runner against a
-# scripted Messages API on loopback and a real `memkv serve`, and the package installed into
+# scripted Messages API on loopback and a real `memkv serve` or memkv in the Node process (the
+# native addon, built here: crates/memkv-node), and the package installed into
 # projects outside the repository (test/install.test.ts: from the directory and from `npm pack`'s
 # tarball, beside SDK 1.14.0 and the newest 1.x, which needs the npm registry or a warm cache).
 # Needs Node.js >= 20 and npm. MEMKV_BIN, if set, names the memkv binary to test; otherwise the
@@ -45,6 +46,11 @@ if [ -z "${MEMKV_BIN:-}" ]; then
   export MEMKV_BIN="$target_dir/release/memkv"
 fi
 echo "MEMKV_BIN=$MEMKV_BIN"
+
+echo "== the native addon (crates/memkv-node): memkv in the Node process, and the package's memkv command"
+# The dev profile reuses what `cargo test` compiled; MEMKV_NODE_PROFILE=release for what a
+# published package carries.
+(cd typescript && MEMKV_NODE_PROFILE="${MEMKV_NODE_PROFILE:-dev}" node scripts/build-native.mjs)
 
 cd typescript
 echo "== tsc (package and tests)"

@@ -26,7 +26,19 @@ export class MemkvConnectionError extends MemkvError {
 }
 
 /**
- * memkv serve answered with an HTTP error: the Anthropic-style envelope
+ * `db` names a database file that another process has open for writing (one process at a time
+ * may write one). The message says what to do instead: serve it, or open it read-only.
+ */
+export class MemkvLockedError extends MemkvError {
+  constructor(message: string) {
+    super(message);
+    this.name = 'MemkvLockedError';
+  }
+}
+
+/**
+ * memkv serve answered with an HTTP error (or memkv in this process refused the same request,
+ * with the same status and envelope): the Anthropic-style envelope
  * `{"type":"error","error":{"type":"...","message":"..."}}`, or a body that is not memkv's.
  */
 export class MemkvAPIError extends MemkvError {
@@ -42,8 +54,9 @@ export class MemkvAPIError extends MemkvError {
     errorType: string | null,
     detail: string,
     retryAfter: number | null = null,
+    from = 'memkv serve',
   ) {
-    super(`memkv serve answered ${status}${errorType ? ` ${errorType}` : ''}: ${detail}`);
+    super(`${from} answered ${status}${errorType ? ` ${errorType}` : ''}: ${detail}`);
     this.name = 'MemkvAPIError';
     this.status = status;
     this.errorType = errorType;

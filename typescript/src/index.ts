@@ -1,12 +1,13 @@
 /**
  * memkv for the Anthropic TypeScript SDK: handlers for `betaMemoryTool` that keep each store's
- * `/memories` in a memkv server instead of a local directory.
+ * `/memories` in memkv (in this process, or a memkv server) instead of a local directory.
  *
  * ```ts
  * import { memkvMemoryTool } from 'memkv';
  *
- * const memory = memkvMemoryTool({ store: 'alice@example.com' }); // MEMKV_URL, MEMKV_API_KEY
- * const search = memkvSearchTool({ store: 'alice@example.com' }); // memkv's memory_search
+ * const memory = memkvMemoryTool({ store: 'alice@example.com', db: 'memory.redb' }); // in this process
+ * const search = memkvSearchTool({ store: 'alice@example.com', db: 'memory.redb' }); // memkv's memory_search
+ * // or a memkv server: memkvMemoryTool({ store, baseURL }) (MEMKV_URL, MEMKV_API_KEY)
  * const runner = client.beta.messages.toolRunner({ model, max_tokens, messages, tools: [memory, search] });
  * ```
  */
@@ -19,7 +20,8 @@ export {
   type SearchResults,
   type ToolOutput,
 } from './client.js';
-export { MemkvError, MemkvAPIError, MemkvConnectionError } from './errors.js';
-export { memkvMemoryHandlers, memkvMemoryTool, type MemkvMemoryOptions } from './memory.js';
+export { MemkvError, MemkvAPIError, MemkvConnectionError, MemkvLockedError } from './errors.js';
+export { MemkvDatabase, IN_MEMORY, type MemkvDatabaseOptions } from './database.js';
+export { memkvMemoryHandlers, memkvMemoryTool, type MemkvBackend, type MemkvMemoryOptions } from './memory.js';
 export { memkvSearchTool, SEARCH_TOOL_DEFINITION } from './search.js';
 export { serveLocal, type LocalServer, type ServeLocalOptions } from './serve-local.js';

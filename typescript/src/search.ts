@@ -1,8 +1,7 @@
 import type { BetaRunnableTool } from '@anthropic-ai/sdk/lib/tools/BetaRunnableTool';
 import { ToolError } from '@anthropic-ai/sdk/lib/tools/ToolError';
 import type { BetaTool } from '@anthropic-ai/sdk/resources/beta';
-import { MemkvClient } from './client.js';
-import type { MemkvMemoryOptions } from './memory.js';
+import { backend, type MemkvMemoryOptions } from './memory.js';
 
 /**
  * memkv's definition of `memory_search`, its own search tool (not part of `memory_20250818`),
@@ -68,7 +67,7 @@ export function memkvSearchTool(
   if (typeof store !== 'string' || store.length === 0) {
     throw new TypeError('memkv: `store` must be a non-empty string');
   }
-  const client = options.client ?? new MemkvClient(options);
+  const client = backend(options);
   return {
     ...extraProps,
     type: 'custom',

@@ -3,9 +3,11 @@
  * the directory (`npm install --install-links DIR`) and from the tarball of `npm pack`, next to
  * the SDK at this package's lowest supported version (1.14.0) and at the newest 1.x on the
  * registry. In each project a script runs the real SDK tool runner (the Messages API scripted
- * through the client's `fetch`) with `memkvMemoryTool` against a real `memkv serve`, and the
- * model must read exactly what `memkv exec` prints, also for an error. A plain `npm install DIR`
- * (a link, which would load a second copy of the SDK) is refused with what to do instead.
+ * through the client's `fetch`) with `memkvMemoryTool` against a real `memkv serve`, and again
+ * in-process (`db`, the package's native addon), with no cargo on PATH; the model must read
+ * exactly what `memkv exec` prints, also for an error. The package's `memkv` command answers.
+ * A plain `npm install DIR` (a link, which would load a second copy of the SDK) is refused with
+ * what to do instead.
  *
  * npm uses its cache (`MEMKV_NPM_CACHE`, else npm's default) and the registry for what the cache
  * lacks.
@@ -55,7 +57,8 @@ async function scripted(url, init) {
 const client = new Anthropic({ apiKey: 'sk-ant-scripted', fetch: scripted, maxRetries: 0 });
 const runner = client.beta.messages.toolRunner({
   model: 'claude-scripted', max_tokens: 64, messages: [{ role: 'user', content: 'Remember my preferences.' }],
-  tools: [memkvMemoryTool({ store: process.env.STORE })], max_iterations: turns.length + 1,
+  tools: [memkvMemoryTool(process.env.DB ? { store: process.env.STORE, db: process.env.DB } : { store: process.env.STORE })],
+  max_iterations: turns.length + 1,
 });
 await runner.runUntilDone();
 const results = requests.slice(1).flatMap((b) => b.messages.at(-1).content.filter((c) => c.type === 'tool_result'));
@@ -129,8 +132,19 @@ async function expected(store: string): Promise<Array<{ content: string; is_erro
   return answers.map(({ content, is_error }) => ({ content, is_error }));
 }
 
-async function runApp(dir: string, store: string): Promise<{ version: string; results: Array<{ tool_use_id: string; content: string; is_error?: boolean }> }> {
-  const env = { ...process.env, TURNS: JSON.stringify(CALLS), STORE: store, MEMKV_URL: server.baseURL, MEMKV_API_KEY: server.apiKey };
+/** The environment without cargo: PATH keeps only the system's directories and Node's. */
+function withoutCargo(extra: NodeJS.ProcessEnv): NodeJS.ProcessEnv {
+  const path = (process.env['PATH'] ?? '').split(':').filter((p) => !/cargo|rustup/.test(p));
+  return { ...process.env, PATH: path.join(':'), ...extra };
+}
+
+async function runApp(
+  dir: string,
+  store: string,
+  db?: string,
+): Promise<{ version: string; results: Array<{ tool_use_id: string; content: string; is_error?: boolean }> }> {
+  const where = db ? { DB: db } : { MEMKV_URL: server.baseURL, MEMKV_API_KEY: server.apiKey };
+  const env = withoutCargo({ TURNS: JSON.stringify(CALLS), STORE: store, ...where });
   const done = await run(process.execPath, ['app.mjs'], dir, env);
   assert.equal(done.code, 0, done.stderr);
   return JSON.parse(done.stdout.trim().split('\n').at(-1)!);
@@ -160,6 +174,20 @@ describe('installed into another project', { timeout: 900_000 }, () => {
       );
       // What the model reads for the error, byte for byte: memkv's, not `Error: Error: ...`.
       assert.equal(results[1]!.content, 'Error: File /memories/prefs.md already exists');
+      // In this process: the same answers, from the addon the package carries.
+      const inProcess = await runApp(dir, store, join(dir, 'memory.redb'));
+      assert.deepEqual(
+        inProcess.results.map((r) => ({ content: r.content, is_error: r.is_error === true })),
+        want,
+      );
+      // The package's `memkv` command (the addon's CLI), on that database.
+      const bin = join(dir, 'node_modules', '.bin', 'memkv');
+      const version_ = await run(bin, ['--version'], dir, withoutCargo({}));
+      assert.equal(version_.code, 0, version_.stderr);
+      assert.match(version_.stdout, /^memkv \d/);
+      const cat = await run(bin, ['--db', join(dir, 'memory.redb'), 'cat', '--user', store, '/memories/prefs.md'], dir, withoutCargo({}));
+      assert.equal(cat.code, 0, cat.stderr);
+      assert.equal(cat.stdout, 'x');
       const lock = JSON.parse(await readFile(join(dir, 'package-lock.json'), 'utf8'));
       assert.equal(lock.packages['node_modules/memkv'].peerDependencies['@anthropic-ai/sdk'], '^1.14.0');
     });

@@ -132,6 +132,12 @@ pub fn run(args: Vec<std::ffi::OsString>) -> u8 {
         Commands::Completions { shell } => docs::completions(*shell),
         Commands::Man { out_dir } => docs::man(out_dir.as_deref()),
     };
+    // What is left in standard output's buffer: a binary flushes it as it exits, a process
+    // that called `run` from an extension or addon does not.
+    let result = result.and_then(|()| {
+        use std::io::Write as _;
+        io::stdout().flush().map_err(Into::into)
+    });
     match result {
         Ok(()) => 0,
         Err(e) if is_broken_pipe(e.as_ref()) => EXIT_BROKEN_PIPE,
