@@ -3,8 +3,6 @@
 //! These are the byte-exact strings of docs/protocol.md; `tests/it/golden.rs` pins each one.
 //! `{path}` arguments are passed in as the model sent them unless the parameter says `canonical`.
 
-use std::fmt::Write as _;
-
 use crate::limits::Refusal;
 use crate::path::PathError;
 
@@ -62,7 +60,39 @@ pub fn view_file_header(path: &str) -> String {
 
 /// One numbered line, as `view` and the `str_replace` snippet print it.
 pub fn numbered_line(number: usize, line: &str) -> String {
-    format!("{number:>6}\t{line}")
+    let mut out = String::with_capacity(8 + line.len());
+    push_numbered_line(&mut out, number, line);
+    out
+}
+
+/// [`numbered_line`] appended to `out`: `{number:>6}\t{line}`, written without a formatter or an
+/// allocation of its own (a file `view` writes one per line; `format!` was most of its time).
+pub fn push_numbered_line(out: &mut String, number: usize, line: &str) {
+    let mut digits = [0u8; 20];
+    let mut at = digits.len();
+    let mut n = number;
+    loop {
+        at -= 1;
+        digits[at] = b'0' + (n % 10) as u8;
+        n /= 10;
+        if n == 0 {
+            break;
+        }
+    }
+    for _ in (digits.len() - at)..6 {
+        out.push(' ');
+    }
+    for &d in &digits[at..] {
+        out.push(char::from(d));
+    }
+    out.push('\t');
+    out.push_str(line);
+}
+
+/// The characters [`numbered_line`] makes of a line of `line_chars` characters.
+pub fn numbered_line_chars(number: usize, line_chars: usize) -> usize {
+    let digits = number.checked_ilog10().map_or(1, |d| d as usize + 1);
+    digits.max(6) + 1 + line_chars
 }
 
 /// The note after a file view cut to the output budget.
@@ -340,7 +370,7 @@ pub fn numbered_lines<'a>(first: usize, lines: impl IntoIterator<Item = &'a str>
         if i > 0 {
             out.push('\n');
         }
-        let _ = write!(out, "{}", numbered_line(first + i, line));
+        push_numbered_line(&mut out, first + i, line);
     }
     out
 }
@@ -503,6 +533,31 @@ pub fn search_refused(reason: &str) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// The hand-written numbering is `format!("{number:>6}\t{line}")`, character for character.
+    #[test]
+    fn numbered_lines_are_formats_padding() {
+        let mut numbers: Vec<usize> = (0..1200).collect();
+        numbers.extend([
+            9_999,
+            99_999,
+            100_000,
+            999_999,
+            1_000_000,
+            123_456_789,
+            usize::MAX,
+        ]);
+        for n in numbers {
+            for line in ["", "text", "ünïcödé"] {
+                let want = format!("{n:>6}\t{line}");
+                assert_eq!(numbered_line(n, line), want);
+                assert_eq!(
+                    numbered_line_chars(n, line.chars().count()),
+                    want.chars().count()
+                );
+            }
+        }
+    }
 
     #[test]
     fn sizes() {

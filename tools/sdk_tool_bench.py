@@ -8,16 +8,18 @@ SDK's tool runner makes for every tool_use block, in interleaved blocks of calls
 three see the same machine.
 
 Then durable `create` throughput, 8 Python threads at once against 1, each thread creating
-files of its own: in-process (one `memkv.Database`, one `MemkvMemoryTool` shared by the
-threads; the extension releases the GIL and memkv's group commit shares flushes between them),
-and the SDK's local filesystem tool for comparison. Rounds of a few seconds, interleaved; each
-figure is the median of the rounds, each ratio the median of the rounds' ratios.
+files of its own: in-process (one `memkv.Database`, and one `MemkvMemoryTool` shared by the
+threads of a round; the extension releases the GIL and memkv's group commit shares flushes between them),
+and the SDK's local filesystem tool for comparison. Rounds of a few seconds (or 9,000 files: a
+memkv store holds 10,000), each on a fresh store or directory, interleaved; each figure is the
+median of the rounds, each ratio the median of the rounds' ratios.
 
-    python tools/sdk_tool_bench.py [--reps 300] [--thread-seconds 2] [--rounds 3] [--json]
+    python tools/sdk_tool_bench.py [--reps 300] [--threads 8] [--thread-seconds 2] [--rounds 3] [--json]
 
 Needs the `memkv` package with its native extension (the wheel: tools/build-wheel.sh) and
 anthropic 2.14.0 (python/requirements-test.txt), and the `memkv` binary (MEMKV_BIN or PATH).
-Bounded: reps per command (default 300), loopback only, a few seconds per threads round.
+Bounded: reps per command (default 300, at most 3,000), loopback only, 2 s per throughput round
+(at most 30) and 3 rounds (at most 10).
 """
 
 from __future__ import annotations
@@ -66,7 +68,7 @@ def workload(reps: int) -> tuple[list[dict[str, Any]], dict[str, list[dict[str, 
         setup.append({"command": "create", "path": f"/memories/del/f{i:04}.md", "file_text": "x\n"})
     kib = text(1024)
     swaps = [("MARKER-A", "MARKER-B"), ("MARKER-B", "MARKER-A")]
-    timed = {
+    timed: dict[str, list[dict[str, Any]]] = {
         "view directory (50 files)": [{"command": "view", "path": "/memories/dir"}] * reps,
         "view file (4 KiB)": [{"command": "view", "path": "/memories/notes.md"}] * reps,
         "create (1 KiB)": [
@@ -141,18 +143,15 @@ def run(calls: dict[str, Call], reps: int) -> dict[str, dict[str, dict[str, floa
 
 def view_breakdown(db: memkv.Database, tool: Any, reps: int) -> dict[str, float]:
     """Where an in-process `view` of the 4 KiB file goes: medians (µs) of the whole
-    `tool.call`, of the native call alone (the GIL released, memkv's work, the answer's JSON
-    text back as a Python string), of encoding the input and of reading the answer, in
-    interleaved blocks."""
+    `tool.call`, of the native call alone (the GIL released, memkv's work, the content back as
+    a Python string), and of encoding the input, in interleaved blocks."""
     input = {"command": "view", "path": "/memories/notes.md"}
     body = _wire.encode(input)
     native = db._native  # the extension's object: the call below is what `tool.call` makes
-    answer = db.tool(tool.store, body)
     parts: dict[str, Callable[[], object]] = {
         "tool_call_us": lambda: tool.call(input),
-        "native_call_us": lambda: native.tool(tool.store, body),
+        "native_call_us": lambda: native.call(tool.store, body),
         "encode_input_us": lambda: _wire.encode(input),
-        "read_answer_us": lambda: _wire.content_of(answer),
     }
     samples: dict[str, list[float]] = {name: [] for name in parts}
     for _ in range(0, reps, BLOCK):
@@ -164,72 +163,92 @@ def view_breakdown(db: memkv.Database, tool: Any, reps: int) -> dict[str, float]
     return {name: statistics.median(s) for name, s in samples.items()}
 
 
-def creates_per_second(call: Call, prefix: str, threads: int, seconds: float, file_text: str) -> float:
+MAX_FILES = 9_000
+"""Files a throughput round creates at most, in a store of its own: memkv refuses a store's
+10,001st file (its default limit), and a round stops early when its threads reach this many."""
+
+
+def creates_per_second(call: Call, threads: int, seconds: float, file_text: str) -> tuple[float, int]:
     """Durable 1 KiB creates per second by `threads` threads calling `call` at once for about
-    `seconds`, each thread creating files of its own under `prefix`. Every create is counted,
-    those still running at the stop included, over the time until the last thread is done."""
-    stop = threading.Event()
+    `seconds` (or until they made MAX_FILES), each thread creating files of its own. Every
+    create is counted, those still running at the stop included, over the time until the last
+    thread is done. Returns the rate and the number of files."""
+    stop = threading.Event()  # set at the time, or when the last thread is done
     ready = threading.Barrier(threads + 1)
     counts = [0] * threads
+    each = MAX_FILES // threads
     errors: list[BaseException] = []
+    running = [threads]
+    lock = threading.Lock()
 
     def worker(t: int) -> None:
         n = 0
         ready.wait()
         try:
-            while not stop.is_set():
-                call({"command": "create", "path": f"{prefix}/t{t}/f{n:06}.md", "file_text": file_text})
+            while n < each and not stop.is_set():
+                call({"command": "create", "path": f"/memories/t{t}/f{n:05}.md", "file_text": file_text})
                 n += 1
-        except BaseException as exc:  # noqa: BLE001 - reported below
+        except BaseException as exc:  # noqa: BLE001 - raised below, in the caller's thread
             errors.append(exc)
         counts[t] = n
+        with lock:
+            running[0] -= 1
+            if running[0] == 0:
+                stop.set()
 
     workers = [threading.Thread(target=worker, args=(t,), name=f"bench-create-{t}") for t in range(threads)]
     for w in workers:
         w.start()
     ready.wait()
     start = time.perf_counter()
-    time.sleep(seconds)
+    stop.wait(seconds)
     stop.set()
     for w in workers:
         w.join()
     elapsed = time.perf_counter() - start
     if errors:
         raise errors[0]
-    return sum(counts) / elapsed
+    return sum(counts) / elapsed, sum(counts)
 
 
-def thread_rounds(calls: dict[str, Call], threads: int, seconds: float, rounds: int) -> dict[str, Any]:
+def thread_rounds(
+    tools: dict[str, Callable[[str], Call]], threads: int, seconds: float, rounds: int
+) -> dict[str, Any]:
     """Per tool: creates/s with 1 thread and with `threads`, per round and their medians, and
-    the ratio (the median of the rounds' ratios); and in-process ÷ local filesystem at both."""
+    the ratio (the median of the rounds' ratios); and in-process ÷ local filesystem at both.
+    `tools[name](area)` is the tool's call on a fresh store (or directory) named `area`: one
+    per round and thread count."""
     kib = text(1024)
-    for name, call in calls.items():  # warm up: directories, the store, the journal
-        creates_per_second(call, "/memories/threads/warm-1", 1, 0.2, kib)
-        creates_per_second(call, f"/memories/threads/warm-{threads}", threads, 0.2, kib)
-    rates: dict[str, dict[str, list[float]]] = {name: {"1": [], str(threads): []} for name in calls}
-    names = list(calls)
+    for name, tool in tools.items():  # warm up: the database, the journal, the directories
+        creates_per_second(tool("warm-1"), 1, 0.2, kib)
+        creates_per_second(tool(f"warm-{threads}"), threads, 0.2, kib)
+    rates: dict[str, dict[str, list[float]]] = {name: {"1": [], str(threads): []} for name in tools}
+    files: dict[str, dict[str, list[int]]] = {name: {"1": [], str(threads): []} for name in tools}
+    names = list(tools)
     for r in range(rounds):
         order = names[r % len(names) :] + names[: r % len(names)]
         for n in (1, threads):
             for name in order:
-                rates[name][str(n)].append(
-                    creates_per_second(calls[name], f"/memories/threads/r{r}-{n}t", n, seconds, kib)
-                )
-    out: dict[str, Any] = {"threads": threads, "seconds": seconds, "rounds": rounds}
-    for name in calls:
+                rate, made = creates_per_second(tools[name](f"round{r}-{n}t"), n, seconds, kib)
+                rates[name][str(n)].append(rate)
+                files[name][str(n)].append(made)
+    out: dict[str, Any] = {"threads": threads, "seconds": seconds, "rounds": rounds, "max_files": MAX_FILES}
+    for name in tools:
         one, many = rates[name]["1"], rates[name][str(threads)]
         out[name] = {
             "rounds_1": one,
             f"rounds_{threads}": many,
+            "files_1": files[name]["1"],
+            f"files_{threads}": files[name][str(threads)],
             "median_1": statistics.median(one),
             f"median_{threads}": statistics.median(many),
             "ratio": statistics.median(m / o for o, m in zip(one, many)),
         }
     a, b = "memkv_in_process", "local_filesystem"
     if a in rates and b in rates:
-        for n in ("1", str(threads)):
-            out[f"in_process_vs_local_filesystem_{n}"] = statistics.median(
-                x / y for x, y in zip(rates[a][n], rates[b][n])
+        for key in ("1", str(threads)):
+            out[f"in_process_vs_local_filesystem_{key}"] = statistics.median(
+                x / y for x, y in zip(rates[a][key], rates[b][key])
             )
     return out
 
@@ -313,7 +332,7 @@ def main() -> int:
     parser = argparse.ArgumentParser(
         description="SDK memory tools: local filesystem vs memkv serve vs memkv in-process; threaded durable creates"
     )
-    parser.add_argument("--reps", type=int, default=300, help="timed calls per command (1..5000)")
+    parser.add_argument("--reps", type=int, default=300, help="timed calls per command (1..3000: a store holds 10,000 files)")
     parser.add_argument("--threads", type=int, default=8, help="threads of the throughput measurement (2..64)")
     parser.add_argument(
         "--thread-seconds", type=float, default=2.0, help="seconds per throughput round (0 leaves it out; at most 30)"
@@ -321,7 +340,7 @@ def main() -> int:
     parser.add_argument("--rounds", type=int, default=3, help="throughput rounds (1..10)")
     parser.add_argument("--json", action="store_true", help="print JSON instead of Markdown tables")
     args = parser.parse_args()
-    reps = max(1, min(args.reps, 5000))
+    reps = max(1, min(args.reps, 3000))
     n_threads = max(2, min(args.threads, 64))
     seconds = max(0.0, min(args.thread_seconds, 30.0))
     rounds = max(1, min(args.rounds, 10))
@@ -341,10 +360,19 @@ def main() -> int:
             breakdown = view_breakdown(db, inproc, reps)
         load_mid = load()
         if seconds > 0:
-            local_t = BetaLocalFilesystemMemoryTool(base_path=os.path.join(tmp, "fs-threads"))
-            with memkv.Database(Path(tmp) / "threads.redb") as tdb, memkv.MemkvMemoryTool("bench", db=tdb) as tinp:
+            with memkv.Database(Path(tmp) / "threads.redb") as tdb:
+                # One Database shared by every thread; a tool object (shared by the threads of
+                # a round) per store, a store per round.
                 threads = thread_rounds(
-                    {"memkv_in_process": tinp.call, "local_filesystem": local_t.call}, n_threads, seconds, rounds
+                    {
+                        "memkv_in_process": lambda area: memkv.MemkvMemoryTool(area, db=tdb).call,
+                        "local_filesystem": lambda area: BetaLocalFilesystemMemoryTool(
+                            base_path=os.path.join(tmp, "fs-threads", area)
+                        ).call,
+                    },
+                    n_threads,
+                    seconds,
+                    rounds,
                 )
     load_end = load()
     goals = targets(latency, threads)
@@ -388,15 +416,14 @@ def main() -> int:
     b = breakdown
     print(
         f"In-process `view` (4 KiB file), medians: tool.call {duration(b['tool_call_us'])}, of which the native call "
-        f"{duration(b['native_call_us'])}, encoding the input {duration(b['encode_input_us'])}, reading the answer "
-        f"{duration(b['read_answer_us'])}."
+        f"{duration(b['native_call_us'])} and encoding the input {duration(b['encode_input_us'])}."
     )
     if threads is not None:
         n = threads["threads"]
         print()
         print(
-            f"Durable `create` (1 KiB), creates/s, {threads['rounds']} rounds of {threads['seconds']:g} s "
-            f"(median; rounds in brackets):"
+            f"Durable `create` (1 KiB), creates/s, {threads['rounds']} rounds of {threads['seconds']:g} s or "
+            f"{threads['max_files']} files, a fresh store each (median; rounds in brackets):"
         )
         print()
         print(f"| tool | 1 thread | {n} threads | {n} ÷ 1 |")

@@ -168,10 +168,19 @@ fn view_file(
     let mut out = messages::view_file_header(raw);
     let mut used = out.chars().count();
     let budget = limits.view_max_chars;
+    // Room for the lines shown, at most the budget's worth (four bytes a character at worst).
+    let shown: usize = lines
+        .get(start.saturating_sub(1)..end.min(n))
+        .unwrap_or_default()
+        .iter()
+        .map(|l| l.len() + 8)
+        .sum();
+    out.reserve(shown.min(budget.saturating_mul(4)).saturating_add(128));
     for number in start..=end {
-        let line = messages::numbered_line(number, lines[number - 1]);
-        let len = 1 + line.chars().count();
+        let text = lines[number - 1];
+        let len = 1 + messages::numbered_line_chars(number, text.chars().count());
         if used + len > budget {
+            let line = messages::numbered_line(number, text);
             let last = if number == start {
                 // Not even the first line fits: cut it to fit.
                 out.push('\n');
@@ -184,7 +193,7 @@ fn view_file(
             return ok(out);
         }
         out.push('\n');
-        out.push_str(&line);
+        messages::push_numbered_line(&mut out, number, text);
         used += len;
     }
     ok(out)

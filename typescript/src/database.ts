@@ -94,8 +94,10 @@ export class MemkvDatabase {
   /** As {@link MemkvClient.tool}: one memory-tool command's answer, `memkv exec`'s bytes. */
   async tool(store: string, input: unknown): Promise<ToolOutput> {
     checkStore(store);
-    const body = json(await this.#native().tool(store, JSON.stringify(input))) as ToolOutput;
-    return { content: body.content, is_error: body.is_error };
+    // The text comes back as it is, without the JSON around it.
+    const called = await this.#native().call(store, JSON.stringify(input));
+    if (called.status !== 200) json({ status: called.status, body: called.text });
+    return { content: called.text, is_error: called.isError };
   }
 
   /** As {@link MemkvClient.searchTool}. */

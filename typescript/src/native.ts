@@ -13,6 +13,13 @@ export interface Reply {
   body: string;
 }
 
+/** What a call answers: 200 with the text the model reads, or the route's refusal (`text` its JSON body). */
+export interface Called {
+  status: number;
+  text: string;
+  isError: boolean;
+}
+
 /** The addon's search parameters. */
 export interface NativeSearchParams {
   mode?: string | undefined;
@@ -26,6 +33,7 @@ export interface NativeSearchParams {
 export interface NativeDatabase {
   readonly readOnly: boolean;
   tool(store: string, body: string): Promise<Reply>;
+  call(store: string, body: string): Promise<Called>;
   search(store: string, query: string, params: NativeSearchParams): Promise<Reply>;
   deleteStore(store: string): Promise<Reply>;
   stores(): Promise<Reply>;

@@ -5,10 +5,10 @@
 use std::io::Write;
 use std::path::Path;
 
-use memkv::protocol::{self, Message};
+use memkv::protocol::{self, Message, Response};
 use memkv::search::{MAX_CONTEXT, MAX_LIMIT};
 use memkv::wire::SearchResultsObject;
-use memkv::{ApiRefusal, Conflict, Error, SearchMode, SearchRequest};
+use memkv::{ApiRefusal, Conflict, Error, MemoryStore, SearchMode, SearchRequest, ToolOutput};
 use serde_json::{Value, json};
 
 use crate::{Answer, Opened};
@@ -21,33 +21,67 @@ pub const MAX_BLOCKS: usize = 64;
 /// A storage failure is answered to the model with the storage-failure message (nothing was
 /// applied), as the route does.
 pub fn tool(opened: &Opened, store: &str, body: &[u8]) -> Answer {
-    let user = match opened.db.user(store) {
-        Ok(u) => u.read_only(opened.read_only),
-        Err(e) => return Answer::invalid(e.to_string()),
-    };
+    match parse(opened, store, body) {
+        Ok((user, message)) => {
+            let (response, _errors) = protocol::answer(&user, message);
+            Answer::ok(protocol::to_line(&response))
+        }
+        Err(refused) => refused,
+    }
+}
+
+/// One call as the SDK adapters make it (a command's input object, or one `tool_use` block, as
+/// `memory_search`'s are sent): the text the model reads and whether it is an error, without
+/// the JSON around it, which the adapters would only take apart again. The tool route's answer
+/// for anything it refuses; an array of blocks is refused here (see [`tool`]).
+pub fn call(opened: &Opened, store: &str, body: &[u8]) -> Result<ToolOutput, Answer> {
+    const ONE: &str =
+        "one command or one tool_use block per call; an array of blocks goes to the tool route";
+    let (user, message) = parse(opened, store, body)?;
+    if let Message::Blocks(_) = message {
+        return Err(Answer::invalid(ONE));
+    }
+    let (response, _errors) = protocol::answer(&user, message);
+    match response {
+        Response::Output(output) => Ok(output),
+        Response::Result(result) => Ok(ToolOutput {
+            content: result.content,
+            is_error: result.is_error,
+        }),
+        Response::Results(_) => Err(Answer::invalid(ONE)),
+    }
+}
+
+/// The store's handle and the parsed message, or the route's refusal.
+fn parse<'d>(
+    opened: &'d Opened,
+    store: &str,
+    body: &[u8],
+) -> Result<(MemoryStore<'d>, Message), Answer> {
+    let user = opened
+        .db
+        .user(store)
+        .map_err(|e| Answer::invalid(e.to_string()))?
+        .read_only(opened.read_only);
     let cap = protocol::max_message_bytes(opened.db.limits());
     if body.len() > cap {
-        return Answer::error(
+        return Err(Answer::error(
             413,
             "request_too_large",
             format!("the message is larger than {cap} bytes"),
-        );
+        ));
     }
-    let message = match Message::parse(body) {
-        Ok(m) => m,
-        Err(e) => return Answer::invalid(e.to_string()),
-    };
+    let message = Message::parse(body).map_err(|e| Answer::invalid(e.to_string()))?;
     if let Message::Blocks(blocks) = &message
         && blocks.len() > MAX_BLOCKS
     {
-        return Answer::error(
+        return Err(Answer::error(
             413,
             "request_too_large",
             format!("at most {MAX_BLOCKS} tool_use blocks per request"),
-        );
+        ));
     }
-    let (response, _errors) = protocol::answer(&user, message);
-    Answer::ok(protocol::to_line(&response))
+    Ok((user, message))
 }
 
 /// The search route's parameters (`GET /v1/memory_stores/{store}/search`), typed.

@@ -17,6 +17,42 @@ pub struct Reply {
     pub body: String,
 }
 
+/// What a call answers: `status` 200 with the text the model reads and whether it is an error,
+/// or the route's refusal (`text` its JSON body).
+#[napi(object)]
+pub struct Called {
+    pub status: u32,
+    pub text: String,
+    pub is_error: bool,
+}
+
+/// One call (a command's input, or one `tool_use` block) on the thread pool.
+pub struct CallTask(Opened, String, String);
+
+impl Task for CallTask {
+    type Output = Called;
+    type JsValue = Called;
+
+    fn compute(&mut self) -> Result<Called> {
+        Ok(match ops::call(&self.0, &self.1, self.2.as_bytes()) {
+            Ok(output) => Called {
+                status: 200,
+                text: output.content,
+                is_error: output.is_error,
+            },
+            Err(refused) => Called {
+                status: u32::from(refused.status),
+                text: refused.body,
+                is_error: false,
+            },
+        })
+    }
+
+    fn resolve(&mut self, _: Env, called: Called) -> Result<Called> {
+        Ok(called)
+    }
+}
+
 /// One operation on the thread pool.
 pub struct Op(Option<Box<dyn FnOnce() -> Answer + Send>>);
 
@@ -135,6 +171,12 @@ impl Database {
     pub fn tool(&self, store: String, body: String) -> Result<AsyncTask<Op>> {
         let opened = self.opened()?;
         Ok(op(move || ops::tool(&opened, &store, body.as_bytes())))
+    }
+
+    /// One call as the tools make it: the text the model reads, without the JSON around it.
+    #[napi(ts_return_type = "Promise<Called>")]
+    pub fn call(&self, store: String, body: String) -> Result<AsyncTask<CallTask>> {
+        Ok(AsyncTask::new(CallTask(self.opened()?, store, body)))
     }
 
     /// The search route.

@@ -62,6 +62,15 @@ impl Database {
         reply(py.detach(|| ops::tool(&self.opened, store, body)))
     }
 
+    /// One call as the tools make it (a command's input object, or one `tool_use` block):
+    /// `(200, content, is_error)`, or the route's refusal `(status, body, False)`.
+    fn call(&self, py: Python<'_>, store: &str, body: &[u8]) -> (u16, String, bool) {
+        match py.detach(|| ops::call(&self.opened, store, body)) {
+            Ok(output) => (200, output.content, output.is_error),
+            Err(refused) => (refused.status, refused.body, false),
+        }
+    }
+
     /// The search route.
     #[pyo3(signature = (store, query, *, mode = None, case_insensitive = None, path_prefix = None, context = None, limit = None))]
     #[allow(clippy::too_many_arguments)]

@@ -16,6 +16,7 @@ from typing import Any, Union
 
 import httpx2
 from typing_extensions import Self
+from anthropic.tools import ToolError
 
 from . import _wire
 from ._errors import MemkvError, MemkvLockedError
@@ -79,6 +80,17 @@ class Database:
         """The tool route's answer to `body` (a command's input object, a `tool_use` block or an
         array of them, as JSON) for `store`."""
         return self._answer(self._db().tool(_wire.check_store(store), body))
+
+    def call(self, store: str, body: bytes) -> str:
+        """One call as the tools make it (a command's input object, or one `tool_use` block, as
+        JSON): memkv's content, `ToolError(content)` for a model mistake, `MemkvError` for a
+        refused request. The text comes back as it is, without the JSON around it."""
+        status, text, is_error = self._db().call(_wire.check_store(store), body)
+        if status != 200:
+            raise _wire.http_error(self._answer((status, text)))
+        if is_error:
+            raise ToolError(text)
+        return str(text)
 
     def search_answer(self, store: str, query: str, **params: Any) -> _wire.Answer:
         """The search route's answer."""

@@ -133,7 +133,7 @@ class MemkvSearchTool(BetaBuiltinFunctionTool):
 
     @override
     def call(self, input: object) -> str:
-        return _wire.content_of(self._transport._post_tool(_block(input)))
+        return self._transport._call(_block(input))
 
     def search(
         self,
@@ -185,7 +185,7 @@ class AsyncMemkvSearchTool(BetaAsyncBuiltinFunctionTool):
 
     @override
     async def call(self, input: object) -> str:
-        return _wire.content_of(await self._transport._post_tool(_block(input)))
+        return await self._transport._call(_block(input))
 
     async def search(
         self,

@@ -96,13 +96,14 @@ class MemkvMemoryTool(BetaAbstractMemoryTool):
 
     def send(self, input: object) -> str:
         """Executes one command input object; returns memkv's content or raises `ToolError`."""
-        return _wire.content_of(self._post_tool(_wire.encode(input)))
+        return self._call(_wire.encode(input))
 
-    def _post_tool(self, body: bytes) -> _wire.Answer:
-        """The tool route's answer to `body`: in this process, or from the server."""
+    def _call(self, body: bytes) -> str:
+        """memkv's content for one call (`body`: an input object or a `tool_use` block), in this
+        process or from the server; `ToolError` for a model mistake."""
         if self._local is not None:
-            return self._local.tool(self.store, body)
-        return self._request("POST", self._url, body)
+            return self._local.call(self.store, body)
+        return _wire.content_of(self._request("POST", self._url, body))
 
     def _request(self, method: str, url: str, body: bytes | None = None) -> _wire.Answer:
         """One request with its retries (a 429 or 503 after its `Retry-After`, a connection that
@@ -248,14 +249,14 @@ class AsyncMemkvMemoryTool(BetaAsyncAbstractMemoryTool):
 
     async def send(self, input: object) -> str:
         """Executes one command input object; returns memkv's content or raises `ToolError`."""
-        return _wire.content_of(await self._post_tool(_wire.encode(input)))
+        return await self._call(_wire.encode(input))
 
-    async def _post_tool(self, body: bytes) -> _wire.Answer:
-        """As `MemkvMemoryTool._post_tool`; in this process, on a worker thread (the event loop
-        goes on while memkv works and waits for the disk)."""
+    async def _call(self, body: bytes) -> str:
+        """As `MemkvMemoryTool._call`; in this process, on a worker thread (the event loop goes on
+        while memkv works and waits for the disk)."""
         if self._local is not None:
-            return await anyio.to_thread.run_sync(self._local.tool, self.store, body)
-        return await self._request("POST", self._url, body)
+            return await anyio.to_thread.run_sync(self._local.call, self.store, body)
+        return _wire.content_of(await self._request("POST", self._url, body))
 
     async def _request(self, method: str, url: str, body: bytes | None = None) -> _wire.Answer:
         """As `MemkvMemoryTool._request`, awaited."""
