@@ -108,13 +108,13 @@ lane0=$!
     suite Python tools/test-python.sh
     suite MCP tools/test-mcp.sh
     suite "memory stores" tools/test-memory-stores.sh
-    MEMKV_CONSOLE_REPORT="$logs/console.json" suite console tools/test-console.sh
 ) &
 lane1=$!
 (
     suite TypeScript tools/test-typescript.sh
     suite schemathesis tools/test-schemathesis.sh
     MEMKV_FLEET_REPORT="$logs/fleet.json" suite fleet tools/test-fleet.sh
+    MEMKV_CONSOLE_REPORT="$logs/console.json" suite console tools/test-console.sh
 ) &
 lane2=$!
 set +m

@@ -61,7 +61,12 @@ pub(super) const TEMPLATES: &[Entry] = &[
     (
         "numbered_line",
         r"{n:>6}\t{line}",
-        &["numbered_line", "numbered_lines"],
+        &[
+            "numbered_line",
+            "numbered_lines",
+            "push_numbered_line",
+            "numbered_line_chars",
+        ],
     ),
     (
         "file_truncated",
