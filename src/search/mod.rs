@@ -10,6 +10,7 @@
 //! (`memkv search`), REST and MCP (`memory_search`: [`tool`], its strings in `messages`).
 
 mod grep;
+mod params;
 #[cfg(feature = "ranked")]
 pub(crate) mod ranked;
 pub(crate) mod results;
@@ -23,6 +24,7 @@ use crate::path::MemoryPath;
 use crate::pipeline::Scope;
 
 pub(crate) use grep::Matcher;
+pub use params::{SearchParams, context_message, limit_message};
 pub use results::{SearchHit, SearchLine, SearchResults};
 
 /// The longest query, in bytes.

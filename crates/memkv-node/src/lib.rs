@@ -1,11 +1,11 @@
 //! The Node addon of the TypeScript package (typescript/src/database.ts loads it): memkv in a
-//! Node process. A thin translator over `memkv-embed`, itself thin over the library: every
+//! Node process. A thin translator over `memkv-bindings`, itself thin over the library: every
 //! method answers what `memkv serve` answers for the same request, `{ status, body }` (the JSON
 //! body as text), which the package reads with the same code as an HTTP answer. Every call but
 //! the CLI's is an async task on libuv's thread pool: the event loop never waits for memkv or
 //! the disk.
 
-use memkv_embed::{Answer, Opened, ops};
+use memkv_bindings::{Answer, Opened, ops};
 use napi::bindgen_prelude::*;
 use napi::{Env, Task};
 use napi_derive::napi;
@@ -81,10 +81,10 @@ fn op(f: impl FnOnce() -> Answer + Send + 'static) -> AsyncTask<Op> {
 }
 
 /// The open error: `code` is `locked` (open in another process), `not_found` or `error`.
-fn open_error(e: memkv_embed::Error) -> Error<String> {
+fn open_error(e: memkv_bindings::Error) -> Error<String> {
     let code = match e {
-        memkv_embed::Error::Locked { .. } => "locked",
-        memkv_embed::Error::NotFound { .. } => "not_found",
+        memkv_bindings::Error::Locked { .. } => "locked",
+        memkv_bindings::Error::NotFound { .. } => "not_found",
         _ => "error",
     };
     Error::new(code.to_owned(), e.to_string())
@@ -102,7 +102,7 @@ impl Task for Open {
     type JsValue = Database;
 
     fn compute(&mut self) -> Result<Opened> {
-        memkv_embed::open(&self.location, self.read_only, self.shared).map_err(|e| {
+        memkv_bindings::open(&self.location, self.read_only, self.shared).map_err(|e| {
             let e = open_error(e);
             Error::new(
                 Status::GenericFailure,
@@ -141,7 +141,7 @@ impl Database {
     /// Opens `location` now, on the caller's thread (for a factory that must answer at once).
     #[napi(factory)]
     pub fn open_sync(location: String, read_only: bool, shared: bool) -> Result<Database, String> {
-        memkv_embed::open(&location, read_only, shared)
+        memkv_bindings::open(&location, read_only, shared)
             .map(|opened| Database {
                 opened: Some(opened),
             })
@@ -259,5 +259,7 @@ pub fn open(location: String, read_only: bool, shared: bool) -> AsyncTask<Open> 
 /// It runs on the caller's thread: the package's `memkv` command is a process of its own.
 #[napi]
 pub fn cli(argv: Vec<String>) -> u32 {
-    u32::from(memkv_embed::cli(argv.into_iter().map(Into::into).collect()))
+    u32::from(memkv_bindings::cli(
+        argv.into_iter().map(Into::into).collect(),
+    ))
 }

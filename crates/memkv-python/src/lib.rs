@@ -1,4 +1,4 @@
-//! `memkv._native`: memkv in a Python process. A thin translator over `memkv-embed`, itself
+//! `memkv._native`: memkv in a Python process. A thin translator over `memkv-bindings`, itself
 //! thin over the library: every method answers what `memkv serve` answers for the same request,
 //! as `(status, body)` (the JSON body as text), which the package (python/src/memkv) reads with
 //! the same code as an HTTP answer. Every call releases the GIL while memkv works, so that
@@ -7,7 +7,7 @@
 use std::ffi::OsString;
 use std::path::PathBuf;
 
-use memkv_embed::{Answer, Opened, ops};
+use memkv_bindings::{Answer, Opened, ops};
 use pyo3::create_exception;
 use pyo3::exceptions::PyException;
 use pyo3::prelude::*;
@@ -39,11 +39,11 @@ impl Database {
     #[pyo3(signature = (location, *, read_only = false, shared = false))]
     fn new(py: Python<'_>, location: String, read_only: bool, shared: bool) -> PyResult<Self> {
         let opened = py
-            .detach(|| memkv_embed::open(&location, read_only, shared))
+            .detach(|| memkv_bindings::open(&location, read_only, shared))
             .map_err(|e| {
                 let kind = match e {
-                    memkv_embed::Error::Locked { .. } => "locked",
-                    memkv_embed::Error::NotFound { .. } => "not_found",
+                    memkv_bindings::Error::Locked { .. } => "locked",
+                    memkv_bindings::Error::NotFound { .. } => "not_found",
                     _ => "error",
                 };
                 OpenError::new_err((kind, e.to_string()))
@@ -132,7 +132,7 @@ impl Database {
 /// The `memkv` command line (`argv` with the program's name first); returns its exit code.
 #[pyfunction]
 fn cli(py: Python<'_>, argv: Vec<OsString>) -> u8 {
-    py.detach(|| memkv_embed::cli(argv))
+    py.detach(|| memkv_bindings::cli(argv))
 }
 
 #[pymodule]

@@ -10,16 +10,16 @@
 //! default). A search memkv refuses is a 400 with the library's reason.
 
 use axum::response::Response;
-use memkv::search::{MAX_CONTEXT, MAX_LIMIT};
+use memkv::search::{SearchParams, context_message, limit_message};
 use memkv::wire::SearchResultsObject;
-use memkv::{Error, SearchMode, SearchRequest};
+use memkv::{Error, SearchRequest};
 use serde::Deserialize;
 use utoipa::{IntoParams, ToSchema};
 
 use super::{answer, blocking, failed, wire};
 use crate::access::Reads;
 use crate::error::ApiError;
-use crate::params::{Params, flag, limit_within};
+use crate::params::{Params, flag};
 use crate::routes::SEARCH;
 use crate::spec::{ApiErrors, Beta, StorePath};
 
@@ -67,43 +67,21 @@ fn request(q: &SearchQuery) -> Result<SearchRequest, ApiError> {
     let query =
         q.q.as_deref()
             .ok_or_else(|| ApiError::invalid("q, the text to search for, is required"))?;
-    let mode = match q.mode.as_deref() {
-        None => SearchMode::Ranked,
-        Some(m) => m
-            .parse()
-            .map_err(|e: Error| ApiError::invalid(e.to_string()))?,
+    // The query string's numbers; their ranges, the mode and the paths are the library's.
+    let number = |value: Option<&str>, refused: fn(&dyn std::fmt::Debug) -> String| {
+        value
+            .map(|v| v.parse::<i64>().map_err(|_| ApiError::invalid(refused(&v))))
+            .transpose()
     };
-    let case_insensitive = flag("case_insensitive", q.case_insensitive.as_deref())?;
-    let limit = limit_within(
-        q.limit.as_deref(),
-        SearchRequest::default_limit(mode),
-        MAX_LIMIT,
-    )?;
-    let mut request = SearchRequest::new(query, mode)
-        .case_insensitive(case_insensitive.unwrap_or(false))
-        .limit(limit);
-    if let Some(context) = &q.context {
-        request.context = context
-            .parse::<usize>()
-            .ok()
-            .filter(|n| *n <= MAX_CONTEXT)
-            .ok_or_else(|| {
-                ApiError::invalid(format!(
-                    "context must be an integer from 0 to {MAX_CONTEXT}, not {context:?}"
-                ))
-            })?;
-    }
-    if let Some(prefix) = q.path_prefix.as_deref() {
-        let model = if prefix.ends_with('/') {
-            wire::model_dir(prefix)
-        } else {
-            wire::model_path(prefix)
-        };
-        request.path_prefix = Some(model.ok_or_else(|| {
-            ApiError::invalid(format!("path_prefix must start with /, not {prefix:?}"))
-        })?);
-    }
-    Ok(request)
+    let params = SearchParams {
+        query: query.to_owned(),
+        mode: q.mode.clone(),
+        case_insensitive: flag("case_insensitive", q.case_insensitive.as_deref())?,
+        path_prefix: q.path_prefix.clone(),
+        context: number(q.context.as_deref(), context_message)?,
+        limit: number(q.limit.as_deref(), limit_message)?,
+    };
+    params.request().map_err(ApiError::invalid)
 }
 
 /// `GET /v1/memory_stores/{memory_store_id}/search`.
@@ -142,6 +120,7 @@ pub async fn search(
 #[cfg(test)]
 mod tests {
     use super::*;
+    use memkv::search::{MAX_CONTEXT, MAX_LIMIT};
 
     /// The documented bounds are the library's.
     #[test]

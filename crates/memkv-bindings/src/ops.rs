@@ -6,9 +6,8 @@ use std::io::Write;
 use std::path::Path;
 
 use memkv::protocol::{self, Message, Response};
-use memkv::search::{MAX_CONTEXT, MAX_LIMIT};
 use memkv::wire::SearchResultsObject;
-use memkv::{ApiRefusal, Conflict, Error, MemoryStore, SearchMode, SearchRequest, ToolOutput};
+use memkv::{ApiRefusal, Conflict, Error, MemoryStore, ToolOutput};
 use serde_json::{Value, json};
 
 use crate::{Answer, Opened};
@@ -84,29 +83,15 @@ fn parse<'d>(
     Ok((user, message))
 }
 
-/// The search route's parameters (`GET /v1/memory_stores/{store}/search`), typed.
-#[derive(Debug, Clone, Default)]
-pub struct Search {
-    /// `q`: what to find.
-    pub query: String,
-    /// `ranked` (the default), `literal` or `regex`.
-    pub mode: Option<String>,
-    /// Letters of either case (literal and regex).
-    pub case_insensitive: Option<bool>,
-    /// Only this memory (`/notes.md`) or the memories below this folder (`/notes/`), as the
-    /// memory-stores API spells paths.
-    pub path_prefix: Option<String>,
-    /// Lines before and after each line shown (0 to 10).
-    pub context: Option<i64>,
-    /// The most memories (ranked) or lines (literal, regex): 1 to 1000.
-    pub limit: Option<i64>,
-}
+/// The search route's parameters (`GET /v1/memory_stores/{store}/search`), typed: the
+/// library's, which checks them.
+pub use memkv::search::SearchParams as Search;
 
 /// The search route: `{"data": [...], "more", "unsearched"}`.
 pub fn search(opened: &Opened, store: &str, q: &Search) -> Answer {
-    let request = match request(q) {
+    let request = match q.request() {
         Ok(r) => r,
-        Err(answer) => return answer,
+        Err(why) => return Answer::invalid(why),
     };
     let user = match opened.db.user(store) {
         Ok(u) => u,
@@ -124,50 +109,6 @@ pub fn search(opened: &Opened, store: &str, q: &Search) -> Answer {
         )),
         Err(e) => Answer::failed(&e),
     }
-}
-
-fn request(q: &Search) -> Result<SearchRequest, Answer> {
-    let mode = match q.mode.as_deref() {
-        None => SearchMode::Ranked,
-        Some(m) => m
-            .parse()
-            .map_err(|e: Error| Answer::invalid(e.to_string()))?,
-    };
-    let limit = match q.limit {
-        None => SearchRequest::default_limit(mode),
-        Some(n) => usize::try_from(n)
-            .ok()
-            .filter(|n| (1..=MAX_LIMIT).contains(n))
-            .ok_or_else(|| {
-                Answer::invalid(format!(
-                    "limit must be an integer from 1 to {MAX_LIMIT}, not {n}"
-                ))
-            })?,
-    };
-    let mut request = SearchRequest::new(q.query.clone(), mode)
-        .case_insensitive(q.case_insensitive.unwrap_or(false))
-        .limit(limit);
-    if let Some(n) = q.context {
-        request.context = usize::try_from(n)
-            .ok()
-            .filter(|n| *n <= MAX_CONTEXT)
-            .ok_or_else(|| {
-                Answer::invalid(format!(
-                    "context must be an integer from 0 to {MAX_CONTEXT}, not {n}"
-                ))
-            })?;
-    }
-    if let Some(prefix) = q.path_prefix.as_deref() {
-        let model = if prefix.ends_with('/') {
-            memkv::path::model_dir(prefix)
-        } else {
-            memkv::path::model_path(prefix)
-        };
-        request.path_prefix = Some(model.ok_or_else(|| {
-            Answer::invalid(format!("path_prefix must start with /, not {prefix:?}"))
-        })?);
-    }
-    Ok(request)
 }
 
 /// `DELETE /v1/memory_stores/{store}`: the store with every memory and version; 404 when it
