@@ -241,3 +241,66 @@ def test_operators_calls(tmp_path: Path) -> None:
     db.close()
     with pytest.raises(memkv.MemkvError, match="closed"):
         tool.call({"command": "view", "path": "/memories"})
+
+
+def test_a_fork_does_not_write_through_its_parents_handle(tmp_path: Path) -> None:
+    """A child of `fork` inherits the parent's open database: using it, or opening the file
+    again, is refused (its writes would be lost under the parent's), never silently allowed."""
+    import os
+
+    file = tmp_path / "memory.redb"
+    db = Database(file)
+    tool = MemkvMemoryTool("dana", db=db)
+    tool.call({"command": "create", "path": "/memories/parent.md", "file_text": "p\n"})
+    read, write = os.pipe()
+    pid = os.fork()
+    if pid == 0:  # the child: report what it got, and leave without running the parent's cleanup
+        outcome = []
+        try:
+            tool.call({"command": "create", "path": "/memories/child.md", "file_text": "c\n"})
+            outcome.append("inherited handle: written")
+        except memkv.MemkvError as exc:
+            outcome.append(f"inherited handle: {exc.type}")
+        try:
+            Database(file)
+            outcome.append("open: allowed")
+        except memkv.MemkvError as exc:
+            outcome.append(f"open: {exc.type}")
+        os.write(write, "; ".join(outcome).encode())
+        os._exit(0)
+    os.close(write)
+    said = os.read(read, 4096).decode()
+    os.waitpid(pid, 0)
+    os.close(read)
+    assert said == "inherited handle: invalid_request_error; open: database_locked", said
+    assert tool.call({"command": "view", "path": "/memories"}).count(".md") == 1
+
+
+def test_read_only_beside_this_processs_own_writer_and_threads_closing_and_opening(tmp_path: Path) -> None:
+    file = tmp_path / "memory.redb"
+    writer = MemkvMemoryTool("dana", db=file)
+    writer.call({"command": "create", "path": "/memories/a.md", "file_text": "mine\n"})
+    reader = MemkvMemoryTool("dana", db=Database(file, read_only=True))
+    assert reader.call({"command": "view", "path": "/memories/a.md"}).endswith("\tmine")
+    with pytest.raises(ToolError, match="read-only"):
+        reader.call({"command": "create", "path": "/memories/b.md", "file_text": "x"})
+    reader.close()
+    writer.close()
+    # Two threads opening, using and closing the same file: never told it is locked while the
+    # other's handle is being dropped.
+    failures: list[str] = []
+
+    def churn() -> None:
+        for _ in range(50):
+            try:
+                with MemkvMemoryTool("dana", db=file) as tool:
+                    tool.call({"command": "view", "path": "/memories/a.md"})
+            except memkv.MemkvError as exc:
+                failures.append(str(exc))
+
+    threads = [threading.Thread(target=churn) for _ in range(2)]
+    for th in threads:
+        th.start()
+    for th in threads:
+        th.join(timeout=120)
+    assert failures == []

@@ -60,9 +60,10 @@ export class MemkvDatabase {
 
   /** Opens `location` off the event loop. */
   static async open(location: string, options: MemkvDatabaseOptions = {}): Promise<MemkvDatabase> {
+    const addon = native();
     let db: NativeDatabase;
     try {
-      db = await native().open(location, options.readOnly ?? false, options.shared ?? false);
+      db = await addon.open(location, options.readOnly ?? false, options.shared ?? false);
     } catch (e) {
       const [code = 'error', message = String(e)] = (e as Error).message.split('\u0000');
       throw openError(code, message);
@@ -72,9 +73,10 @@ export class MemkvDatabase {
 
   /** Opens `location` now, on this thread (a factory that must answer at once uses it). */
   static openSync(location: string, options: MemkvDatabaseOptions = {}): MemkvDatabase {
+    const addon = native();
     let db: NativeDatabase;
     try {
-      db = native().Database.openSync(location, options.readOnly ?? false, options.shared ?? false);
+      db = addon.Database.openSync(location, options.readOnly ?? false, options.shared ?? false);
     } catch (e) {
       throw openError((e as { code?: string }).code ?? 'error', (e as Error).message);
     }
@@ -109,6 +111,15 @@ export class MemkvDatabase {
   async search(store: string, query: SearchQuery): Promise<SearchResults> {
     checkStore(store);
     const { q, ...params } = query;
+    // The addon takes integers; the route refuses anything else with these words.
+    const ranges = { limit: '1 to 1000', context: '0 to 10' } as const;
+    for (const name of ['limit', 'context'] as const) {
+      const value = params[name];
+      if (value !== undefined && !Number.isSafeInteger(value)) {
+        const detail = `${name} must be an integer from ${ranges[name]}, not ${JSON.stringify(String(value))}`;
+        throw new MemkvAPIError(400, 'invalid_request_error', detail, null, WHO);
+      }
+    }
     return json(await this.#native().search(store, q, params)) as SearchResults;
   }
 
@@ -147,10 +158,14 @@ export class MemkvDatabase {
     return (json(await this.#native().history(store, path)) as { data: Array<Record<string, unknown>> }).data;
   }
 
-  /** Lets go of the database: the file is closed once no other object of the process uses it. */
-  close(): void {
-    this.#db?.close();
+  /**
+   * Lets go of the database, also while calls are under way (each finishes): the file is closed
+   * once no other object of the process uses it, off the event loop.
+   */
+  async close(): Promise<void> {
+    const db = this.#db;
     this.#db = null;
+    await db?.close();
   }
 }
 

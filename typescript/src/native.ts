@@ -41,7 +41,7 @@ export interface NativeDatabase {
   importFile(file: string, conflict: string | undefined | null): Promise<Reply>;
   expire(dryRun: boolean): Promise<Reply>;
   history(store: string, path: string | undefined | null): Promise<Reply>;
-  close(): void;
+  close(): Promise<Reply>;
 }
 
 /** The addon's exports. */

@@ -68,7 +68,7 @@ describe('memkv in this process', () => {
         assert.equal(reply.status, 200);
         assert.equal(reply.body, step.answer, `session ${n + 1} step ${i}: ${JSON.stringify(step.input).slice(0, 200)}`);
       }
-      db.close();
+      await db.close();
     }
   });
 
@@ -125,7 +125,11 @@ describe('memkv in this process', () => {
     assert.equal(await db.deleteStore('dana'), true);
     assert.equal(await db.deleteStore('dana'), false);
     assert.throws(() => memkvMemoryTool({ store: 'dana', db, baseURL: 'http://127.0.0.1:1' }), TypeError);
-    db.close();
+    await assert.rejects(db.search('dana', { q: 'x', limit: 2.5 }), (e) => e instanceof MemkvAPIError && e.status === 400 && /limit must be an integer/.test(e.message));
+    // Closed while a call is under way: the call finishes, later ones are refused.
+    const pending = memory.run({ command: 'view', path: '/memories' } as never);
+    await db.close();
+    assert.match(String(await pending), /^Here're the files/);
     await assert.rejects(Promise.resolve(memory.run({ command: 'view', path: '/memories' } as never)), /closed/);
   });
 
@@ -184,7 +188,7 @@ async function hold(file: string, shared: boolean): Promise<ChildProcessWithoutN
     const db = MemkvDatabase.openSync(process.argv[1], { shared: process.argv[2] === 'shared' });
     await memkvMemoryTool({ store: 'dana', db }).run({ command: 'create', path: '/memories/a.md', file_text: 'held\\n' });
     console.log('ready');
-    process.stdin.on('end', () => { db.close(); process.exit(0); }).resume();
+    process.stdin.on('end', async () => { await db.close(); process.exit(0); }).resume();
   `;
   const child = spawn(process.execPath, ['--input-type=module', '-e', script, file, shared ? 'shared' : 'alone'], { stdio: 'pipe' });
   await new Promise<void>((resolve, reject) => {
@@ -236,7 +240,7 @@ describe('one writing process per file', () => {
       const tool = memkvMemoryTool({ store: 'dana', db: reader });
       assert.match(String(await tool.run({ command: 'view', path: '/memories/a.md' } as never)), /\theld$/);
       await assert.rejects(Promise.resolve(tool.run({ command: 'create', path: '/memories/b.md', file_text: 'x' } as never)), (e) => e instanceof ToolError && /read-only/.test(String(e.content)));
-      reader.close();
+      await reader.close();
     } finally {
       await release(holder);
     }

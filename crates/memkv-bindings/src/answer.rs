@@ -42,16 +42,33 @@ impl Answer {
         Answer::error(404, "not_found_error", message)
     }
 
-    /// A failure of the library: a storage failure (500 `api_error`, nothing applied), or the
-    /// refusal the error is (a busy database: 503 `overloaded_error`; a read-only database: 409).
+    /// A failure of the library, as `memkv serve` answers it: a bad id or path 400; a busy
+    /// database 503; a full disk 507; a commit whose outcome was lost 500 saying so; any other
+    /// storage failure 500 (nothing was applied).
     pub fn failed(e: &memkv::Error) -> Answer {
         match e {
-            memkv::Error::Busy { .. } => Answer::error(503, "overloaded_error", e.to_string()),
-            memkv::Error::ReadOnly => Answer::error(409, "read_only_error", e.to_string()),
             memkv::Error::InvalidUser { .. }
             | memkv::Error::InvalidPath { .. }
             | memkv::Error::Import { .. } => Answer::invalid(e.to_string()),
-            _ => Answer::error(500, "api_error", e.to_string()),
+            memkv::Error::Busy { .. } => Answer::error(
+                503,
+                "overloaded_error",
+                "the database is busy; nothing was changed, try again",
+            ),
+            memkv::Error::DiskFull { .. } => Answer::error(
+                507,
+                "api_error",
+                "the disk holding the database is full; nothing was changed. Deleting memories, redacting versions and deleting stores still work",
+            ),
+            memkv::Error::OutcomeUnknown { .. } => Answer::error(
+                500,
+                "api_error",
+                "the connection to the database was lost during the commit; the change may or may not have been applied",
+            ),
+            memkv::Error::ReadOnly => {
+                Answer::invalid("the database was opened read-only: this call writes")
+            }
+            _ => Answer::error(500, "api_error", "storage failure; nothing was changed"),
         }
     }
 

@@ -22,4 +22,4 @@ pub mod ops;
 pub use answer::Answer;
 pub use memkv::Error;
 pub use memkv_cli::run as cli;
-pub use open::{Opened, open};
+pub use open::{OpenError, Opened, Shared, open};

@@ -12,6 +12,11 @@ use serde_json::{Value, json};
 
 use crate::{Answer, Opened};
 
+/// The handle, if this process may use it (see [`Opened::usable`]).
+fn usable(opened: &Opened) -> Result<(), Answer> {
+    opened.usable().map_err(Answer::invalid)
+}
+
 /// The most `tool_use` blocks in one message, as `memkv serve`'s default.
 pub const MAX_BLOCKS: usize = 64;
 
@@ -57,6 +62,7 @@ fn parse<'d>(
     store: &str,
     body: &[u8],
 ) -> Result<(MemoryStore<'d>, Message), Answer> {
+    usable(opened)?;
     let user = opened
         .db
         .user(store)
@@ -67,7 +73,7 @@ fn parse<'d>(
         return Err(Answer::error(
             413,
             "request_too_large",
-            format!("the message is larger than {cap} bytes"),
+            format!("the request body is over {cap} bytes"),
         ));
     }
     let message = Message::parse(body).map_err(|e| Answer::invalid(e.to_string()))?;
@@ -89,6 +95,9 @@ pub use memkv::search::SearchParams as Search;
 
 /// The search route: `{"data": [...], "more", "unsearched"}`.
 pub fn search(opened: &Opened, store: &str, q: &Search) -> Answer {
+    if let Err(refused) = usable(opened) {
+        return refused;
+    }
     let request = match q.request() {
         Ok(r) => r,
         Err(why) => return Answer::invalid(why),
@@ -114,6 +123,9 @@ pub fn search(opened: &Opened, store: &str, q: &Search) -> Answer {
 /// `DELETE /v1/memory_stores/{store}`: the store with every memory and version; 404 when it
 /// was never written.
 pub fn delete_store(opened: &Opened, store: &str) -> Answer {
+    if let Err(refused) = usable(opened) {
+        return refused;
+    }
     if opened.read_only {
         return Answer::failed(&Error::ReadOnly);
     }
@@ -126,6 +138,9 @@ pub fn delete_store(opened: &Opened, store: &str) -> Answer {
 
 /// Every store with memories: `{"data": [{"id", "files", "bytes", "last_write", "expired_files"}]}`.
 pub fn stores(opened: &Opened) -> Answer {
+    if let Err(refused) = usable(opened) {
+        return refused;
+    }
     match opened.db.users() {
         Ok(users) => Answer::json(&json!({"data": users.iter().map(|u| json!({
             "id": u.user,
@@ -141,6 +156,9 @@ pub fn stores(opened: &Opened) -> Answer {
 /// Writes an export (the format of `memkv export`, docs/export-format.md) of `stores` (every
 /// store when empty) to `file`, whole or not at all (a temporary file beside it, renamed).
 pub fn export(opened: &Opened, stores: &[String], file: &Path) -> Answer {
+    if let Err(refused) = usable(opened) {
+        return refused;
+    }
     let dir = match file.parent() {
         Some(d) if !d.as_os_str().is_empty() => d,
         _ => Path::new("."),
@@ -169,6 +187,12 @@ pub fn export(opened: &Opened, stores: &[String], file: &Path) -> Answer {
 /// Imports an export file: every store in it, in one transaction; `conflict` is `refuse` (the
 /// default: a memory already there refuses the whole import), `skip` or `replace`.
 pub fn import(opened: &Opened, file: &Path, conflict: Option<&str>) -> Answer {
+    if let Err(refused) = usable(opened) {
+        return refused;
+    }
+    if opened.read_only {
+        return Answer::failed(&Error::ReadOnly);
+    }
     let conflict = match conflict {
         None | Some("refuse") => Conflict::Refuse,
         Some("skip") => Conflict::Skip,
@@ -199,6 +223,12 @@ fn summary(s: &memkv::Summary) -> Value {
 /// Deletes the memories whose time-to-live has passed (with `dry_run`, only lists them):
 /// `{"data": [{"memory_store_id", "path", "size", "last_used"}]}`.
 pub fn expire(opened: &Opened, dry_run: bool) -> Answer {
+    if let Err(refused) = usable(opened) {
+        return refused;
+    }
+    if opened.read_only && !dry_run {
+        return Answer::failed(&Error::ReadOnly);
+    }
     match opened.db.expire(dry_run) {
         Ok(files) => Answer::json(&json!({"data": files.iter().map(|f| json!({
             "memory_store_id": f.user,
@@ -213,6 +243,9 @@ pub fn expire(opened: &Opened, dry_run: bool) -> Answer {
 /// The versions of the memory at `path` (a model path, `/memories/…`), or of the whole store,
 /// oldest first: `{"data": [...]}`, each as `memkv history --json` prints it.
 pub fn history(opened: &Opened, store: &str, path: Option<&str>) -> Answer {
+    if let Err(refused) = usable(opened) {
+        return refused;
+    }
     let user = match opened.db.user(store) {
         Ok(u) => u,
         Err(e) => return Answer::invalid(e.to_string()),

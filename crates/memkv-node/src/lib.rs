@@ -5,7 +5,10 @@
 //! the CLI's is an async task on libuv's thread pool: the event loop never waits for memkv or
 //! the disk.
 
-use memkv_bindings::{Answer, Opened, ops};
+use std::panic::{AssertUnwindSafe, catch_unwind};
+use std::sync::Mutex;
+
+use memkv_bindings::{Answer, OpenError as Refused, Opened, ops};
 use napi::bindgen_prelude::*;
 use napi::{Env, Task};
 use napi_derive::napi;
@@ -27,14 +30,25 @@ pub struct Called {
 }
 
 /// One call (a command's input, or one `tool_use` block) on the thread pool.
-pub struct CallTask(Opened, String, String);
+pub struct CallTask(Option<Opened>, String, String);
 
 impl Task for CallTask {
     type Output = Called;
     type JsValue = Called;
 
     fn compute(&mut self) -> Result<Called> {
-        Ok(match ops::call(&self.0, &self.1, self.2.as_bytes()) {
+        // Taken, so that the handle is dropped here, off the event loop.
+        let opened = self
+            .0
+            .take()
+            .ok_or_else(|| Error::from_reason("memkv: a task ran twice"))?;
+        let (store, body) = (&self.1, &self.2);
+        let called = catch_unwind(AssertUnwindSafe(|| {
+            ops::call(&opened, store, body.as_bytes())
+        }))
+        .unwrap_or_else(|_| Err(panicked()));
+        drop(opened);
+        Ok(match called {
             Ok(output) => Called {
                 status: 200,
                 text: output.content,
@@ -65,7 +79,8 @@ impl Task for Op {
             .0
             .take()
             .ok_or_else(|| Error::from_reason("memkv: a task ran twice"))?;
-        Ok(op())
+        // napi-rs runs `compute` without catching a panic, which would abort Node.
+        Ok(catch_unwind(AssertUnwindSafe(op)).unwrap_or_else(|_| panicked()))
     }
 
     fn resolve(&mut self, _: Env, answer: Answer) -> Result<Reply> {
@@ -76,15 +91,24 @@ impl Task for Op {
     }
 }
 
+/// What a call that panicked answers (a defect of memkv's: reported, never an abort).
+fn panicked() -> Answer {
+    Answer::error(
+        500,
+        "api_error",
+        "memkv failed (a panic); nothing is known to be applied",
+    )
+}
+
 fn op(f: impl FnOnce() -> Answer + Send + 'static) -> AsyncTask<Op> {
     AsyncTask::new(Op(Some(Box::new(f))))
 }
 
 /// The open error: `code` is `locked` (open in another process), `not_found` or `error`.
-fn open_error(e: memkv_bindings::Error) -> Error<String> {
+fn open_error(e: Refused) -> Error<String> {
     let code = match e {
-        memkv_bindings::Error::Locked { .. } => "locked",
-        memkv_bindings::Error::NotFound { .. } => "not_found",
+        Refused::Memkv(memkv_bindings::Error::Locked { .. }) => "locked",
+        Refused::Memkv(memkv_bindings::Error::NotFound { .. }) => "not_found",
         _ => "error",
     };
     Error::new(code.to_owned(), e.to_string())
@@ -113,7 +137,7 @@ impl Task for Open {
 
     fn resolve(&mut self, _: Env, opened: Opened) -> Result<Database> {
         Ok(Database {
-            opened: Some(opened),
+            opened: Mutex::new(Some(opened)),
         })
     }
 }
@@ -122,8 +146,8 @@ impl Task for Open {
 #[napi]
 pub struct Database {
     /// `None` once closed; a task under way holds its own handle, so the file closes when the
-    /// last one ends.
-    opened: Option<Opened>,
+    /// last one ends (on the thread pool).
+    opened: Mutex<Option<Opened>>,
 }
 
 /// The search route's parameters.
@@ -143,24 +167,34 @@ impl Database {
     pub fn open_sync(location: String, read_only: bool, shared: bool) -> Result<Database, String> {
         memkv_bindings::open(&location, read_only, shared)
             .map(|opened| Database {
-                opened: Some(opened),
+                opened: Mutex::new(Some(opened)),
             })
             .map_err(open_error)
     }
 
     #[napi(getter)]
     pub fn read_only(&self) -> bool {
-        self.opened.as_ref().is_some_and(|o| o.read_only)
+        self.lock().as_ref().is_some_and(|o| o.read_only)
     }
 
-    /// Lets go of the database (the file closes once no other object of the process uses it).
-    #[napi]
-    pub fn close(&mut self) {
-        self.opened = None;
+    /// Lets go of the database, also while calls are under way (each holds its own handle): the
+    /// file closes once no other object of the process uses it. The last handle's drop (a flush,
+    /// its writer joined) runs on the thread pool.
+    #[napi(ts_return_type = "Promise<Reply>")]
+    pub fn close(&self) -> AsyncTask<Op> {
+        let opened = self.lock().take();
+        op(move || {
+            drop(opened);
+            Answer::ok("{}".to_owned())
+        })
+    }
+
+    fn lock(&self) -> std::sync::MutexGuard<'_, Option<Opened>> {
+        self.opened.lock().unwrap_or_else(|e| e.into_inner())
     }
 
     fn opened(&self) -> Result<Opened> {
-        self.opened
+        self.lock()
             .clone()
             .ok_or_else(|| Error::from_reason("memkv: the database was closed"))
     }
@@ -176,7 +210,7 @@ impl Database {
     /// One call as the tools make it: the text the model reads, without the JSON around it.
     #[napi(ts_return_type = "Promise<Called>")]
     pub fn call(&self, store: String, body: String) -> Result<AsyncTask<CallTask>> {
-        Ok(AsyncTask::new(CallTask(self.opened()?, store, body)))
+        Ok(AsyncTask::new(CallTask(Some(self.opened()?), store, body)))
     }
 
     /// The search route.

@@ -7,7 +7,9 @@
 use std::ffi::OsString;
 use std::path::PathBuf;
 
-use memkv_bindings::{Answer, Opened, ops};
+use std::sync::Mutex;
+
+use memkv_bindings::{Answer, OpenError as Refused, Opened, ops};
 use pyo3::create_exception;
 use pyo3::exceptions::PyException;
 use pyo3::prelude::*;
@@ -22,9 +24,19 @@ create_exception!(
 /// An open memkv database (a redb file, `:memory:`, or a `postgres://` URL).
 #[pyclass(frozen, module = "memkv._native")]
 struct Database {
-    opened: Opened,
+    /// `None` once closed.
+    opened: Mutex<Option<Opened>>,
     #[pyo3(get)]
     location: String,
+}
+
+/// What a call on a closed database answers.
+fn closed(location: &str) -> Answer {
+    Answer::error(
+        400,
+        "database_closed",
+        format!("{location}: the database was closed"),
+    )
 }
 
 type Reply = (u16, String);
@@ -42,30 +54,44 @@ impl Database {
             .detach(|| memkv_bindings::open(&location, read_only, shared))
             .map_err(|e| {
                 let kind = match e {
-                    memkv_bindings::Error::Locked { .. } => "locked",
-                    memkv_bindings::Error::NotFound { .. } => "not_found",
+                    Refused::Memkv(memkv_bindings::Error::Locked { .. }) => "locked",
+                    Refused::Memkv(memkv_bindings::Error::NotFound { .. }) => "not_found",
                     _ => "error",
                 };
                 OpenError::new_err((kind, e.to_string()))
             })?;
-        Ok(Database { opened, location })
+        Ok(Database {
+            opened: Mutex::new(Some(opened)),
+            location,
+        })
     }
 
     #[getter]
     fn read_only(&self) -> bool {
-        self.opened.read_only
+        self.handle().is_some_and(|o| o.read_only)
+    }
+
+    /// Lets go of the database, the GIL released (the last handle's drop flushes and joins
+    /// its writer): the file is closed once no other object of the process uses it.
+    fn close(&self, py: Python<'_>) {
+        let opened = self.opened.lock().unwrap_or_else(|e| e.into_inner()).take();
+        py.detach(move || drop(opened));
     }
 
     /// The tool route: `body` is a command's input object, a `tool_use` block or an array of
     /// them, as JSON.
     fn tool(&self, py: Python<'_>, store: &str, body: &[u8]) -> Reply {
-        reply(py.detach(|| ops::tool(&self.opened, store, body)))
+        self.with(py, |o| ops::tool(o, store, body))
     }
 
     /// One call as the tools make it (a command's input object, or one `tool_use` block):
     /// `(200, content, is_error)`, or the route's refusal `(status, body, False)`.
     fn call(&self, py: Python<'_>, store: &str, body: &[u8]) -> (u16, String, bool) {
-        match py.detach(|| ops::call(&self.opened, store, body)) {
+        let Some(opened) = self.handle() else {
+            let refused = closed(&self.location);
+            return (refused.status, refused.body, false);
+        };
+        match py.detach(move || ops::call(&opened, store, body)) {
             Ok(output) => (200, output.content, output.is_error),
             Err(refused) => (refused.status, refused.body, false),
         }
@@ -93,39 +119,57 @@ impl Database {
             context,
             limit,
         };
-        reply(py.detach(|| ops::search(&self.opened, store, &q)))
+        self.with(py, |o| ops::search(o, store, &q))
     }
 
     /// Deletes a store, every memory and version of it.
     fn delete_store(&self, py: Python<'_>, store: &str) -> Reply {
-        reply(py.detach(|| ops::delete_store(&self.opened, store)))
+        self.with(py, |o| ops::delete_store(o, store))
     }
 
     /// Every store with memories.
     fn stores(&self, py: Python<'_>) -> Reply {
-        reply(py.detach(|| ops::stores(&self.opened)))
+        self.with(py, ops::stores)
     }
 
     /// An export of `stores` (every store when empty) written to `file`.
     fn export(&self, py: Python<'_>, stores: Vec<String>, file: PathBuf) -> Reply {
-        reply(py.detach(|| ops::export(&self.opened, &stores, &file)))
+        self.with(py, |o| ops::export(o, &stores, &file))
     }
 
     /// An export file imported (`conflict`: `refuse`, `skip` or `replace`).
     #[pyo3(signature = (file, conflict = None))]
     fn import_file(&self, py: Python<'_>, file: PathBuf, conflict: Option<String>) -> Reply {
-        reply(py.detach(|| ops::import(&self.opened, &file, conflict.as_deref())))
+        self.with(py, |o| ops::import(o, &file, conflict.as_deref()))
     }
 
     /// Expired memories deleted (listed only, with `dry_run`).
     fn expire(&self, py: Python<'_>, dry_run: bool) -> Reply {
-        reply(py.detach(|| ops::expire(&self.opened, dry_run)))
+        self.with(py, |o| ops::expire(o, dry_run))
     }
 
     /// The versions of a memory (a model path) or of a whole store.
     #[pyo3(signature = (store, path = None))]
     fn history(&self, py: Python<'_>, store: &str, path: Option<String>) -> Reply {
-        reply(py.detach(|| ops::history(&self.opened, store, path.as_deref())))
+        self.with(py, |o| ops::history(o, store, path.as_deref()))
+    }
+}
+
+impl Database {
+    fn handle(&self) -> Option<Opened> {
+        self.opened
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .clone()
+    }
+
+    /// `op` on the database with the GIL released (the handle dropped there too), or the
+    /// answer for a closed one.
+    fn with(&self, py: Python<'_>, op: impl FnOnce(&Opened) -> Answer + Send) -> Reply {
+        match self.handle() {
+            Some(opened) => reply(py.detach(move || op(&opened))),
+            None => reply(closed(&self.location)),
+        }
     }
 }
 

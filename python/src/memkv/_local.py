@@ -164,9 +164,11 @@ class Database:
         return data
 
     def close(self) -> None:
-        """Lets go of the database: the file is closed once no other object of this process
-        uses it."""
-        self._native = None
+        """Lets go of the database (the GIL released while the last handle flushes and stops
+        its writer): the file is closed once no other object of this process uses it."""
+        native, self._native = self._native, None
+        if native is not None:
+            native.close()
 
     def __enter__(self) -> Self:
         return self

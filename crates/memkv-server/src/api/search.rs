@@ -12,7 +12,7 @@
 use axum::response::Response;
 use memkv::search::{SearchParams, context_message, limit_message};
 use memkv::wire::SearchResultsObject;
-use memkv::{Error, SearchRequest};
+use memkv::{Error, SearchMode, SearchRequest};
 use serde::Deserialize;
 use utoipa::{IntoParams, ToSchema};
 
@@ -73,13 +73,21 @@ fn request(q: &SearchQuery) -> Result<SearchRequest, ApiError> {
             .map(|v| v.parse::<i64>().map_err(|_| ApiError::invalid(refused(&v))))
             .transpose()
     };
+    // Checked in the order the route always has: the mode, the flag, the limit, the context.
+    if let Some(mode) = q.mode.as_deref() {
+        mode.parse::<SearchMode>()
+            .map_err(|e: Error| ApiError::invalid(e.to_string()))?;
+    }
+    let case_insensitive = flag("case_insensitive", q.case_insensitive.as_deref())?;
+    let limit = number(q.limit.as_deref(), limit_message)?;
+    let context = number(q.context.as_deref(), context_message)?;
     let params = SearchParams {
         query: query.to_owned(),
         mode: q.mode.clone(),
-        case_insensitive: flag("case_insensitive", q.case_insensitive.as_deref())?,
+        case_insensitive,
         path_prefix: q.path_prefix.clone(),
-        context: number(q.context.as_deref(), context_message)?,
-        limit: number(q.limit.as_deref(), limit_message)?,
+        context,
+        limit,
     };
     params.request().map_err(ApiError::invalid)
 }
