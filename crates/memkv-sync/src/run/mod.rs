@@ -196,6 +196,8 @@ impl Sync {
         };
         let ask = feed_thread(self.engine.api.clone(), tx);
         let mut polling = false;
+        // `memkv sync status` answers from the start: running, not yet in step.
+        self.save();
         if let Err(e) = self.start() {
             self.failed(&e)?;
         }

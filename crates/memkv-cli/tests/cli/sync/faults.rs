@@ -54,7 +54,22 @@ fn with_faults(mut world: World) {
     let pairs = [(a.as_path(), sa.as_path()), (b.as_path(), sb.as_path())];
     let converged = wait_for(Duration::from_secs(90), || in_step(&world, &pairs));
     let torn = writing.stop();
-    assert!(converged, "did not converge:\n{}", explain(&world, &pairs));
+    if !converged {
+        // What each sync said last, for the cause.
+        let tails: String = syncs
+            .iter()
+            .flatten()
+            .map(|s| {
+                let log = s.log();
+                let lines: Vec<&str> = log.lines().collect();
+                lines[lines.len().saturating_sub(60)..].join("\n") + "\n---\n"
+            })
+            .collect();
+        panic!(
+            "did not converge:\n{}\nthe syncs' last lines:\n{tails}",
+            explain(&world, &pairs)
+        );
+    }
     assert_eq!(torn, Vec::<String>::new(), "files seen half-written");
     let logs: String = syncs.iter().flatten().map(|s| s.log()).collect();
     check_nothing_lost(&world, &a, &lasts, &logs);

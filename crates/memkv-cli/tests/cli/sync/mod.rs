@@ -276,8 +276,12 @@ impl Drop for SyncProc {
     }
 }
 
-/// `memkv sync status --json` of a state folder, parsed.
+/// `memkv sync status --json` of a state folder, parsed; `null` for a sync that never reported
+/// (so that a failing test's explanation shows, rather than this).
 pub fn status(folder: &Path, state: &Path) -> serde_json::Value {
+    if !state.join("status.json").exists() {
+        return serde_json::Value::Null;
+    }
     let out = Command::new(env!("CARGO_BIN_EXE_memkv"))
         .args(["sync", "status", "--json"])
         .arg(folder)
