@@ -304,3 +304,37 @@ mod tests {
         assert_eq!(names, &serde_json::json!(expected), "{schema}");
     }
 }
+
+/// The error envelope's `error.type` for an HTTP status, as every face that answers in HTTP's
+/// terms spells it (the server, and the in-process bindings that answer as it does).
+pub fn error_type(status: u16) -> &'static str {
+    match status {
+        401 => "authentication_error",
+        403 => "permission_error",
+        404 => "not_found_error",
+        413 => "request_too_large",
+        429 => "rate_limit_error",
+        503 | 529 => "overloaded_error",
+        500..=599 => "api_error",
+        _ => "invalid_request_error",
+    }
+}
+
+/// How a face answers a request that a storage failure stopped (a model's command is answered to
+/// the model instead): the HTTP status and the words. Nothing was changed, but for a commit
+/// whose outcome was lost, which says so.
+pub fn storage_failure(e: &crate::error::Error) -> (u16, &'static str) {
+    use crate::error::Error;
+    match e {
+        Error::Busy { .. } => (503, "the database is busy; nothing was changed, try again"),
+        Error::DiskFull { .. } => (
+            507,
+            "the disk holding the database is full; nothing was changed. Deleting memories, redacting versions and deleting stores still work",
+        ),
+        Error::OutcomeUnknown { .. } => (
+            500,
+            "the connection to the database was lost during the commit; the change may or may not have been applied",
+        ),
+        _ => (500, "storage failure; nothing was changed"),
+    }
+}

@@ -42,33 +42,21 @@ impl Answer {
         Answer::error(404, "not_found_error", message)
     }
 
-    /// A failure of the library, as `memkv serve` answers it: a bad id or path 400; a busy
-    /// database 503; a full disk 507; a commit whose outcome was lost 500 saying so; any other
-    /// storage failure 500 (nothing was applied).
+    /// A failure of the library, as `memkv serve` answers it: a bad id, path or import 400, a
+    /// write to a read-only open 400, and a storage failure as [`memkv::wire::storage_failure`]
+    /// says.
     pub fn failed(e: &memkv::Error) -> Answer {
         match e {
             memkv::Error::InvalidUser { .. }
             | memkv::Error::InvalidPath { .. }
             | memkv::Error::Import { .. } => Answer::invalid(e.to_string()),
-            memkv::Error::Busy { .. } => Answer::error(
-                503,
-                "overloaded_error",
-                "the database is busy; nothing was changed, try again",
-            ),
-            memkv::Error::DiskFull { .. } => Answer::error(
-                507,
-                "api_error",
-                "the disk holding the database is full; nothing was changed. Deleting memories, redacting versions and deleting stores still work",
-            ),
-            memkv::Error::OutcomeUnknown { .. } => Answer::error(
-                500,
-                "api_error",
-                "the connection to the database was lost during the commit; the change may or may not have been applied",
-            ),
             memkv::Error::ReadOnly => {
                 Answer::invalid("the database was opened read-only: this call writes")
             }
-            _ => Answer::error(500, "api_error", "storage failure; nothing was changed"),
+            _ => {
+                let (status, message) = memkv::wire::storage_failure(e);
+                Answer::error(status, memkv::wire::error_type(status), message)
+            }
         }
     }
 

@@ -176,6 +176,10 @@ pub fn export(opened: &Opened, stores: &[String], file: &Path) -> Answer {
                 .map_err(|e| Answer::error(500, "api_error", e.to_string()))?;
             tmp.persist(file)
                 .map_err(|e| Answer::invalid(format!("{}: {}", file.display(), e.error)))?;
+            // The new name is durable too before the answer says the export is written.
+            std::fs::File::open(dir)
+                .and_then(|d| d.sync_all())
+                .map_err(|e| Answer::error(500, "api_error", format!("{}: {e}", dir.display())))?;
             Ok(summary)
         });
     match result {

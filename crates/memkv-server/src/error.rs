@@ -109,16 +109,7 @@ impl ApiError {
 
     /// The envelope's `error.type` for a status.
     pub fn error_type(status: StatusCode) -> &'static str {
-        match status.as_u16() {
-            401 => "authentication_error",
-            403 => "permission_error",
-            404 => "not_found_error",
-            413 => "request_too_large",
-            429 => "rate_limit_error",
-            503 | 529 => "overloaded_error",
-            500..=599 => "api_error",
-            _ => "invalid_request_error",
-        }
+        memkv::wire::error_type(status.as_u16())
     }
 
     /// The body, as sent.

@@ -68,19 +68,11 @@ pub fn refused(refusal: &ApiRefusal, store_update: bool) -> ApiError {
 /// A storage failure: logged for the operator, answered 503 when a retry may succeed, else 500.
 pub fn failed(e: &Error, store: &str) -> ApiError {
     tracing::error!(store, error = %e, "storage failure; nothing was applied");
-    match e {
-        Error::Busy { .. } => {
-            ApiError::overloaded("the database is busy; nothing was changed, try again")
-        }
-        Error::DiskFull { .. } => ApiError::new(
-            StatusCode::INSUFFICIENT_STORAGE,
-            "the disk holding the database is full; nothing was changed. Deleting memories, redacting versions and deleting stores still work",
-        ),
-        Error::OutcomeUnknown { .. } => ApiError::internal(
-            "the connection to the database was lost during the commit; the change may or may not have been applied",
-        ),
-        _ => ApiError::internal("storage failure; nothing was changed"),
-    }
+    let (status, message) = memkv::wire::storage_failure(e);
+    ApiError::new(
+        StatusCode::from_u16(status).unwrap_or(StatusCode::INTERNAL_SERVER_ERROR),
+        message,
+    )
 }
 
 /// The request's JSON body as `T`: at most the body cap, within the body timeout, sent as
